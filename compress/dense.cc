@@ -1,0 +1,43 @@
+// Dense codec: the payload is the values; combine is the device reduction.
+#include <cstring>
+
+#include "common/error.h"
+#include "compress/codec.h"
+#include "device/reduce.h"
+
+namespace squeeze {
+namespace {
+
+class DenseCodec final : public Codec {
+ public:
+  uint8_t id() const override { return 0; }
+  const char* name() const override { return "dense"; }
+  bool rawWire() const override { return true; }
+  size_t maxEncodedBytes(size_t count, DataType dtype) const override {
+    return count * dataTypeSize(dtype);
+  }
+  size_t encode(const void* src, size_t count, DataType dtype, void* payload) override {
+    size_t bytes = count * dataTypeSize(dtype);
+    std::memcpy(payload, src, bytes);
+    return bytes;
+  }
+  void decode(const void* payload, size_t bytes, size_t count, DataType dtype,
+              void* dst) override {
+    SQZ_ENFORCE_EQ(bytes, count * dataTypeSize(dtype));
+    std::memcpy(dst, payload, bytes);
+  }
+  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
+               DataType dtype, RedOp op) override {
+    SQZ_ENFORCE_EQ(bytes, count * dataTypeSize(dtype));
+    device::cpuReduceFn(dtype, op)(out, local, payload, count);
+  }
+};
+
+}  // namespace
+
+Codec& denseCodec() {
+  static DenseCodec codec;
+  return codec;
+}
+
+}  // namespace squeeze

@@ -1,0 +1,218 @@
+/*
+ * squeeze.h: the public C API of Squeeze, a collective communication library with NCCL's call
+ * shapes (porting is a rename: nccl -> sqz) and gradient compression inside the collectives.
+ *
+ * Thread safety, unless a function says otherwise: a communicator is used by one thread at a
+ * time; different communicators may be used concurrently from different threads. Collectives on
+ * one communicator must be called in the same order on every rank.
+ */
+#ifndef SQUEEZE_SQUEEZE_H_
+#define SQUEEZE_SQUEEZE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SQZ_API
+#else
+#define SQZ_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SQZ_MAJOR 0
+#define SQZ_MINOR 1
+#define SQZ_PATCH 0
+/** Version as one integer: major * 10000 + minor * 100 + patch. */
+#define SQZ_VERSION_CODE (SQZ_MAJOR * 10000 + SQZ_MINOR * 100 + SQZ_PATCH)
+
+/** Opaque communicator handle. */
+typedef struct sqzComm* sqzComm_t;
+
+/** Size in bytes of a unique id; the layout inside is private. */
+#define SQZ_UNIQUE_ID_BYTES 128
+
+/**
+ * Rendezvous token made by sqzGetUniqueId on one rank and passed to all others (MPI_Bcast, a
+ * file, an environment variable). It holds the root's address and a random 128-bit job secret:
+ * treat it as a credential.
+ */
+typedef struct {
+  char internal[SQZ_UNIQUE_ID_BYTES];
+} sqzUniqueId;
+
+/** Result codes. Values 0-7 match NCCL's. */
+typedef enum {
+  sqzSuccess = 0,          /**< The call completed. */
+  sqzCudaError = 1,        /**< A CUDA call failed. */
+  sqzSystemError = 2,      /**< A system call failed (socket, shared memory, out of memory). */
+  sqzInternalError = 3,    /**< A bug in Squeeze: please report it with SQZ_DEBUG=INFO output. */
+  sqzInvalidArgument = 4,  /**< An argument was wrong (null pointer, unknown datatype...). */
+  sqzInvalidUsage = 5,     /**< The call was wrong in context (ranks disagree, comm aborted...). */
+  sqzRemoteError = 6,      /**< A peer failed or closed its connection. */
+  sqzInProgress = 7,       /**< The operation has not finished yet. */
+  sqzTimeout = 8,          /**< A wait exceeded the timeout (SQZ_TIMEOUT_MS). */
+  sqzNumResults = 9
+} sqzResult_t;
+
+/** Element types. Values match NCCL's. */
+typedef enum {
+  sqzInt8 = 0,
+  sqzChar = 0,
+  sqzUint8 = 1,
+  sqzInt32 = 2,
+  sqzInt = 2,
+  sqzUint32 = 3,
+  sqzInt64 = 4,
+  sqzUint64 = 5,
+  sqzFloat16 = 6,
+  sqzHalf = 6,
+  sqzFloat32 = 7,
+  sqzFloat = 7,
+  sqzFloat64 = 8,
+  sqzDouble = 8,
+  sqzBfloat16 = 9,
+  sqzNumTypes = 10
+} sqzDataType_t;
+
+/**
+ * Reduction operators. Values match NCCL's. sqzAvg is the sum divided by the rank count, computed
+ * once by the rank that finishes each element (integer types divide with truncation).
+ */
+typedef enum {
+  sqzSum = 0,
+  sqzProd = 1,
+  sqzMax = 2,
+  sqzMin = 3,
+  sqzAvg = 4,
+  sqzNumOps = 5
+} sqzRedOp_t;
+
+/** Marks an integer field of sqzConfig_t as "not set: use the environment or the default". */
+#define SQZ_CONFIG_UNDEF_INT (-2147483647 - 1)
+
+/**
+ * Per-communicator configuration. Always start from SQZ_CONFIG_INITIALIZER; unset fields fall
+ * back to the SQZ_* environment variables, then to the built-in defaults.
+ */
+typedef struct {
+  size_t size;            /**< sizeof(sqzConfig_t), set by the initializer. */
+  unsigned int magic;     /**< Set by the initializer; guards against uninitialized structs. */
+  unsigned int version;   /**< SQZ_VERSION_CODE the caller was compiled with. */
+  int timeoutMs;          /**< Bound on every blocking wait, ms (SQZ_TIMEOUT_MS). */
+  const char* transports; /**< Ordered transport list, e.g. "shm,tcp" or "tcp" (SQZ_TRANSPORT). */
+  int tcpNsocks;          /**< Sockets per tcp peer connection (SQZ_TCP_NSOCKS). */
+  int chunkBytes;         /**< Pipeline chunk size in bytes (SQZ_CHUNK_BYTES). */
+  const char* socketIfname; /**< Interface for peer sockets (SQZ_SOCKET_IFNAME). */
+} sqzConfig_t;
+
+#define SQZ_CONFIG_MAGIC 0x53515a43u
+#define SQZ_CONFIG_INITIALIZER                                                           \
+  {                                                                                      \
+    sizeof(sqzConfig_t), SQZ_CONFIG_MAGIC, SQZ_VERSION_CODE, SQZ_CONFIG_UNDEF_INT, NULL, \
+        SQZ_CONFIG_UNDEF_INT, SQZ_CONFIG_UNDEF_INT, NULL                                 \
+  }
+
+/**
+ * Returns the library version as SQZ_VERSION_CODE would compute it.
+ * @param version receives the version; must not be NULL.
+ * @return sqzSuccess, or sqzInvalidArgument for a NULL pointer. Thread-safe.
+ */
+SQZ_API sqzResult_t sqzGetVersion(int* version);
+
+/**
+ * Creates a rendezvous id and starts the rendezvous root in this process (a background thread
+ * that serves one communicator's bootstrap, then exits). Call on one rank, send the id to all.
+ * The root listens on SQZ_SOCKET_IFNAME (else the first non-loopback interface, else loopback).
+ * @param uniqueId receives the id; must not be NULL.
+ * @return sqzSuccess, sqzInvalidArgument or sqzSystemError (no usable interface). Thread-safe.
+ */
+SQZ_API sqzResult_t sqzGetUniqueId(sqzUniqueId* uniqueId);
+
+/**
+ * Creates a communicator of nranks ranks; collective over all of them (each calls it once, with
+ * the same id and nranks, and a distinct rank). Blocks until every rank has joined or the
+ * timeout (SQZ_TIMEOUT_MS) passes.
+ * @param comm receives the communicator.
+ * @param nranks number of ranks, >= 1.
+ * @param commId the id from sqzGetUniqueId.
+ * @param rank this caller's rank, 0 <= rank < nranks.
+ * @return sqzSuccess; sqzInvalidArgument for bad arguments; sqzInvalidUsage when ranks disagree
+ *         (nranks, duplicate rank, id from another job); sqzTimeout; sqzSystemError.
+ */
+SQZ_API sqzResult_t sqzCommInitRank(sqzComm_t* comm, int nranks, sqzUniqueId commId, int rank);
+
+/**
+ * sqzCommInitRank with a configuration (may be NULL, which means all defaults).
+ * @param config a struct started from SQZ_CONFIG_INITIALIZER.
+ */
+SQZ_API sqzResult_t sqzCommInitRankConfig(sqzComm_t* comm, int nranks, sqzUniqueId commId,
+                                          int rank, const sqzConfig_t* config);
+
+/**
+ * Creates a communicator from a launcher's environment: SQZ_UNIQUE_ID (set by sqzrun), else
+ * SQZ_RANK/SQZ_WORLD_SIZE/SQZ_ROOT; torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT;
+ * Open MPI's OMPI_COMM_WORLD_RANK/SIZE, PMI's PMI_RANK/PMI_SIZE, Slurm's SLURM_PROCID/NTASKS
+ * (the latter three with SQZ_ROOT or MASTER_ADDR/MASTER_PORT giving the rendezvous address).
+ * Without SQZ_UNIQUE_ID, rank 0 hosts the rendezvous at that address.
+ * @param comm receives the communicator.
+ * @param config may be NULL.
+ * @return as sqzCommInitRank; sqzInvalidUsage when the environment names no rank or size.
+ */
+SQZ_API sqzResult_t sqzCommInitFromEnv(sqzComm_t* comm, const sqzConfig_t* config);
+
+/**
+ * Frees a communicator after its operations have completed. Not collective. NULL is accepted.
+ */
+SQZ_API sqzResult_t sqzCommDestroy(sqzComm_t comm);
+
+/**
+ * Marks the communicator aborted, closes its connections (peers see the closure) and frees it.
+ * May be called from another thread while a call is in flight: that call returns
+ * sqzRemoteError (or the error that caused the abort) promptly.
+ */
+SQZ_API sqzResult_t sqzCommAbort(sqzComm_t comm);
+
+/**
+ * Reports an error that happened asynchronously (a failed collective, a lost peer).
+ * @param asyncError receives sqzSuccess or the error. Thread-safe.
+ */
+SQZ_API sqzResult_t sqzCommGetAsyncError(sqzComm_t comm, sqzResult_t* asyncError);
+
+/** Number of ranks in the communicator. */
+SQZ_API sqzResult_t sqzCommCount(const sqzComm_t comm, int* count);
+
+/** This caller's rank in the communicator. */
+SQZ_API sqzResult_t sqzCommUserRank(const sqzComm_t comm, int* rank);
+
+/** A short fixed description of a result code. Thread-safe; never NULL. */
+SQZ_API const char* sqzGetErrorString(sqzResult_t result);
+
+/**
+ * The last error message on this communicator (or, for comm == NULL, on this thread): a
+ * sentence naming the rank, the peer and the operation. Empty if there was none. The pointer is
+ * valid until the next call on the same communicator (or thread).
+ */
+SQZ_API const char* sqzGetLastError(sqzComm_t comm);
+
+/**
+ * Reduces count elements from every rank's sendbuff with op and leaves the result in every
+ * rank's recvbuff. In place when sendbuff == recvbuff. Host memory: returns when the result is
+ * in recvbuff. Every rank must pass the same count, datatype and op. Results are bitwise
+ * identical on every rank.
+ * @param stream reserved for CUDA streams; must be NULL for host memory.
+ * @return sqzSuccess; sqzInvalidArgument (null buffers with count > 0, unknown datatype or op,
+ *         a count that is negative when read as signed); sqzInvalidUsage (ranks disagree);
+ *         sqzRemoteError; sqzTimeout.
+ */
+SQZ_API sqzResult_t sqzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 sqzDataType_t datatype, sqzRedOp_t op, sqzComm_t comm,
+                                 void* stream);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
+
+#endif  // SQUEEZE_SQUEEZE_H_

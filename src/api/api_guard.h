@@ -1,0 +1,54 @@
+// The one exception barrier between C++ and C: every extern "C" body is
+// `return apiGuard(comm, [&] { ... });`, which maps exceptions to sqzResult_t and records the
+// message for sqzGetLastError (per communicator, and per thread).
+#pragma once
+
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "core/communicator.h"
+#include "squeeze/squeeze.h"
+
+constexpr uint32_t kCommMagic = 0x4d4d4f43;  // "COMM"
+
+struct sqzComm {
+  uint32_t magic = kCommMagic;
+  std::unique_ptr<squeeze::Communicator> impl;
+  std::mutex lastErrorMu;  // protects lastError
+  std::string lastError;
+};
+
+namespace squeeze {
+
+void setThreadLastError(const std::string& msg);
+
+template <class F>
+sqzResult_t apiGuard(sqzComm* comm, F&& body) {
+  std::string msg;
+  sqzResult_t code;
+  try {
+    body();
+    return sqzSuccess;
+  } catch (const Error& e) {
+    code = static_cast<sqzResult_t>(e.code());
+    msg = e.what();
+  } catch (const std::bad_alloc&) {
+    code = sqzSystemError;
+    msg = "out of memory";
+  } catch (const std::exception& e) {
+    code = sqzInternalError;
+    msg = strCat("internal error: ", e.what());
+  }
+  SQZ_WARN(kInit, msg);
+  setThreadLastError(msg);
+  if (comm && comm->magic == kCommMagic) {
+    std::lock_guard<std::mutex> lock(comm->lastErrorMu);
+    comm->lastError = msg;
+  }
+  return code;
+}
+
+}  // namespace squeeze

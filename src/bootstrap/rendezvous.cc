@@ -1,0 +1,265 @@
+// Rendezvous root and client (see rendezvous.h). Wire, after authentication:
+//   rank -> root: JoinRequest (fixed size)
+//   root -> rank: JoinReply header {status, round, nranks, message[256]}, then nranks PeerRecords
+// The root never allocates from a size an unauthenticated peer sent; nranks is bounded.
+#include "bootstrap/rendezvous.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "bootstrap/auth.h"
+#include "common/error.h"
+#include "common/logging.h"
+#include "common/sha256.h"
+
+namespace squeeze {
+namespace {
+
+constexpr int kMaxRanks = 1 << 16;
+constexpr int kHandshakeCapMs = 5000;  // a silent client cannot stall the root for longer
+
+struct PeerRecord {
+  int32_t rank;
+  int32_t pid;
+  uint16_t family;
+  uint16_t port;
+  uint8_t addr[16];
+  char hostId[96];
+};
+
+struct JoinRequest {
+  int32_t nranks;
+  PeerRecord self;
+};
+
+struct JoinReplyHeader {
+  int32_t status;  // 0 ok; else an ErrorCode value
+  int32_t nranks;
+  uint64_t round;
+  char message[256];
+};
+
+PeerRecord toRecord(const PeerInfo& p) {
+  PeerRecord r{};
+  r.rank = p.rank;
+  r.pid = p.pid;
+  r.family = p.listenAddr.storage.ss_family;
+  r.port = p.listenAddr.port();
+  if (r.family == AF_INET)
+    std::memcpy(r.addr, &reinterpret_cast<const sockaddr_in*>(&p.listenAddr.storage)->sin_addr, 4);
+  else
+    std::memcpy(r.addr, &reinterpret_cast<const sockaddr_in6*>(&p.listenAddr.storage)->sin6_addr,
+                16);
+  std::strncpy(r.hostId, p.hostId.c_str(), sizeof r.hostId - 1);
+  return r;
+}
+
+PeerInfo fromRecord(const PeerRecord& r) {
+  PeerInfo p;
+  p.rank = r.rank;
+  p.pid = r.pid;
+  if (r.family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&p.listenAddr.storage);
+    a->sin_family = AF_INET;
+    std::memcpy(&a->sin_addr, r.addr, 4);
+    p.listenAddr.len = sizeof(sockaddr_in);
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&p.listenAddr.storage);
+    a->sin6_family = AF_INET6;
+    std::memcpy(&a->sin6_addr, r.addr, 16);
+    p.listenAddr.len = sizeof(sockaddr_in6);
+  }
+  p.listenAddr.setPort(r.port);
+  p.hostId.assign(r.hostId, strnlen(r.hostId, sizeof r.hostId));
+  return p;
+}
+
+class RootServer {
+ public:
+  RootServer(Socket listener, UniqueIdData id, int maxRounds, int timeoutMs)
+      : listener_(std::move(listener)), id_(id), maxRounds_(maxRounds), timeoutMs_(timeoutMs) {}
+
+  void run() {
+    uint64_t round = 0;
+    while (maxRounds_ <= 0 || round < static_cast<uint64_t>(maxRounds_)) {
+      try {
+        if (serveRound(round)) ++round;
+      } catch (const std::exception& e) {
+        SQZ_WARN(kInit, "rendezvous root ", listener_.localAddr().toString(), ": round ", round,
+                 " failed: ", e.what());
+      }
+    }
+    SQZ_DEBUG(kInit, "rendezvous root done after ", round, " round(s)");
+  }
+
+ private:
+  struct Joined {
+    Socket sock;
+    JoinRequest req;
+  };
+
+  // Returns true when the round completed and the table went out.
+  bool serveRound(uint64_t round) {
+    std::map<int, Joined> joined;
+    int nranks = -1;
+    Deadline roundDeadline = Deadline::max();
+    std::string failure;
+    while (nranks < 0 || static_cast<int>(joined.size()) < nranks) {
+      auto s = listener_.acceptOne(roundDeadline);
+      if (!s) {
+        failure = strCat("only ", joined.size(), " of ", nranks,
+                         " ranks reached the rendezvous before the timeout (", timeoutMs_,
+                         " ms); the missing ranks never started or were given another id");
+        break;
+      }
+      Joined j{std::move(*s), {}};
+      try {
+        Deadline hs = std::min(roundDeadline, deadlineAfterMs(std::min(timeoutMs_, kHandshakeCapMs)));
+        Hello hello = authenticateAsServer(j.sock, id_.secret, hs);
+        if (hello.purpose != LinkPurpose::kRendezvous || hello.commHash != id_.nonce) {
+          SQZ_WARN(kInit, "rendezvous root: dropped a connection that is not a rendezvous of this id");
+          continue;
+        }
+        j.sock.recvAll(&j.req, sizeof j.req, hs, "rendezvous: reading the join request");
+      } catch (const std::exception& e) {
+        SQZ_WARN(kInit, "rendezvous root: dropped a connection: ", e.what());
+        continue;
+      }
+      const JoinRequest& r = j.req;
+      if (r.nranks < 1 || r.nranks > kMaxRanks || r.self.rank < 0 || r.self.rank >= r.nranks) {
+        reject(j.sock, ErrorCode::kInvalidArgument,
+               strCat("rank ", r.self.rank, " of ", r.nranks, " is not a valid rank/size"));
+        continue;
+      }
+      if (nranks < 0) {
+        nranks = r.nranks;
+        roundDeadline = deadlineAfterMs(timeoutMs_);
+      }
+      if (r.nranks != nranks) {
+        failure = strCat("rank ", r.self.rank, " says there are ", r.nranks,
+                         " ranks but the first rank to arrive said ", nranks,
+                         "; every rank must pass the same nranks");
+        reject(j.sock, ErrorCode::kInvalidUsage, failure);
+        break;
+      }
+      if (joined.count(r.self.rank)) {
+        failure = strCat("two processes both claim rank ", r.self.rank, " (pids ",
+                         joined[r.self.rank].req.self.pid, " and ", r.self.pid,
+                         "); every rank must pass a distinct rank");
+        reject(j.sock, ErrorCode::kInvalidUsage, failure);
+        break;
+      }
+      int rank = r.self.rank;
+      joined.emplace(rank, std::move(j));
+    }
+    if (!failure.empty()) {
+      ErrorCode code = nranks < 0 || failure.find("timeout") != std::string::npos
+                           ? ErrorCode::kTimeout
+                           : ErrorCode::kInvalidUsage;
+      for (auto& [rank, j] : joined) reject(j.sock, code, failure);
+      SQZ_WARN(kInit, "rendezvous round ", round, " failed: ", failure);
+      return false;
+    }
+    JoinReplyHeader h{};
+    h.status = 0;
+    h.nranks = nranks;
+    h.round = round;
+    std::vector<PeerRecord> table(nranks);
+    for (auto& [rank, j] : joined) table[rank] = j.req.self;
+    Deadline d = deadlineAfterMs(timeoutMs_);
+    for (auto& [rank, j] : joined) {
+      try {
+        j.sock.sendAll(&h, sizeof h, d, "rendezvous: sending the table");
+        j.sock.sendAll(table.data(), table.size() * sizeof(PeerRecord), d,
+                       "rendezvous: sending the table");
+      } catch (const std::exception& e) {
+        SQZ_WARN(kInit, "rendezvous: rank ", rank, " left before the table arrived: ", e.what());
+      }
+    }
+    SQZ_INFO(kInit, "rendezvous round ", round, " complete: ", nranks, " ranks");
+    return true;
+  }
+
+  void reject(Socket& s, ErrorCode code, const std::string& why) {
+    JoinReplyHeader h{};
+    h.status = static_cast<int32_t>(code);
+    std::strncpy(h.message, why.c_str(), sizeof h.message - 1);
+    try {
+      s.sendAll(&h, sizeof h, deadlineAfterMs(1000), "rendezvous: sending an error");
+    } catch (const std::exception&) {
+    }
+  }
+
+  Socket listener_;
+  UniqueIdData id_;
+  int maxRounds_;
+  int timeoutMs_;
+};
+
+}  // namespace
+
+UniqueIdData RendezvousRoot::startWithSecret(const SockAddr& bindAddr, const Secret& secret,
+                                             int maxRounds, int timeoutMs) {
+  Socket listener = Socket::listenOn(bindAddr);
+  UniqueIdData id = UniqueIdData::fromSecret(listener.localAddr(), secret);
+  auto server = std::make_shared<RootServer>(std::move(listener), id, maxRounds, timeoutMs);
+  std::thread([server] { server->run(); }).detach();
+  SQZ_INFO(kInit, "rendezvous root listening on ", id.root.toString());
+  return id;
+}
+
+UniqueIdData RendezvousRoot::start(const SockAddr& bindAddr, int maxRounds, int timeoutMs) {
+  return startWithSecret(bindAddr, randomSecret(), maxRounds, timeoutMs);
+}
+
+RendezvousResult joinRendezvous(const UniqueIdData& id, int rank, int nranks, const PeerInfo& self,
+                                int timeoutMs) {
+  Deadline deadline = deadlineAfterMs(timeoutMs);
+  const std::string where = strCat("rank ", rank, ": rendezvous with the root at ",
+                                   id.root.toString());
+  Socket s = Socket::connectTo(id.root, deadline, where);
+  Hello hello;
+  hello.commHash = id.nonce;
+  hello.rank = rank;
+  hello.purpose = LinkPurpose::kRendezvous;
+  authenticateAsClient(s, id.secret, hello, deadline);
+  JoinRequest req{};
+  req.nranks = nranks;
+  req.self = toRecord(self);
+  s.sendAll(&req, sizeof req, deadline, where);
+  JoinReplyHeader h{};
+  s.recvAll(&h, sizeof h, deadline,
+            strCat(where, ": waiting for all ", nranks, " ranks to join"));
+  if (h.status != 0)
+    raise(static_cast<ErrorCode>(h.status), where, " failed: ",
+          std::string(h.message, strnlen(h.message, sizeof h.message)));
+  if (h.nranks != nranks) raise(ErrorCode::kRemote, where, ": the root sent a table of ", h.nranks);
+  std::vector<PeerRecord> table(nranks);
+  s.recvAll(table.data(), table.size() * sizeof(PeerRecord), deadline, where);
+  RendezvousResult out;
+  out.round = h.round;
+  for (const PeerRecord& r : table) out.peers.push_back(fromRecord(r));
+  return out;
+}
+
+std::string localHostId() {
+  char host[65] = {};
+  gethostname(host, sizeof host - 1);
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  struct stat st{};
+  // Ranks in different network namespaces are different hosts for us (the netns test lab).
+  uint64_t netns = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+  std::string key = strCat(host, "|", bootId, "|", netns);
+  Digest d = sha256(key.data(), key.size());
+  return strCat(std::string(host).substr(0, 64), "/", toHex(d.data(), 8));
+}
+
+}  // namespace squeeze

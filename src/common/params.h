@@ -1,0 +1,71 @@
+// The one typed registry of SQZ_* parameters. Every tunable and every launcher variable is a
+// row of SQZ_PARAMS below: its field, type, key, default and help. sqz-info prints this table and
+// the README documents it; a duplicate key fails to compile (static_assert in params.cc).
+// Values are read from the environment when a communicator is created (so each communicator
+// sees one consistent snapshot) and by the logger once per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace squeeze {
+
+enum class ParamType { kInt, kBytes, kString };
+
+// X(field, type, key, default-as-string, help)
+#define SQZ_PARAMS(X)                                                                          \
+  X(debug, kString, "SQZ_DEBUG", "WARN", "Log level: NONE, WARN, INFO, DEBUG or TRACE.")        \
+  X(debugSubsys, kString, "SQZ_DEBUG_SUBSYS", "ALL",                                           \
+    "Comma list of INIT,TRANSPORT,ALGO,COMPRESS,DEVICE,TUNING,ENV,ALL; ^ negates.")            \
+  X(debugFile, kString, "SQZ_DEBUG_FILE", "",                                                  \
+    "Log to this file instead of stderr; %h is the host, %p the pid.")                         \
+  X(timeoutMs, kInt, "SQZ_TIMEOUT_MS", "300000",                                               \
+    "Bound on every blocking wait (rendezvous, connect, send, receive), in ms.")               \
+  X(transport, kString, "SQZ_TRANSPORT", "shm,tcp",                                            \
+    "Ordered transports to try per peer (shm: same host only; tcp: any). 'tcp' forces tcp.")   \
+  X(socketIfname, kString, "SQZ_SOCKET_IFNAME", "",                                            \
+    "Interface for sockets: name prefix ('lo', 'eth'), ^ excludes, = exact. "                  \
+    "Empty: first non-loopback interface that is up, else loopback.")                          \
+  X(tcpNsocks, kInt, "SQZ_TCP_NSOCKS", "2", "TCP sockets per peer connection (1-16).")         \
+  X(chunkBytes, kBytes, "SQZ_CHUNK_BYTES", "512K",                                             \
+    "Pipeline chunk: algorithms split each segment into pieces of at most this size.")        \
+  X(shmBufferBytes, kBytes, "SQZ_SHM_BUFFER_BYTES", "4M",                                      \
+    "Shared-memory ring buffer per direction per peer pair.")                                  \
+  X(uniqueId, kString, "SQZ_UNIQUE_ID", "",                                                    \
+    "Launcher: hex sqzUniqueId for sqzCommInitFromEnv (set by sqzrun).")                       \
+  X(rank, kString, "SQZ_RANK", "", "Launcher: this process's rank for sqzCommInitFromEnv.")    \
+  X(worldSize, kString, "SQZ_WORLD_SIZE", "", "Launcher: rank count for sqzCommInitFromEnv.")  \
+  X(localRank, kString, "SQZ_LOCAL_RANK", "", "Launcher: rank among this host's ranks.")       \
+  X(root, kString, "SQZ_ROOT", "",                                                             \
+    "Launcher: host:port of the rendezvous, hosted by rank 0 (else MASTER_ADDR:MASTER_PORT).") \
+  X(secret, kString, "SQZ_SECRET", "",                                                         \
+    "Launcher: 32 hex digits, the job secret for SQZ_ROOT rendezvous (unset: unauthenticated).")
+
+struct Params {
+#define SQZ_PARAM_FIELD_kInt int64_t
+#define SQZ_PARAM_FIELD_kBytes uint64_t
+#define SQZ_PARAM_FIELD_kString std::string
+#define SQZ_PARAM_DECLARE(field, type, key, def, help) SQZ_PARAM_FIELD_##type field;
+  SQZ_PARAMS(SQZ_PARAM_DECLARE)
+#undef SQZ_PARAM_DECLARE
+};
+
+struct ParamInfo {
+  const char* key;
+  ParamType type;
+  const char* defaultValue;
+  const char* help;
+};
+
+// Every parameter, in table order.
+const std::vector<ParamInfo>& paramTable();
+
+// Reads the environment now. Throws Error(kInvalidArgument) naming the variable, the value and
+// what was expected when a value does not parse.
+Params loadParams();
+
+// The value a variable has in the environment now, or its default; for sqz-info.
+std::string paramValueString(const ParamInfo& info);
+
+}  // namespace squeeze

@@ -1,0 +1,128 @@
+// Communicator (see communicator.h).
+#include "core/communicator.h"
+
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "algorithms/algorithm.h"
+#include "bootstrap/rendezvous.h"
+#include "common/logging.h"
+#include "compress/codec.h"
+
+namespace squeeze {
+namespace {
+
+// Where this rank listens for peers: SQZ_SOCKET_IFNAME's choice, except that a rendezvous on
+// loopback means every rank is on this host, so loopback it is.
+SockAddr peerListenAddress(const UniqueIdData& id, const CommConfig& config) {
+  if (config.socketIfname.empty() && id.root.isLoopback()) {
+    SockAddr a;
+    if (id.root.storage.ss_family == AF_INET6) {
+      auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+      v6->sin6_family = AF_INET6;
+      v6->sin6_addr = in6addr_loopback;
+      a.len = sizeof(sockaddr_in6);
+    } else {
+      auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+      v4->sin_family = AF_INET;
+      v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.len = sizeof(sockaddr_in);
+    }
+    return a;
+  }
+  SockAddr a = chooseInterfaceAddress(config.socketIfname);
+  a.setPort(0);
+  return a;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int rank, int nranks,
+                                                   const CommConfig& config) {
+  setLogRank(rank);
+  std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, config));
+  comm->listener_ = Socket::listenOn(peerListenAddress(id, config));
+  PeerInfo self;
+  self.rank = rank;
+  self.listenAddr = comm->listener_.localAddr();
+  self.hostId = localHostId();
+  self.pid = getpid();
+  RendezvousResult table = joinRendezvous(id, rank, nranks, self, config.timeoutMs);
+  comm->commHash_ = id.commHash(table.round);
+  comm->peers_ = connectPeers(rank, table.peers, comm->listener_, id.secret, comm->commHash_,
+                              config);
+  if (rank == 0) {
+    std::string transports;
+    for (int p = 1; p < nranks; ++p)
+      transports += strCat(p == 1 ? "" : " ", p, ":", comm->peers_.conns[p]->transportName());
+    SQZ_INFO(kInit, "communicator ", toHex(&comm->commHash_, 8), " ready: ", nranks,
+             " ranks; rank 0's peers ", transports.empty() ? "(none)" : transports);
+  }
+  return comm;
+}
+
+Communicator::~Communicator() = default;
+
+void Communicator::fail(const Error& e) {
+  {
+    std::lock_guard<std::mutex> lock(errorMu_);
+    if (!asyncError_) asyncError_ = e;
+  }
+  // Peers blocked on us learn at once that this rank is out.
+  for (auto& c : peers_.conns)
+    if (c) c->shutdown();
+  for (auto& s : peers_.controls) s.shutdownBoth();
+}
+
+std::optional<Error> Communicator::asyncError() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  return asyncError_;
+}
+
+void Communicator::abort() {
+  aborted_ = true;
+  fail(Error(ErrorCode::kRemote, strCat("rank ", rank_, ": the communicator was aborted")));
+  std::lock_guard<std::mutex> wait(callMu_);  // a call in flight notices and returns
+}
+
+void Communicator::allReduce(CollRequest req) {
+  req.kind = CollKind::kAllReduce;
+  run(req);
+}
+
+void Communicator::run(const CollRequest& reqIn) {
+  std::lock_guard<std::mutex> lock(callMu_);
+  setLogRank(rank_);
+  if (auto err = asyncError())
+    raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": the communicator is unusable after an "
+          "earlier error (", err->what(), "); destroy it and create a new one.");
+  CollRequest req = reqIn;
+  if (!req.codec) req.codec = &denseCodec();
+  const uint64_t seq = seq_++;
+  if (req.count == 0) return;
+
+  const AlgorithmEntry& algo = selectAlgorithm(req, nranks_);
+  if (seq == 0) SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " uses ", algo.name);
+  ScheduleParams params{rank_, nranks_,
+                        std::max<size_t>(1, config_.chunkBytes / dataTypeSize(req.dtype))};
+  Schedule sched = algo.build(req, params);
+
+  WireHeader base;
+  base.coll = static_cast<uint8_t>(req.kind);
+  base.codec = req.codec->id();
+  base.dtype = static_cast<uint8_t>(req.dtype);
+  base.op = static_cast<uint8_t>(req.op);
+  base.commHash = commHash_;
+  base.seq = seq;
+  base.count = req.count;
+  base.root = req.root;
+  ExecContext ctx{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_};
+  try {
+    executor_.run(req, sched, base, ctx);
+  } catch (const Error& e) {
+    fail(e);
+    throw;
+  }
+}
+
+}  // namespace squeeze

@@ -1,0 +1,63 @@
+// Communicator: one rank's membership in a group of ranks: its peers' connections, its
+// configuration, the call sequence number and the executor. Collective entry points turn a
+// CollRequest into a schedule (through the algorithm registry) and run it.
+//
+// Thread safety: one collective at a time (callMu_); abort() may come from any thread.
+// A failed collective leaves the communicator in error: its connections are shut so peers learn
+// of it at once, and later calls fail with the original cause.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "bootstrap/unique_id.h"
+#include "common/error.h"
+#include "core/config.h"
+#include "core/executor.h"
+#include "core/peer_setup.h"
+
+namespace squeeze {
+
+class Communicator {
+ public:
+  // Joins the rendezvous of `id` and connects to every peer. Collective over nranks ranks.
+  static std::unique_ptr<Communicator> create(const UniqueIdData& id, int rank, int nranks,
+                                              const CommConfig& config);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  const CommConfig& config() const { return config_; }
+
+  void allReduce(CollRequest req);
+
+  // Marks the communicator aborted and shuts its connections; waits for a call in flight on
+  // another thread to return. Thread-safe.
+  void abort();
+  // The error that put the communicator in error state, if any. Thread-safe.
+  std::optional<Error> asyncError() const;
+
+ private:
+  Communicator(int rank, int nranks, const CommConfig& config)
+      : rank_(rank), nranks_(nranks), config_(config) {}
+  void run(const CollRequest& req);
+  void fail(const Error& e);
+
+  int rank_;
+  int nranks_;
+  CommConfig config_;
+  uint64_t commHash_ = 0;
+  uint64_t seq_ = 0;
+  Socket listener_;
+  PeerSet peers_;
+  Executor executor_;
+  std::atomic<bool> aborted_{false};
+  std::mutex callMu_;              // held for the duration of a collective
+  mutable std::mutex errorMu_;     // protects asyncError_
+  std::optional<Error> asyncError_;
+};
+
+}  // namespace squeeze

@@ -1,0 +1,48 @@
+// Validation of communicator settings (see config.h).
+#include "core/config.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/strings.h"
+#include "transports/transport.h"
+
+namespace squeeze {
+
+CommConfig CommConfig::fromParams(const Params& p) {
+  CommConfig c;
+  if (p.timeoutMs < 1 || p.timeoutMs > 7 * 24 * 3600 * 1000LL)
+    raise(ErrorCode::kInvalidArgument, "SQZ_TIMEOUT_MS=", p.timeoutMs,
+          " is out of range; use 1 to 604800000 ms.");
+  c.timeoutMs = static_cast<int>(p.timeoutMs);
+  for (const std::string& name : split(p.transport, ',')) {
+    if (name.empty()) continue;
+    const auto& known = availableTransports();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      raise(ErrorCode::kInvalidArgument, "SQZ_TRANSPORT names '", name,
+            "', which is not a transport of this build; choose from: ", list, ".");
+    }
+    c.transports.push_back(name);
+  }
+  if (c.transports.empty())
+    raise(ErrorCode::kInvalidArgument, "SQZ_TRANSPORT='", p.transport,
+          "' names no transport; use e.g. 'shm,tcp' or 'tcp'.");
+  if (p.tcpNsocks < 1 || p.tcpNsocks > 16)
+    raise(ErrorCode::kInvalidArgument, "SQZ_TCP_NSOCKS=", p.tcpNsocks,
+          " is out of range; use 1 to 16.");
+  c.tcpNsocks = static_cast<int>(p.tcpNsocks);
+  if (p.chunkBytes < 4096 || p.chunkBytes > (1ull << 30))
+    raise(ErrorCode::kInvalidArgument, "SQZ_CHUNK_BYTES=", p.chunkBytes,
+          " is out of range; use 4K to 1G.");
+  c.chunkBytes = p.chunkBytes;
+  if (p.shmBufferBytes < 65536 || p.shmBufferBytes > (1ull << 30))
+    raise(ErrorCode::kInvalidArgument, "SQZ_SHM_BUFFER_BYTES=", p.shmBufferBytes,
+          " is out of range; use 64K to 1G.");
+  c.shmBufferBytes = p.shmBufferBytes;
+  c.socketIfname = p.socketIfname;
+  return c;
+}
+
+}  // namespace squeeze

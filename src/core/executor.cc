@@ -1,0 +1,218 @@
+// Executor (see executor.h).
+#include "core/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "common/error.h"
+#include "common/logging.h"
+#include "compress/codec.h"
+#include "device/reduce.h"
+#include "transports/shm/doorbell.h"
+
+namespace squeeze {
+namespace {
+
+struct Pending {
+  uint32_t op;
+  TransferRequest req;
+  int scratch = -1;
+};
+
+struct PeerQueues {
+  std::vector<uint32_t> sends, recvs;  // op indices in schedule order
+  size_t nextSend = 0, nextRecv = 0;
+  std::deque<Pending> sending, receiving;  // deque: stable TransferRequest addresses
+};
+
+const char* opName(OpKind k) {
+  switch (k) {
+    case OpKind::kCopy: return "copy";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecvReduce: return "recv-reduce";
+    case OpKind::kFinalize: return "finalize";
+    case OpKind::kSendFinal: return "send-final";
+    case OpKind::kRecvFinal: return "recv-final";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int Executor::acquireScratch(size_t bytes) {
+  int index;
+  if (!freeScratch_.empty()) {
+    index = freeScratch_.back();
+    freeScratch_.pop_back();
+  } else {
+    index = static_cast<int>(scratch_.size());
+    scratch_.emplace_back();
+  }
+  if (scratch_[index].size() < bytes) scratch_[index].resize(bytes);
+  return index;
+}
+
+void Executor::run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
+                   ExecContext& ctx) {
+  Codec& codec = *req.codec;
+  SQZ_ENFORCE(codec.rawWire(), "codec ", codec.name(), " needs the encoded path, not built yet");
+  const size_t esz = dataTypeSize(req.dtype);
+  char* const in = static_cast<char*>(const_cast<void*>(req.sendbuf));
+  char* const out = static_cast<char*>(req.recvbuf);
+  auto at = [&](BufferRole role, size_t offset) {
+    return (role == BufferRole::kInput ? in : out) + offset * esz;
+  };
+  const auto& ops = sched.ops;
+  std::vector<uint8_t> done(ops.size(), 0);
+  size_t remaining = ops.size();
+  auto ready = [&](const Op& op) {
+    for (uint32_t d : op.deps)
+      if (d != kNoDep && !done[d]) return false;
+    return true;
+  };
+  auto finish = [&](uint32_t i) {
+    done[i] = 1;
+    --remaining;
+  };
+
+  std::vector<PeerQueues> peers(ctx.nranks);
+  std::vector<uint32_t> locals;
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    switch (ops[i].kind) {
+      case OpKind::kSend: case OpKind::kSendFinal: peers[ops[i].peer].sends.push_back(i); break;
+      case OpKind::kRecvReduce: case OpKind::kRecvFinal: peers[ops[i].peer].recvs.push_back(i); break;
+      default: locals.push_back(i);
+    }
+  }
+  std::vector<Connection*> active;
+  for (int p = 0; p < ctx.nranks; ++p)
+    if (!peers[p].sends.empty() || !peers[p].recvs.empty()) {
+      SQZ_ENFORCE(ctx.conns[p] != nullptr, "no connection to rank ", p);
+      active.push_back(ctx.conns[p].get());
+    }
+  WaitSources ws;
+  for (Connection* c : active) c->addWaitSources(ws);
+  Doorbell* const doorbell = ws.doorbell;
+
+  auto header = [&](const Op& op, int src) {
+    WireHeader h = base;
+    h.srcRank = src;
+    h.step = op.step;
+    h.offset = op.offset;
+    h.payloadBytes = op.count * esz;
+    return h;
+  };
+
+  Deadline idleDeadline = deadlineAfterMs(ctx.timeoutMs);
+  while (remaining > 0) {
+    if (ctx.aborted.load(std::memory_order_relaxed))
+      raise(ErrorCode::kRemote, "rank ", ctx.rank, ": ", describeCall(base),
+            " was interrupted: the communicator was aborted");
+    const uint32_t bell = doorbell ? doorbell->snapshot() : 0;
+    bool moved = false;
+
+    for (int p = 0; p < ctx.nranks; ++p) {
+      PeerQueues& q = peers[p];
+      while (q.nextSend < q.sends.size() && ready(ops[q.sends[q.nextSend]])) {
+        const uint32_t i = q.sends[q.nextSend++];
+        const Op& op = ops[i];
+        q.sending.push_back(Pending{i, {}});
+        ctx.conns[p]->isend(header(op, ctx.rank), at(op.src, op.offset), &q.sending.back().req);
+        moved = true;
+      }
+      while (q.nextRecv < q.recvs.size() && q.receiving.size() < kRecvWindow) {
+        const uint32_t i = q.recvs[q.nextRecv];
+        const Op& op = ops[i];
+        const size_t bytes = op.count * esz;
+        if (op.kind == OpKind::kRecvFinal) {
+          if (!ready(op)) break;
+          q.receiving.push_back(Pending{i, {}});
+          ctx.conns[p]->irecv(header(op, p), at(BufferRole::kOutput, op.offset), bytes,
+                              &q.receiving.back().req);
+        } else {
+          int s = acquireScratch(bytes);
+          q.receiving.push_back(Pending{i, {}, s});
+          ctx.conns[p]->irecv(header(op, p), scratch_[s].data(), bytes, &q.receiving.back().req);
+        }
+        ++q.nextRecv;
+        moved = true;
+      }
+    }
+
+    for (Connection* c : active) moved |= c->progress();
+
+    for (int p = 0; p < ctx.nranks; ++p) {
+      PeerQueues& q = peers[p];
+      while (!q.sending.empty() && q.sending.front().req.done) {
+        finish(q.sending.front().op);
+        q.sending.pop_front();
+        moved = true;
+      }
+      while (!q.receiving.empty() && q.receiving.front().req.done) {
+        Pending& pend = q.receiving.front();
+        const Op& op = ops[pend.op];
+        const size_t bytes = op.count * esz;
+        if (pend.req.bytes != bytes)
+          raise(ErrorCode::kInvalidUsage, "rank ", p, " sent ", pend.req.bytes, " bytes where rank ",
+                ctx.rank, " expected ", bytes, " in ", describeCall(base));
+        if (op.kind == OpKind::kRecvReduce) {
+          if (!ready(op)) break;
+          codec.combine(at(BufferRole::kOutput, op.offset), at(op.src, op.offset),
+                        scratch_[pend.scratch].data(), bytes, op.count, req.dtype, req.op);
+          releaseScratch(pend.scratch);
+        }
+        finish(pend.op);
+        q.receiving.pop_front();
+        moved = true;
+      }
+    }
+
+    for (auto it = locals.begin(); it != locals.end();) {
+      const Op& op = ops[*it];
+      if (!ready(op)) {
+        ++it;
+        continue;
+      }
+      if (op.kind == OpKind::kCopy) {
+        if (in != out) std::memcpy(at(BufferRole::kOutput, op.offset), at(op.src, op.offset),
+                                   op.count * esz);
+      } else if (op.kind == OpKind::kFinalize) {
+        if (req.op == RedOp::kAvg)
+          device::cpuDivide(at(BufferRole::kOutput, op.offset), op.count, req.dtype, ctx.nranks);
+      } else {
+        raise(ErrorCode::kInternal, "op ", opName(op.kind), " is not a local op");
+      }
+      finish(*it);
+      it = locals.erase(it);
+      moved = true;
+    }
+
+    if (moved) {
+      idleDeadline = deadlineAfterMs(ctx.timeoutMs);
+      continue;
+    }
+    if (remainingMs(idleDeadline) == 0) {
+      std::string waiting;
+      for (int p = 0; p < ctx.nranks; ++p) {
+        const PeerQueues& q = peers[p];
+        size_t outSend = q.sends.size() - q.nextSend + q.sending.size();
+        size_t outRecv = q.recvs.size() - q.nextRecv + q.receiving.size();
+        if (outSend || outRecv)
+          waiting += strCat(waiting.empty() ? "" : ", ", "rank ", p, " (", outSend, " sends, ",
+                            outRecv, " receives left)");
+      }
+      raise(ErrorCode::kTimeout, "rank ", ctx.rank, ": ", describeCall(base), " made no progress"
+            " for ", ctx.timeoutMs, " ms (SQZ_TIMEOUT_MS) waiting on ", waiting,
+            ". A peer is stuck, dead, or making a different call.");
+    }
+    ws.fds.clear();
+    for (Connection* c : active) c->addWaitSources(ws);
+    SQZ_ENFORCE(!ws.fds.empty() || ws.doorbell, "rank ", ctx.rank, ": ", describeCall(base),
+                " stalled with nothing to wait on (", remaining, " ops left)");
+    // Sliced so an abort from another thread is noticed promptly.
+    waitForActivity(ws, bell, std::min(remainingMs(idleDeadline), 200));
+  }
+}
+
+}  // namespace squeeze

@@ -1,0 +1,54 @@
+// A schedule: what one rank does for one collective call, as a list of ops over element ranges
+// of the caller's buffers, with dependencies. Algorithms build schedules; the executor runs them.
+//
+// Ordering rule the executor relies on: the k-th Send/SendFinal to peer p in this rank's
+// schedule is matched by the k-th RecvReduce/RecvFinal from this rank in p's schedule, and both
+// carry the same step and offset (checked on arrival).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/types.h"
+
+namespace squeeze {
+
+enum class OpKind : uint8_t {
+  kCopy,        // output[range] = input[range]
+  kSend,        // send (encoded) src[range] to peer: a partial result on its way to be reduced
+  kRecvReduce,  // output[range] = src[range] (op) received payload
+  kFinalize,    // output[range] is fully reduced: apply avg's division, encode once and decode
+                // the payload back, so the owner holds what every other rank will receive
+  kSendFinal,   // forward the final payload of output[range] unchanged
+  kRecvFinal,   // receive a final payload and decode it into output[range]
+};
+
+constexpr uint32_t kNoDep = UINT32_MAX;
+
+struct Op {
+  OpKind kind;
+  BufferRole src = BufferRole::kOutput;  // kSend: what to send; kRecvReduce: the local operand
+  int peer = -1;
+  uint32_t step = 0;  // carried in the message header
+  size_t offset = 0;  // elements
+  size_t count = 0;
+  uint32_t deps[2] = {kNoDep, kNoDep};  // ops that must finish before this one starts
+};
+
+struct Schedule {
+  std::vector<Op> ops;
+
+  uint32_t add(const Op& op) {
+    ops.push_back(op);
+    return static_cast<uint32_t>(ops.size() - 1);
+  }
+};
+
+// Splits [0, count) into nparts near-equal parts (the first count % nparts one element longer).
+inline size_t partStart(size_t count, size_t nparts, size_t i) {
+  size_t base = count / nparts, rem = count % nparts;
+  return i * base + (i < rem ? i : rem);
+}
+
+}  // namespace squeeze

@@ -1,0 +1,47 @@
+// Internal vocabulary shared by every layer: element types, reduction ops, collective kinds and
+// the CollRequest that carries one call from the API down to the algorithm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace squeeze {
+
+// Values match sqzDataType_t.
+enum class DataType : uint8_t {
+  kInt8 = 0, kUint8, kInt32, kUint32, kInt64, kUint64, kFloat16, kFloat32, kFloat64, kBfloat16,
+};
+constexpr int kNumDataTypes = 10;
+
+// Values match sqzRedOp_t.
+enum class RedOp : uint8_t { kSum = 0, kProd, kMax, kMin, kAvg };
+constexpr int kNumRedOps = 5;
+
+enum class CollKind : uint8_t { kAllReduce = 1 };
+
+size_t dataTypeSize(DataType t);
+const char* dataTypeName(DataType t);
+const char* redOpName(RedOp op);
+const char* collKindName(CollKind k);
+
+// Where an operand lives, as an algorithm names it: the caller's input or output buffer.
+enum class BufferRole : uint8_t { kInput, kOutput };
+
+class Codec;
+
+struct CollRequest {
+  CollKind kind = CollKind::kAllReduce;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  RedOp op = RedOp::kSum;
+  int root = 0;
+  Codec* codec = nullptr;  // never null once the communicator has accepted the call
+  void* stream = nullptr;
+
+  bool inPlace() const { return sendbuf == recvbuf; }
+  size_t bytes() const { return count * dataTypeSize(dtype); }
+};
+
+}  // namespace squeeze

@@ -1,0 +1,43 @@
+// The fixed header in front of every data message, and its validation. The receiver compares
+// the header with what its own schedule expects *before* it reads a payload byte or trusts a
+// size, so ranks that disagree (different collective, count, datatype, op, sequence number) get a
+// sentence naming both sides instead of garbage or a hang.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace squeeze {
+
+constexpr uint32_t kWireMagic = 0x57515a53;  // "SZQW" little-endian
+constexpr uint16_t kWireVersion = 1;
+
+struct WireHeader {
+  uint32_t magic = kWireMagic;
+  uint16_t version = kWireVersion;
+  uint8_t coll = 0;   // CollKind
+  uint8_t codec = 0;  // codec id (0: dense)
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint16_t reserved = 0;
+  int32_t srcRank = 0;
+  uint32_t step = 0;      // the algorithm's step number for this message
+  uint64_t commHash = 0;  // identifies the communicator
+  uint64_t seq = 0;       // the communicator's collective call number
+  uint64_t count = 0;     // the call's element count
+  uint64_t offset = 0;    // first element of this message's chunk
+  uint64_t payloadBytes = 0;
+  int32_t root = 0;
+  uint32_t reserved2 = 0;
+};
+static_assert(sizeof(WireHeader) == 72, "WireHeader is part of the wire format");
+
+// Checks `got` against `expected` (every field but payloadBytes) and payloadBytes against
+// `capacity`. Throws Error naming both ranks and the first difference: kInvalidUsage when the
+// ranks' calls disagree, kRemote for a corrupt or foreign message.
+void checkHeader(const WireHeader& expected, const WireHeader& got, size_t capacity, int myRank);
+
+std::string describeCall(const WireHeader& h);
+
+}  // namespace squeeze
