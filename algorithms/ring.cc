@@ -25,9 +25,11 @@ Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& prm) {
   Schedule sched;
   const int P = prm.nranks, r = prm.rank;
   const size_t N = req.count;
+  const Span whole{BufferRole::kOutput, 0};
   if (P == 1) {
-    if (!req.inPlace()) sched.add(Op{OpKind::kCopy, BufferRole::kInput, -1, 0, 0, N});
-    sched.add(Op{OpKind::kFinalize, BufferRole::kOutput, -1, 0, 0, N});
+    if (!req.inPlace())
+      sched.add(Op{.kind = OpKind::kCopy, .count = N, .src = {BufferRole::kInput, 0}, .dst = whole});
+    sched.add(Op{.kind = OpKind::kFinalize, .count = N, .dst = whole});
     return sched;
   }
   const int right = static_cast<int>(mod(r + 1, P)), left = static_cast<int>(mod(r - 1, P));
@@ -36,10 +38,15 @@ Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& prm) {
     size_t len = segStart(s + 1) - segStart(s);
     return (len + prm.chunkElems - 1) / prm.chunkElems;
   };
-  auto piece = [&](size_t s, size_t j, size_t* off, size_t* cnt) {
+  // Piece j of segment s as an op template: count and wire offset filled in.
+  auto piece = [&](size_t s, size_t j, OpKind kind, int peer, uint32_t step) {
     size_t lo = segStart(s) + j * prm.chunkElems;
-    *off = lo;
-    *cnt = std::min(prm.chunkElems, segStart(s + 1) - lo);
+    Op op{.kind = kind, .peer = peer, .step = step,
+          .count = std::min(prm.chunkElems, segStart(s + 1) - lo)};
+    op.wireOffset = lo;
+    op.src = {BufferRole::kOutput, lo};
+    op.dst = {BufferRole::kOutput, lo};
+    return op;
   };
 
   // Per segment and piece, the op that last produced it on this rank, and its last send.
@@ -51,23 +58,22 @@ Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& prm) {
 
   for (int step = 0; step < P - 1; ++step) {
     const size_t sendSeg = mod(r - step, P), recvSeg = mod(r - step - 1, P);
+    const uint32_t st = static_cast<uint32_t>(step);
     for (size_t j = 0; j < pieces(sendSeg); ++j) {
-      Op op{OpKind::kSend, step == 0 ? BufferRole::kInput : BufferRole::kOutput, right,
-            static_cast<uint32_t>(step)};
-      piece(sendSeg, j, &op.offset, &op.count);
+      Op op = piece(sendSeg, j, OpKind::kSend, right, st);
+      if (step == 0) op.src.buf = BufferRole::kInput;
       op.deps[0] = producer[sendSeg][j];
       lastSend[sendSeg][j] = sched.add(op);
     }
     for (size_t j = 0; j < pieces(recvSeg); ++j) {
-      Op op{OpKind::kRecvReduce, BufferRole::kInput, left, static_cast<uint32_t>(step)};
-      piece(recvSeg, j, &op.offset, &op.count);
+      Op op = piece(recvSeg, j, OpKind::kRecvReduce, left, st);
+      op.src.buf = BufferRole::kInput;  // the first touch of this segment on this rank
       producer[recvSeg][j] = sched.add(op);
     }
   }
   const size_t owned = mod(r + 1, P);
   for (size_t j = 0; j < pieces(owned); ++j) {
-    Op op{OpKind::kFinalize, BufferRole::kOutput, -1, 0};
-    piece(owned, j, &op.offset, &op.count);
+    Op op = piece(owned, j, OpKind::kFinalize, -1, 0);
     op.deps[0] = producer[owned][j];
     producer[owned][j] = sched.add(op);
   }
@@ -75,14 +81,12 @@ Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& prm) {
     const uint32_t step = static_cast<uint32_t>(P - 1 + t);
     const size_t sendSeg = mod(r + 1 - t, P), recvSeg = mod(r - t, P);
     for (size_t j = 0; j < pieces(sendSeg); ++j) {
-      Op op{OpKind::kSendFinal, BufferRole::kOutput, right, step};
-      piece(sendSeg, j, &op.offset, &op.count);
+      Op op = piece(sendSeg, j, OpKind::kSendFinal, right, step);
       op.deps[0] = producer[sendSeg][j];
       lastSend[sendSeg][j] = sched.add(op);
     }
     for (size_t j = 0; j < pieces(recvSeg); ++j) {
-      Op op{OpKind::kRecvFinal, BufferRole::kOutput, left, step};
-      piece(recvSeg, j, &op.offset, &op.count);
+      Op op = piece(recvSeg, j, OpKind::kRecvFinal, left, step);
       // The output range may still be on its way out from reduce-scatter: write after it left.
       op.deps[0] = lastSend[recvSeg][j];
       producer[recvSeg][j] = sched.add(op);

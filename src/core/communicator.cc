@@ -51,6 +51,7 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->commHash_ = id.commHash(table.round);
   comm->peers_ = connectPeers(rank, table.peers, comm->listener_, id.secret, comm->commHash_,
                               config);
+  comm->listener_.close();  // every peer is connected; nothing more to accept
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)
@@ -102,7 +103,11 @@ void Communicator::run(const CollRequest& reqIn) {
   if (req.count == 0) return;
 
   const AlgorithmEntry& algo = selectAlgorithm(req, nranks_);
-  if (seq == 0) SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " uses ", algo.name);
+  if (!loggedChoice_) {
+    SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " uses ", algo.name, ", codec ",
+             req.codec->name());
+    loggedChoice_ = true;
+  }
   ScheduleParams params{rank_, nranks_,
                         std::max<size_t>(1, config_.chunkBytes / dataTypeSize(req.dtype))};
   Schedule sched = algo.build(req, params);

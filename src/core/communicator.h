@@ -51,6 +51,7 @@ class Communicator {
   CommConfig config_;
   uint64_t commHash_ = 0;
   uint64_t seq_ = 0;
+  bool loggedChoice_ = false;
   Socket listener_;
   PeerSet peers_;
   Executor executor_;

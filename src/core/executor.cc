@@ -58,11 +58,10 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   Codec& codec = *req.codec;
   SQZ_ENFORCE(codec.rawWire(), "codec ", codec.name(), " needs the encoded path, not built yet");
   const size_t esz = dataTypeSize(req.dtype);
-  char* const in = static_cast<char*>(const_cast<void*>(req.sendbuf));
-  char* const out = static_cast<char*>(req.recvbuf);
-  auto at = [&](BufferRole role, size_t offset) {
-    return (role == BufferRole::kInput ? in : out) + offset * esz;
-  };
+  if (work_.size() < sched.scratchElems * esz) work_.resize(sched.scratchElems * esz);
+  char* const bufs[] = {static_cast<char*>(const_cast<void*>(req.sendbuf)),
+                        static_cast<char*>(req.recvbuf), work_.data()};
+  auto at = [&](const Span& span) { return bufs[static_cast<int>(span.buf)] + span.offset * esz; };
   const auto& ops = sched.ops;
   std::vector<uint8_t> done(ops.size(), 0);
   size_t remaining = ops.size();
@@ -99,7 +98,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     WireHeader h = base;
     h.srcRank = src;
     h.step = op.step;
-    h.offset = op.offset;
+    h.offset = op.wireOffset;
     h.payloadBytes = op.count * esz;
     return h;
   };
@@ -118,7 +117,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         const uint32_t i = q.sends[q.nextSend++];
         const Op& op = ops[i];
         q.sending.push_back(Pending{i, {}});
-        ctx.conns[p]->isend(header(op, ctx.rank), at(op.src, op.offset), &q.sending.back().req);
+        ctx.conns[p]->isend(header(op, ctx.rank), at(op.src), &q.sending.back().req);
         moved = true;
       }
       while (q.nextRecv < q.recvs.size() && q.receiving.size() < kRecvWindow) {
@@ -128,8 +127,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         if (op.kind == OpKind::kRecvFinal) {
           if (!ready(op)) break;
           q.receiving.push_back(Pending{i, {}});
-          ctx.conns[p]->irecv(header(op, p), at(BufferRole::kOutput, op.offset), bytes,
-                              &q.receiving.back().req);
+          ctx.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
         } else {
           int s = acquireScratch(bytes);
           q.receiving.push_back(Pending{i, {}, s});
@@ -158,8 +156,8 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
                 ctx.rank, " expected ", bytes, " in ", describeCall(base));
         if (op.kind == OpKind::kRecvReduce) {
           if (!ready(op)) break;
-          codec.combine(at(BufferRole::kOutput, op.offset), at(op.src, op.offset),
-                        scratch_[pend.scratch].data(), bytes, op.count, req.dtype, req.op);
+          codec.combine(at(op.dst), at(op.src), scratch_[pend.scratch].data(), bytes, op.count,
+                        req.dtype, req.op);
           releaseScratch(pend.scratch);
         }
         finish(pend.op);
@@ -175,11 +173,9 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         continue;
       }
       if (op.kind == OpKind::kCopy) {
-        if (in != out) std::memcpy(at(BufferRole::kOutput, op.offset), at(op.src, op.offset),
-                                   op.count * esz);
+        if (at(op.dst) != at(op.src)) std::memcpy(at(op.dst), at(op.src), op.count * esz);
       } else if (op.kind == OpKind::kFinalize) {
-        if (req.op == RedOp::kAvg)
-          device::cpuDivide(at(BufferRole::kOutput, op.offset), op.count, req.dtype, ctx.nranks);
+        if (req.op == RedOp::kAvg) device::cpuDivide(at(op.dst), op.count, req.dtype, ctx.nranks);
       } else {
         raise(ErrorCode::kInternal, "op ", opName(op.kind), " is not a local op");
       }

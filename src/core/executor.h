@@ -40,7 +40,8 @@ class Executor {
   int acquireScratch(size_t bytes);
   void releaseScratch(int index) { freeScratch_.push_back(index); }
 
-  std::vector<std::vector<char>> scratch_;  // reused across calls
+  std::vector<std::vector<char>> scratch_;  // receive payloads awaiting combine; reused
+  std::vector<char> work_;                   // BufferRole::kScratch; reused across calls
   std::vector<int> freeScratch_;
 };
 

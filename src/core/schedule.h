@@ -15,29 +15,39 @@
 namespace squeeze {
 
 enum class OpKind : uint8_t {
-  kCopy,        // output[range] = input[range]
+  kCopy,        // dst[range] = src[range]
   kSend,        // send (encoded) src[range] to peer: a partial result on its way to be reduced
-  kRecvReduce,  // output[range] = src[range] (op) received payload
-  kFinalize,    // output[range] is fully reduced: apply avg's division, encode once and decode
+  kRecvReduce,  // dst[range] = src[range] (op) received payload
+  kFinalize,    // dst[range] is fully reduced: apply avg's division, encode once and decode
                 // the payload back, so the owner holds what every other rank will receive
-  kSendFinal,   // forward the final payload of output[range] unchanged
-  kRecvFinal,   // receive a final payload and decode it into output[range]
+  kSendFinal,   // forward the final payload of src[range] unchanged
+  kRecvFinal,   // receive a final payload and decode it into dst[range]
 };
 
 constexpr uint32_t kNoDep = UINT32_MAX;
 
+// A place an op reads or writes: a buffer and an element offset in it.
+struct Span {
+  BufferRole buf = BufferRole::kOutput;
+  size_t offset = 0;  // elements
+};
+
 struct Op {
   OpKind kind;
-  BufferRole src = BufferRole::kOutput;  // kSend: what to send; kRecvReduce: the local operand
   int peer = -1;
-  uint32_t step = 0;  // carried in the message header
-  size_t offset = 0;  // elements
-  size_t count = 0;
+  uint32_t step = 0;  // carried in the message header, with the message's offset
+  size_t count = 0;   // elements
+  Span src;           // kCopy, kSend, kSendFinal; kRecvReduce's local operand
+  Span dst;           // kCopy, kRecvReduce, kFinalize, kRecvFinal
   uint32_t deps[2] = {kNoDep, kNoDep};  // ops that must finish before this one starts
+
+  // The element offset the header carries: where the data sits in the collective's index space.
+  size_t wireOffset = 0;
 };
 
 struct Schedule {
   std::vector<Op> ops;
+  size_t scratchElems = 0;  // size of BufferRole::kScratch the executor provides
 
   uint32_t add(const Op& op) {
     ops.push_back(op);

@@ -24,8 +24,9 @@ const char* dataTypeName(DataType t);
 const char* redOpName(RedOp op);
 const char* collKindName(CollKind k);
 
-// Where an operand lives, as an algorithm names it: the caller's input or output buffer.
-enum class BufferRole : uint8_t { kInput, kOutput };
+// Where an operand lives, as an algorithm names it: the caller's input or output buffer, or a
+// work buffer the executor provides for the call (Schedule::scratchElems).
+enum class BufferRole : uint8_t { kInput, kOutput, kScratch };
 
 class Codec;
 
