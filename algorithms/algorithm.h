@@ -1,6 +1,7 @@
 // The algorithm registry: each entry turns a collective call into a Schedule for one rank. An
 // algorithm knows ranks, element ranges and steps; it never touches a connection or knows what
-// bytes a codec puts on the wire.
+// bytes a codec puts on the wire. Each entry also carries its alpha-beta cost, which the tuner
+// (tuner.h) compares.
 #pragma once
 
 #include <string>
@@ -11,7 +12,7 @@
 
 namespace squeeze {
 
-enum class AlgoId : uint8_t { kRing = 0 };
+enum class AlgoId : uint8_t { kNaive, kPs, kRing, kRhd, kTree };
 
 struct ScheduleParams {
   int rank;
@@ -19,18 +20,32 @@ struct ScheduleParams {
   size_t chunkElems;  // pipeline piece size, in elements (>= 1)
 };
 
+// Seconds per message (alpha), per byte moved (beta) and per byte combined (gamma).
+struct CostModel {
+  double alpha;
+  double beta;
+  double gamma;
+};
+
 struct AlgorithmEntry {
   AlgoId id;
+  CollKind coll;
   const char* name;
   const char* description;
   bool (*supports)(const CollRequest& req, int nranks);
   Schedule (*build)(const CollRequest& req, const ScheduleParams& params);
+  // Predicted seconds for `bytes` per rank over `nranks` ranks.
+  double (*cost)(const CostModel& m, double bytes, int nranks);
 };
 
+// Every algorithm, in table order.
 const std::vector<AlgorithmEntry>& algorithms();
-// The entry to use for `req`: the first in the table that supports it.
-const AlgorithmEntry& selectAlgorithm(const CollRequest& req, int nranks);
+const AlgorithmEntry* findAlgorithm(CollKind coll, const std::string& name);
 
+Schedule buildNaiveAllReduce(const CollRequest& req, const ScheduleParams& params);
+Schedule buildPsAllReduce(const CollRequest& req, const ScheduleParams& params);
 Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& params);
+Schedule buildRhdAllReduce(const CollRequest& req, const ScheduleParams& params);
+Schedule buildTreeAllReduce(const CollRequest& req, const ScheduleParams& params);
 
 }  // namespace squeeze

@@ -25,13 +25,7 @@ Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& prm) {
   Schedule sched;
   const int P = prm.nranks, r = prm.rank;
   const size_t N = req.count;
-  const Span whole{BufferRole::kOutput, 0};
-  if (P == 1) {
-    if (!req.inPlace())
-      sched.add(Op{.kind = OpKind::kCopy, .count = N, .src = {BufferRole::kInput, 0}, .dst = whole});
-    sched.add(Op{.kind = OpKind::kFinalize, .count = N, .dst = whole});
-    return sched;
-  }
+  if (P == 1) return localOnlySchedule(req);
   const int right = static_cast<int>(mod(r + 1, P)), left = static_cast<int>(mod(r - 1, P));
   auto segStart = [&](size_t s) { return partStart(N, P, s); };
   auto pieces = [&](size_t s) {
@@ -41,12 +35,7 @@ Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& prm) {
   // Piece j of segment s as an op template: count and wire offset filled in.
   auto piece = [&](size_t s, size_t j, OpKind kind, int peer, uint32_t step) {
     size_t lo = segStart(s) + j * prm.chunkElems;
-    Op op{.kind = kind, .peer = peer, .step = step,
-          .count = std::min(prm.chunkElems, segStart(s + 1) - lo)};
-    op.wireOffset = lo;
-    op.src = {BufferRole::kOutput, lo};
-    op.dst = {BufferRole::kOutput, lo};
-    return op;
+    return spanOp(kind, peer, step, lo, std::min(prm.chunkElems, segStart(s + 1) - lo));
   };
 
   // Per segment and piece, the op that last produced it on this rank, and its last send.

@@ -48,6 +48,15 @@ void parseInto(const char* key, const std::string& s, uint64_t& out) {
   out = *v;
 }
 
+void parseInto(const char* key, const std::string& s, double& out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0))
+    raise(ErrorCode::kInvalidArgument, key, "='", s,
+          "' is not a positive number; set it like ", key, "=2.5, or unset it.");
+  out = v;
+}
+
 void parseInto(const char*, const std::string& s, std::string& out) { out = s; }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 namespace squeeze {
 
-enum class ParamType { kInt, kBytes, kString };
+enum class ParamType { kInt, kBytes, kDouble, kString };
 
 // X(field, type, key, default-as-string, help)
 #define SQZ_PARAMS(X)                                                                          \
@@ -32,6 +32,14 @@ enum class ParamType { kInt, kBytes, kString };
     "Pipeline chunk: algorithms split each segment into pieces of at most this size.")        \
   X(shmBufferBytes, kBytes, "SQZ_SHM_BUFFER_BYTES", "4M",                                      \
     "Shared-memory ring buffer per direction per peer pair.")                                  \
+  X(algo, kString, "SQZ_ALGO", "",                                                             \
+    "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
+    " Empty: the tuner's cost model decides.")                                                 \
+  X(tcpLatencyUs, kDouble, "SQZ_TCP_LATENCY_US", "40", "Tuner: tcp latency per message (us).")  \
+  X(tcpGbps, kDouble, "SQZ_TCP_GBPS", "1.2", "Tuner: tcp bandwidth per rank (GB/s).")            \
+  X(shmLatencyUs, kDouble, "SQZ_SHM_LATENCY_US", "8", "Tuner: shm latency per message (us).")   \
+  X(shmGbps, kDouble, "SQZ_SHM_GBPS", "2.5", "Tuner: shm bandwidth per rank (GB/s).")            \
+  X(reduceGbps, kDouble, "SQZ_REDUCE_GBPS", "4", "Tuner: combine throughput per rank (GB/s).")   \
   X(uniqueId, kString, "SQZ_UNIQUE_ID", "",                                                    \
     "Launcher: hex sqzUniqueId for sqzCommInitFromEnv (set by sqzrun).")                       \
   X(rank, kString, "SQZ_RANK", "", "Launcher: this process's rank for sqzCommInitFromEnv.")    \
@@ -45,6 +53,7 @@ enum class ParamType { kInt, kBytes, kString };
 struct Params {
 #define SQZ_PARAM_FIELD_kInt int64_t
 #define SQZ_PARAM_FIELD_kBytes uint64_t
+#define SQZ_PARAM_FIELD_kDouble double
 #define SQZ_PARAM_FIELD_kString std::string
 #define SQZ_PARAM_DECLARE(field, type, key, def, help) SQZ_PARAM_FIELD_##type field;
   SQZ_PARAMS(SQZ_PARAM_DECLARE)

@@ -41,6 +41,7 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
                                                    const CommConfig& config) {
   setLogRank(rank);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, config));
+  Tuner validate(config.algoSpec, config.tcpModel);  // a bad SQZ_ALGO fails before any network
   comm->listener_ = Socket::listenOn(peerListenAddress(id, config));
   PeerInfo self;
   self.rank = rank;
@@ -52,6 +53,9 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->peers_ = connectPeers(rank, table.peers, comm->listener_, id.secret, comm->commHash_,
                               config);
   comm->listener_.close();  // every peer is connected; nothing more to accept
+  bool anyTcp = false;
+  for (const auto& c : comm->peers_.conns) anyTcp |= c && std::string(c->transportName()) == "tcp";
+  comm->tuner_ = std::make_unique<Tuner>(config.algoSpec, anyTcp ? config.tcpModel : config.shmModel);
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)
@@ -102,7 +106,8 @@ void Communicator::run(const CollRequest& reqIn) {
   const uint64_t seq = seq_++;
   if (req.count == 0) return;
 
-  const AlgorithmEntry& algo = selectAlgorithm(req, nranks_);
+  const AlgorithmEntry& algo = tuner_->choose(req, nranks_);
+  lastAlgorithm_ = algo.name;
   if (!loggedChoice_) {
     SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " uses ", algo.name, ", codec ",
              req.codec->name());

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "algorithms/tuner.h"
 #include "bootstrap/unique_id.h"
 #include "common/error.h"
 #include "core/config.h"
@@ -33,6 +34,9 @@ class Communicator {
   const CommConfig& config() const { return config_; }
 
   void allReduce(CollRequest req);
+  // The algorithm the last collective used ("" before the first).
+  const char* lastAlgorithm() const { return lastAlgorithm_; }
+  const Tuner& tuner() const { return *tuner_; }
 
   // Marks the communicator aborted and shuts its connections; waits for a call in flight on
   // another thread to return. Thread-safe.
@@ -52,6 +56,8 @@ class Communicator {
   uint64_t commHash_ = 0;
   uint64_t seq_ = 0;
   bool loggedChoice_ = false;
+  const char* lastAlgorithm_ = "";
+  std::unique_ptr<Tuner> tuner_;
   Socket listener_;
   PeerSet peers_;
   Executor executor_;

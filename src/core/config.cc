@@ -42,6 +42,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
           " is out of range; use 64K to 1G.");
   c.shmBufferBytes = p.shmBufferBytes;
   c.socketIfname = p.socketIfname;
+  c.algoSpec = p.algo;
+  const double gamma = 1 / (p.reduceGbps * 1e9);
+  c.tcpModel = CostModel{p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma};
+  c.shmModel = CostModel{p.shmLatencyUs * 1e-6, 1 / (p.shmGbps * 1e9), gamma};
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "common/params.h"
 
 namespace squeeze {
@@ -17,6 +18,9 @@ struct CommConfig {
   size_t chunkBytes = 512 << 10;
   size_t shmBufferBytes = 4 << 20;
   std::string socketIfname;
+  std::string algoSpec;  // SQZ_ALGO
+  CostModel tcpModel{40e-6, 1 / 1.2e9, 1 / 4e9};
+  CostModel shmModel{8e-6, 1 / 2.5e9, 1 / 4e9};
 
   // Validates ranges; throws Error(kInvalidArgument) naming the setting and the allowed range.
   static CommConfig fromParams(const Params& p);

@@ -61,4 +61,28 @@ inline size_t partStart(size_t count, size_t nparts, size_t i) {
   return i * base + (i < rem ? i : rem);
 }
 
+// Cuts [lo, hi) into pipeline pieces of at most chunk elements, starting at lo: f(offset, count).
+template <class F>
+void forEachPiece(size_t lo, size_t hi, size_t chunk, F&& f) {
+  for (size_t a = lo; a < hi; a += chunk) f(a, hi - a < chunk ? hi - a : chunk);
+}
+
+// An op over [offset, offset + count) of the collective's index space, both spans there.
+inline Op spanOp(OpKind kind, int peer, uint32_t step, size_t offset, size_t count,
+                 BufferRole src = BufferRole::kOutput, BufferRole dst = BufferRole::kOutput) {
+  Op op{.kind = kind, .peer = peer, .step = step, .count = count};
+  op.src = {src, offset};
+  op.dst = {dst, offset};
+  op.wireOffset = offset;
+  return op;
+}
+
+// The schedule of a one-rank call: copy (when out of place) and finalize.
+inline Schedule localOnlySchedule(const CollRequest& req) {
+  Schedule s;
+  if (!req.inPlace()) s.add(spanOp(OpKind::kCopy, -1, 0, 0, req.count, BufferRole::kInput));
+  s.add(spanOp(OpKind::kFinalize, -1, 0, 0, req.count));
+  return s;
+}
+
 }  // namespace squeeze

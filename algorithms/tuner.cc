@@ -1,0 +1,132 @@
+// Tuner (see tuner.h).
+#include "algorithms/tuner.h"
+
+#include <cstdio>
+#include <limits>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace squeeze {
+namespace {
+
+bool parseColl(const std::string& s, CollKind* out) {
+  if (s == "allreduce") {
+    *out = CollKind::kAllReduce;
+    return true;
+  }
+  return false;
+}
+
+std::string algoNames() {
+  std::string names;
+  for (const auto& a : algorithms()) names += strCat(names.empty() ? "" : ", ", a.name);
+  return names;
+}
+
+}  // namespace
+
+Tuner::Tuner(const std::string& spec, const CostModel& model) : model_(model) {
+  for (const std::string& part : split(spec, ';')) {
+    if (part.empty()) continue;
+    Rule base{true, CollKind::kAllReduce, 0, UINT64_MAX, nullptr, ""};
+    std::string body = part;
+    size_t colon = part.find(':');
+    if (colon != std::string::npos) {
+      if (!parseColl(part.substr(0, colon), &base.coll))
+        raise(ErrorCode::kInvalidArgument, "SQZ_ALGO: '", part.substr(0, colon),
+              "' is not a collective (use allreduce).");
+      base.anyColl = false;
+      body = part.substr(colon + 1);
+    }
+    for (const std::string& item : split(body, ',')) {
+      Rule rule = base;
+      std::string name = item;
+      size_t eq = item.find('=');
+      if (eq != std::string::npos) {
+        std::string range = item.substr(0, eq);
+        name = item.substr(eq + 1);
+        size_t dash = range.find('-');
+        auto lo = dash == std::string::npos ? std::nullopt : parseBytes(range.substr(0, dash));
+        std::string hiStr = dash == std::string::npos ? "" : range.substr(dash + 1);
+        auto hi = hiStr == "inf" ? std::optional<uint64_t>(UINT64_MAX) : parseBytes(hiStr);
+        if (!lo || !hi || *lo >= *hi)
+          raise(ErrorCode::kInvalidArgument, "SQZ_ALGO: '", range,
+                "' is not a byte range; write LO-HI, e.g. 0-64K or 64K-inf.");
+        rule.lo = *lo;
+        rule.hi = *hi;
+      }
+      bool known = false;
+      for (const auto& a : algorithms()) known |= name == a.name;
+      if (!known)
+        raise(ErrorCode::kInvalidArgument, "SQZ_ALGO: '", name, "' is not an algorithm; choose "
+              "from ", algoNames(), ".");
+      rule.name = name;
+      if (!rule.anyColl) {
+        rule.algo = findAlgorithm(rule.coll, name);
+        if (!rule.algo)
+          raise(ErrorCode::kInvalidArgument, "SQZ_ALGO: ", name, " does not implement ",
+                collKindName(rule.coll), ".");
+      }
+      rules_.push_back(rule);
+    }
+  }
+}
+
+const AlgorithmEntry& Tuner::byModel(const CollRequest& req, int nranks) const {
+  const AlgorithmEntry* best = nullptr;
+  double bestCost = std::numeric_limits<double>::infinity();
+  for (const auto& a : algorithms()) {
+    if (a.coll != req.kind || !a.supports(req, nranks)) continue;
+    double c = a.cost(model_, static_cast<double>(req.bytes()), nranks);
+    if (c < bestCost) {
+      bestCost = c;
+      best = &a;
+    }
+  }
+  if (!best) raise(ErrorCode::kInternal, "no algorithm implements ", collKindName(req.kind));
+  return *best;
+}
+
+const AlgorithmEntry& Tuner::choose(const CollRequest& req, int nranks) const {
+  const uint64_t bytes = req.bytes();
+  for (const Rule& rule : rules_) {
+    if (bytes < rule.lo || bytes >= rule.hi) continue;
+    if (!rule.anyColl && rule.coll != req.kind) continue;
+    const AlgorithmEntry* a = rule.algo ? rule.algo : findAlgorithm(req.kind, rule.name);
+    if (a && a->supports(req, nranks)) return *a;
+  }
+  return byModel(req, nranks);
+}
+
+std::string Tuner::choiceTable(CollKind coll, int nranks, const std::vector<size_t>& sizes) const {
+  std::string out = strCat("# ", collKindName(coll), ", ", nranks, " ranks; model alpha ",
+                           model_.alpha * 1e6, " us, beta ", 1e-9 / model_.beta,
+                           " GB/s, reduce ", 1e-9 / model_.gamma, " GB/s\n");
+  char line[256];
+  std::snprintf(line, sizeof line, "%12s %8s", "bytes", "choice");
+  out += line;
+  for (const auto& a : algorithms())
+    if (a.coll == coll) {
+      std::snprintf(line, sizeof line, " %10s", strCat(a.name, "(us)").c_str());
+      out += line;
+    }
+  out += "\n";
+  for (size_t bytes : sizes) {
+    CollRequest req;
+    req.kind = coll;
+    req.dtype = DataType::kUint8;
+    req.count = bytes;
+    std::snprintf(line, sizeof line, "%12zu %8s", bytes, byModel(req, nranks).name);
+    out += line;
+    for (const auto& a : algorithms())
+      if (a.coll == coll) {
+        std::snprintf(line, sizeof line, " %10.1f", a.cost(model_, double(bytes), nranks) * 1e6);
+        out += line;
+      }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace squeeze
