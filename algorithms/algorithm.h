@@ -42,6 +42,28 @@ struct AlgorithmEntry {
 const std::vector<AlgorithmEntry>& algorithms();
 const AlgorithmEntry* findAlgorithm(CollKind coll, const std::string& name);
 
+Schedule buildRingBroadcast(const CollRequest& req, const ScheduleParams& params);
+Schedule buildNaiveBroadcast(const CollRequest& req, const ScheduleParams& params);
+Schedule buildRingReduce(const CollRequest& req, const ScheduleParams& params);
+Schedule buildNaiveReduce(const CollRequest& req, const ScheduleParams& params);
+Schedule buildRingAllGather(const CollRequest& req, const ScheduleParams& params);
+Schedule buildNaiveAllGather(const CollRequest& req, const ScheduleParams& params);
+Schedule buildRingReduceScatter(const CollRequest& req, const ScheduleParams& params);
+Schedule buildNaiveReduceScatter(const CollRequest& req, const ScheduleParams& params);
+Schedule buildNaiveAlltoAll(const CollRequest& req, const ScheduleParams& params);
+
+// One queued sqzSend or sqzRecv of a group.
+struct P2pCall {
+  bool isSend;
+  int peer;
+  void* buffer;
+  size_t bytes;
+};
+// sentTo / recvdFrom: per peer, messages so far (updated), which number the new messages.
+// userBuffers[i] is calls[i].buffer.
+Schedule buildSendRecv(const std::vector<P2pCall>& calls, int rank, std::vector<uint64_t>& sentTo,
+                       std::vector<uint64_t>& recvdFrom);
+
 Schedule buildNaiveAllReduce(const CollRequest& req, const ScheduleParams& params);
 Schedule buildPsAllReduce(const CollRequest& req, const ScheduleParams& params);
 Schedule buildRingAllReduce(const CollRequest& req, const ScheduleParams& params);

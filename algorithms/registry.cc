@@ -37,6 +37,21 @@ double treeCost(const CostModel& m, double n, int P) {
   return 2 * depth * m.alpha + 1.5 * n * m.beta + n * m.gamma;
 }
 
+// n is bytes per rank's buffer (broadcast, reduce) or per block (all-gather, reduce-scatter,
+// all-to-all), as CollRequest::bytes() gives it.
+double chainCost(const CostModel& m, double n, int P) {
+  return (P - 1) * m.alpha + n * m.beta + n * m.gamma;
+}
+double starCost(const CostModel& m, double n, int P) {
+  return m.alpha + (P - 1) * n * m.beta + (P - 1) * n * m.gamma;
+}
+double gatherRingCost(const CostModel& m, double n, int P) {
+  return (P - 1) * (m.alpha + n * m.beta + n * m.gamma);
+}
+double gatherDirectCost(const CostModel& m, double n, int P) {
+  return (P - 1) * m.alpha * 0.5 + (P - 1) * n * (m.beta + m.gamma) * 1.1;
+}
+
 }  // namespace
 
 const std::vector<AlgorithmEntry>& algorithms() {
@@ -55,6 +70,24 @@ const std::vector<AlgorithmEntry>& algorithms() {
       {AlgoId::kTree, CollKind::kAllReduce, "tree",
        "double binary tree, each tree half the data, pipelined", always, buildTreeAllReduce,
        treeCost},
+      {AlgoId::kRing, CollKind::kBroadcast, "ring", "pipelined chain from the root", always,
+       buildRingBroadcast, chainCost},
+      {AlgoId::kNaive, CollKind::kBroadcast, "naive", "root sends to every rank", always,
+       buildNaiveBroadcast, starCost},
+      {AlgoId::kRing, CollKind::kReduce, "ring", "pipelined chain ending at the root", always,
+       buildRingReduce, chainCost},
+      {AlgoId::kNaive, CollKind::kReduce, "naive", "every rank sends to the root", always,
+       buildNaiveReduce, starCost},
+      {AlgoId::kRing, CollKind::kAllGather, "ring", "P-1 steps around a ring", always,
+       buildRingAllGather, gatherRingCost},
+      {AlgoId::kNaive, CollKind::kAllGather, "naive", "every rank sends to every rank", always,
+       buildNaiveAllGather, gatherDirectCost},
+      {AlgoId::kRing, CollKind::kReduceScatter, "ring", "P-1 steps around a ring", always,
+       buildRingReduceScatter, gatherRingCost},
+      {AlgoId::kNaive, CollKind::kReduceScatter, "naive", "every rank sends block b to rank b",
+       always, buildNaiveReduceScatter, gatherDirectCost},
+      {AlgoId::kNaive, CollKind::kAlltoAll, "naive", "pairwise exchange, all posted at once",
+       always, buildNaiveAlltoAll, gatherDirectCost},
   };
   return table;
 }

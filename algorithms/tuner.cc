@@ -11,10 +11,12 @@ namespace squeeze {
 namespace {
 
 bool parseColl(const std::string& s, CollKind* out) {
-  if (s == "allreduce") {
-    *out = CollKind::kAllReduce;
-    return true;
-  }
+  for (CollKind k : {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
+                     CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kAlltoAll})
+    if (s == collKindName(k)) {
+      *out = k;
+      return true;
+    }
   return false;
 }
 
@@ -35,7 +37,8 @@ Tuner::Tuner(const std::string& spec, const CostModel& model) : model_(model) {
     if (colon != std::string::npos) {
       if (!parseColl(part.substr(0, colon), &base.coll))
         raise(ErrorCode::kInvalidArgument, "SQZ_ALGO: '", part.substr(0, colon),
-              "' is not a collective (use allreduce).");
+              "' is not a collective (allreduce, broadcast, reduce, allgather, reducescatter, "
+              "alltoall).");
       base.anyColl = false;
       body = part.substr(colon + 1);
     }

@@ -211,6 +211,87 @@ SQZ_API sqzResult_t sqzAllReduce(const void* sendbuff, void* recvbuff, size_t co
                                  sqzDataType_t datatype, sqzRedOp_t op, sqzComm_t comm,
                                  void* stream);
 
+/**
+ * Copies root's sendbuff (count elements) into every rank's recvbuff. sendbuff matters only on
+ * root (in place when sendbuff == recvbuff there); every rank passes the same count, datatype
+ * and root.
+ */
+SQZ_API sqzResult_t sqzBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 sqzDataType_t datatype, int root, sqzComm_t comm, void* stream);
+
+/**
+ * Reduces count elements from every rank's sendbuff with op into root's recvbuff. recvbuff
+ * matters only on root (others may pass NULL).
+ */
+SQZ_API sqzResult_t sqzReduce(const void* sendbuff, void* recvbuff, size_t count,
+                              sqzDataType_t datatype, sqzRedOp_t op, int root, sqzComm_t comm,
+                              void* stream);
+
+/**
+ * Gathers sendcount elements from every rank; rank r's land at recvbuff + r*sendcount on every
+ * rank. In place when sendbuff == recvbuff + rank*sendcount.
+ */
+SQZ_API sqzResult_t sqzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 sqzDataType_t datatype, sqzComm_t comm, void* stream);
+
+/**
+ * Reduces nranks*recvcount elements from every rank with op; rank r receives block r
+ * (recvcount elements). In place when recvbuff == sendbuff + rank*recvcount.
+ */
+SQZ_API sqzResult_t sqzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     sqzDataType_t datatype, sqzRedOp_t op, sqzComm_t comm,
+                                     void* stream);
+
+/**
+ * Sends block p (count elements) of sendbuff to rank p, and receives rank p's block r into
+ * recvbuff + p*count. Not in place (sendbuff and recvbuff must not overlap).
+ */
+SQZ_API sqzResult_t sqzAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                sqzDataType_t datatype, sqzComm_t comm, void* stream);
+
+/**
+ * Sends count elements to rank peer, to be matched by the peer's sqzRecv. Between
+ * sqzGroupStart and sqzGroupEnd the call is queued and returns at once; outside a group it
+ * blocks until sent. Messages between two ranks match in call order; sizes must agree.
+ */
+SQZ_API sqzResult_t sqzSend(const void* sendbuff, size_t count, sqzDataType_t datatype, int peer,
+                            sqzComm_t comm, void* stream);
+
+/** Receives count elements from rank peer; see sqzSend. */
+SQZ_API sqzResult_t sqzRecv(void* recvbuff, size_t count, sqzDataType_t datatype, int peer,
+                            sqzComm_t comm, void* stream);
+
+/**
+ * Starts a group: sqzSend/sqzRecv calls until the matching sqzGroupEnd are queued per
+ * communicator (this thread's), then all posted at once, so they complete in any order across
+ * ranks. Groups nest; only the outermost sqzGroupEnd runs them. Collectives called inside a
+ * group run at once, as outside.
+ */
+SQZ_API sqzResult_t sqzGroupStart(void);
+
+/** Ends a group and runs its queued sends and receives; returns the first error. */
+SQZ_API sqzResult_t sqzGroupEnd(void);
+
+/** Returns when every rank of comm has called sqzBarrier. */
+SQZ_API sqzResult_t sqzBarrier(sqzComm_t comm);
+
+/** Color that takes part in sqzCommSplit without joining a new communicator. */
+#define SQZ_SPLIT_NOCOLOR (-1)
+
+/**
+ * Collective over comm: ranks passing the same color (>= 0) get a new communicator, ranked by
+ * (key, rank in comm); SQZ_SPLIT_NOCOLOR gets *newcomm = NULL. The new communicator has its own
+ * connections and may be used alongside comm. config NULL: comm's configuration.
+ */
+SQZ_API sqzResult_t sqzCommSplit(sqzComm_t comm, int color, int key, sqzComm_t* newcomm,
+                                 const sqzConfig_t* config);
+
+/**
+ * The name of the algorithm the last collective on comm used ("ring", "rhd", ... "p2p"; "" before
+ * the first). Valid until the next call on comm. For benchmarks and logs.
+ */
+SQZ_API sqzResult_t sqzCommGetLastAlgorithm(sqzComm_t comm, const char** name);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

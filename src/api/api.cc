@@ -73,6 +73,78 @@ void checkCount(size_t count, const char* fn) {
           " as a signed number) is not a valid element count; was a negative value passed?");
 }
 
+// The checks every data call makes: a live comm, a sane count (and total, for calls that move
+// nranks blocks), a datatype, and no stream in this host-only build.
+void checkCommon(sqzComm_t comm, size_t count, size_t total, sqzDataType_t datatype, void* stream,
+                 const char* fn) {
+  checkComm(comm, fn);
+  checkCount(count, fn);
+  checkCount(total, fn);
+  checkType(datatype, fn);
+  if (stream)
+    raise(ErrorCode::kInvalidArgument, fn, ": stream must be NULL: this build supports host "
+          "memory only (CUDA support is not built).");
+}
+
+void checkBuffers(const void* sendbuff, const void* recvbuff, size_t count, const char* fn) {
+  if (count > 0 && (!sendbuff || !recvbuff))
+    raise(ErrorCode::kInvalidArgument, fn, ": ", !sendbuff ? "sendbuff" : "recvbuff",
+          " is NULL with count ", count, ".");
+}
+
+void checkRoot(sqzComm_t comm, int root, const char* fn) {
+  if (root < 0 || root >= comm->impl->size())
+    raise(ErrorCode::kInvalidArgument, fn, ": root ", root, " is out of range for ",
+          comm->impl->size(), " ranks.");
+}
+
+// count * nranks, refusing overflow.
+size_t totalCount(sqzComm_t comm, size_t count, const char* fn) {
+  checkCount(count, fn);
+  const size_t n = static_cast<size_t>(comm->impl->size());
+  if (count > kMaxCount / n)
+    raise(ErrorCode::kInvalidArgument, fn, ": count ", count, " times ", n,
+          " ranks is more elements than any buffer can hold.");
+  return count * n;
+}
+
+CollRequest makeRequest(CollKind kind, const void* sendbuff, void* recvbuff, size_t count,
+                        sqzDataType_t datatype, sqzRedOp_t op, int root) {
+  CollRequest req;
+  req.kind = kind;
+  req.sendbuf = sendbuff;
+  req.recvbuf = recvbuff;
+  req.count = count;
+  req.dtype = static_cast<DataType>(datatype);
+  req.op = static_cast<RedOp>(op);
+  req.root = root;
+  return req;
+}
+
+// This thread's open groups: queued send/recv calls per communicator, in first-use order.
+thread_local int tlsGroupDepth = 0;
+thread_local std::vector<std::pair<sqzComm*, std::vector<P2pCall>>> tlsGroup;
+
+void queueP2p(sqzComm_t comm, bool isSend, void* buf, size_t count, sqzDataType_t datatype,
+              int peer, void* stream, const char* fn) {
+  checkCommon(comm, count, count, datatype, stream, fn);
+  if (count > 0 && !buf) raise(ErrorCode::kInvalidArgument, fn, ": buffer is NULL with count ", count, ".");
+  if (peer < 0 || peer >= comm->impl->size())
+    raise(ErrorCode::kInvalidArgument, fn, ": peer ", peer, " is out of range for ",
+          comm->impl->size(), " ranks.");
+  P2pCall call{isSend, peer, buf, count * dataTypeSize(static_cast<DataType>(datatype))};
+  if (tlsGroupDepth == 0) {
+    comm->impl->sendRecv({call});
+    return;
+  }
+  for (auto& [c, calls] : tlsGroup)
+    if (c == comm) {
+      calls.push_back(call);
+      return;
+    }
+  tlsGroup.push_back({comm, {call}});
+}
+
 sqzResult_t initRank(sqzComm_t* out, int nranks, const UniqueIdData* parsedId,
                      const sqzUniqueId* rawId, int rank, const sqzConfig_t* cfg) {
   return apiGuard(nullptr, [&] {
@@ -206,24 +278,159 @@ const char* sqzGetLastError(sqzComm_t comm) {
 sqzResult_t sqzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                          sqzDataType_t datatype, sqzRedOp_t op, sqzComm_t comm, void* stream) {
   return apiGuard(comm, [&] {
-    checkComm(comm, "sqzAllReduce");
-    checkCount(count, "sqzAllReduce");
-    checkType(datatype, "sqzAllReduce");
-    checkOp(op, "sqzAllReduce");
-    if (count > 0 && (!sendbuff || !recvbuff))
-      raise(ErrorCode::kInvalidArgument, "sqzAllReduce: ", !sendbuff ? "sendbuff" : "recvbuff",
+    const char* fn = "sqzAllReduce";
+    checkCommon(comm, count, count, datatype, stream, fn);
+    checkOp(op, fn);
+    checkBuffers(sendbuff, recvbuff, count, fn);
+    comm->impl->collective(makeRequest(CollKind::kAllReduce, sendbuff, recvbuff, count,
+                                       datatype, op, 0));
+  });
+}
+
+sqzResult_t sqzBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                         sqzDataType_t datatype, int root, sqzComm_t comm, void* stream) {
+  return apiGuard(comm, [&] {
+    const char* fn = "sqzBroadcast";
+    checkCommon(comm, count, count, datatype, stream, fn);
+    checkRoot(comm, root, fn);
+    int rank = comm->impl->rank();
+    if (count > 0 && (!recvbuff || (rank == root && !sendbuff)))
+      raise(ErrorCode::kInvalidArgument, fn, ": ", !recvbuff ? "recvbuff" : "sendbuff (on root)",
             " is NULL with count ", count, ".");
-    if (stream)
-      raise(ErrorCode::kInvalidArgument, "sqzAllReduce: stream must be NULL: this build "
-            "supports host memory only (CUDA support is not built).");
-    CollRequest req;
-    req.sendbuf = sendbuff;
-    req.recvbuf = recvbuff;
-    req.count = count;
-    req.dtype = static_cast<DataType>(datatype);
-    req.op = static_cast<RedOp>(op);
-    req.stream = stream;
-    comm->impl->allReduce(req);
+    comm->impl->collective(makeRequest(CollKind::kBroadcast, sendbuff, recvbuff, count,
+                                       datatype, sqzSum, root));
+  });
+}
+
+sqzResult_t sqzReduce(const void* sendbuff, void* recvbuff, size_t count, sqzDataType_t datatype,
+                      sqzRedOp_t op, int root, sqzComm_t comm, void* stream) {
+  return apiGuard(comm, [&] {
+    const char* fn = "sqzReduce";
+    checkCommon(comm, count, count, datatype, stream, fn);
+    checkOp(op, fn);
+    checkRoot(comm, root, fn);
+    int rank = comm->impl->rank();
+    if (count > 0 && (!sendbuff || (rank == root && !recvbuff)))
+      raise(ErrorCode::kInvalidArgument, fn, ": ", !sendbuff ? "sendbuff" : "recvbuff (on root)",
+            " is NULL with count ", count, ".");
+    comm->impl->collective(makeRequest(CollKind::kReduce, sendbuff, recvbuff, count, datatype,
+                                       op, root));
+  });
+}
+
+sqzResult_t sqzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                         sqzDataType_t datatype, sqzComm_t comm, void* stream) {
+  return apiGuard(comm, [&] {
+    const char* fn = "sqzAllGather";
+    checkComm(comm, fn);
+    checkCommon(comm, sendcount, totalCount(comm, sendcount, fn), datatype, stream, fn);
+    checkBuffers(sendbuff, recvbuff, sendcount, fn);
+    comm->impl->collective(makeRequest(CollKind::kAllGather, sendbuff, recvbuff, sendcount,
+                                       datatype, sqzSum, 0));
+  });
+}
+
+sqzResult_t sqzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             sqzDataType_t datatype, sqzRedOp_t op, sqzComm_t comm,
+                             void* stream) {
+  return apiGuard(comm, [&] {
+    const char* fn = "sqzReduceScatter";
+    checkComm(comm, fn);
+    checkCommon(comm, recvcount, totalCount(comm, recvcount, fn), datatype, stream, fn);
+    checkOp(op, fn);
+    checkBuffers(sendbuff, recvbuff, recvcount, fn);
+    comm->impl->collective(makeRequest(CollKind::kReduceScatter, sendbuff, recvbuff, recvcount,
+                                       datatype, op, 0));
+  });
+}
+
+sqzResult_t sqzAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                        sqzDataType_t datatype, sqzComm_t comm, void* stream) {
+  return apiGuard(comm, [&] {
+    const char* fn = "sqzAlltoAll";
+    checkComm(comm, fn);
+    size_t total = totalCount(comm, count, fn);
+    checkCommon(comm, count, total, datatype, stream, fn);
+    checkBuffers(sendbuff, recvbuff, count, fn);
+    size_t bytes = total * dataTypeSize(static_cast<DataType>(datatype));
+    auto* s = static_cast<const char*>(sendbuff);
+    auto* r = static_cast<const char*>(recvbuff);
+    if (count > 0 && s < r + bytes && r < s + bytes)
+      raise(ErrorCode::kInvalidArgument, fn, ": sendbuff and recvbuff overlap; all-to-all "
+            "cannot run in place.");
+    comm->impl->collective(makeRequest(CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype,
+                                       sqzSum, 0));
+  });
+}
+
+sqzResult_t sqzSend(const void* sendbuff, size_t count, sqzDataType_t datatype, int peer,
+                    sqzComm_t comm, void* stream) {
+  return apiGuard(comm, [&] {
+    queueP2p(comm, true, const_cast<void*>(sendbuff), count, datatype, peer, stream, "sqzSend");
+  });
+}
+
+sqzResult_t sqzRecv(void* recvbuff, size_t count, sqzDataType_t datatype, int peer,
+                    sqzComm_t comm, void* stream) {
+  return apiGuard(comm, [&] {
+    queueP2p(comm, false, recvbuff, count, datatype, peer, stream, "sqzRecv");
+  });
+}
+
+sqzResult_t sqzGroupStart(void) {
+  return apiGuard(nullptr, [&] { ++tlsGroupDepth; });
+}
+
+sqzResult_t sqzGroupEnd(void) {
+  if (tlsGroupDepth == 0)
+    return apiGuard(nullptr, [&] {
+      raise(ErrorCode::kInvalidUsage, "sqzGroupEnd without a matching sqzGroupStart.");
+    });
+  if (--tlsGroupDepth > 0) return sqzSuccess;
+  auto group = std::move(tlsGroup);
+  tlsGroup.clear();
+  sqzResult_t first = sqzSuccess;
+  for (auto& [comm, calls] : group) {
+    sqzResult_t rc = apiGuard(comm, [&, c = comm] {
+      checkComm(c, "sqzGroupEnd");
+      c->impl->sendRecv(calls);
+    });
+    if (first == sqzSuccess) first = rc;
+  }
+  return first;
+}
+
+sqzResult_t sqzBarrier(sqzComm_t comm) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzBarrier");
+    comm->impl->barrier();
+  });
+}
+
+sqzResult_t sqzCommSplit(sqzComm_t comm, int color, int key, sqzComm_t* newcomm,
+                         const sqzConfig_t* config) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommSplit");
+    if (!newcomm) raise(ErrorCode::kInvalidArgument, "sqzCommSplit: newcomm is NULL.");
+    *newcomm = nullptr;
+    if (color < 0 && color != SQZ_SPLIT_NOCOLOR)
+      raise(ErrorCode::kInvalidArgument, "sqzCommSplit: color ", color,
+            " is negative; use a color >= 0, or SQZ_SPLIT_NOCOLOR to stay out.");
+    CommConfig cfg = config ? resolveConfig(config) : comm->impl->config();
+    auto child = comm->impl->split(color, key, cfg);
+    if (child) {
+      auto handle = std::make_unique<sqzComm>();
+      handle->impl = std::move(child);
+      *newcomm = handle.release();
+    }
+  });
+}
+
+sqzResult_t sqzCommGetLastAlgorithm(sqzComm_t comm, const char** name) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommGetLastAlgorithm");
+    if (!name) raise(ErrorCode::kInvalidArgument, "sqzCommGetLastAlgorithm: name is NULL.");
+    *name = comm->impl->lastAlgorithm();
   });
 }
 

@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "algorithms/algorithm.h"
 #include "bootstrap/rendezvous.h"
 #include "common/logging.h"
@@ -46,6 +48,9 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   PeerInfo self;
   self.rank = rank;
   self.listenAddr = comm->listener_.localAddr();
+  comm->selfAddr_ = self.listenAddr;
+  comm->p2pSent_.assign(nranks, 0);
+  comm->p2pRecvd_.assign(nranks, 0);
   self.hostId = localHostId();
   self.pid = getpid();
   RendezvousResult table = joinRendezvous(id, rank, nranks, self, config.timeoutMs);
@@ -90,12 +95,69 @@ void Communicator::abort() {
   std::lock_guard<std::mutex> wait(callMu_);  // a call in flight notices and returns
 }
 
-void Communicator::allReduce(CollRequest req) {
-  req.kind = CollKind::kAllReduce;
-  run(req);
+void Communicator::collective(const CollRequest& req) { run(req, nullptr); }
+
+void Communicator::sendRecv(const std::vector<P2pCall>& calls) {
+  CollRequest req;
+  req.kind = CollKind::kSendRecv;
+  req.dtype = DataType::kUint8;
+  for (const P2pCall& c : calls)
+    if (c.peer < 0 || c.peer >= nranks_)
+      raise(ErrorCode::kInvalidArgument, "rank ", rank_, ": peer ", c.peer,
+            " is out of range for a communicator of ", nranks_, " ranks.");
+  Schedule sched = buildSendRecv(calls, rank_, p2pSent_, p2pRecvd_);
+  run(req, &sched);
 }
 
-void Communicator::run(const CollRequest& reqIn) {
+void Communicator::barrier() {
+  uint8_t token = 0;
+  CollRequest req;
+  req.kind = CollKind::kAllReduce;
+  req.sendbuf = req.recvbuf = &token;
+  req.count = 1;
+  req.dtype = DataType::kUint8;
+  req.op = RedOp::kMax;
+  run(req, nullptr);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const CommConfig& config) {
+  // Round 1: everyone's (color, key).
+  std::vector<int32_t> mine = {color, key}, all(2 * nranks_);
+  CollRequest gather;
+  gather.kind = CollKind::kAllGather;
+  gather.sendbuf = mine.data();
+  gather.recvbuf = all.data();
+  gather.count = 2;
+  gather.dtype = DataType::kInt32;
+  run(gather, nullptr);
+  std::vector<std::pair<int, int>> members;  // (key, parent rank) of my color
+  for (int p = 0; p < nranks_; ++p)
+    if (color >= 0 && all[2 * p] == color) members.push_back({all[2 * p + 1], p});
+  std::sort(members.begin(), members.end());
+  // Round 2: each color's leader (first member) starts a rendezvous and shares its id.
+  char idBytes[UniqueIdData::kBytes] = {};
+  const bool leader = !members.empty() && members[0].second == rank_;
+  if (leader) {
+    SockAddr bind = selfAddr_;
+    bind.setPort(0);
+    RendezvousRoot::start(bind, 1, config.timeoutMs).serialize(idBytes);
+  }
+  std::vector<char> ids(UniqueIdData::kBytes * nranks_);
+  gather.sendbuf = idBytes;
+  gather.recvbuf = ids.data();
+  gather.count = UniqueIdData::kBytes;
+  gather.dtype = DataType::kUint8;
+  run(gather, nullptr);
+  if (members.empty()) return nullptr;
+  int newRank = 0;
+  while (members[newRank].second != rank_) ++newRank;
+  UniqueIdData id = UniqueIdData::parse(&ids[UniqueIdData::kBytes * members[0].second]);
+  auto child = create(id, newRank, static_cast<int>(members.size()), config);
+  setLogRank(rank_);
+  return child;
+}
+
+void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt) {
   std::lock_guard<std::mutex> lock(callMu_);
   setLogRank(rank_);
   if (auto err = asyncError())
@@ -103,19 +165,25 @@ void Communicator::run(const CollRequest& reqIn) {
           "earlier error (", err->what(), "); destroy it and create a new one.");
   CollRequest req = reqIn;
   if (!req.codec) req.codec = &denseCodec();
-  const uint64_t seq = seq_++;
-  if (req.count == 0) return;
-
-  const AlgorithmEntry& algo = tuner_->choose(req, nranks_);
-  lastAlgorithm_ = algo.name;
-  if (!loggedChoice_) {
-    SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " uses ", algo.name, ", codec ",
-             req.codec->name());
-    loggedChoice_ = true;
+  Schedule sched;
+  uint64_t seq = 0;
+  if (prebuilt) {
+    sched = std::move(*prebuilt);
+    lastAlgorithm_ = "p2p";
+  } else {
+    seq = seq_++;
+    if (req.count == 0) return;
+    const AlgorithmEntry& algo = tuner_->choose(req, nranks_);
+    lastAlgorithm_ = algo.name;
+    if (!loggedChoice_) {
+      SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " of ", req.bytes(),
+               " bytes uses ", algo.name, ", codec ", req.codec->name());
+      loggedChoice_ = true;
+    }
+    ScheduleParams params{rank_, nranks_,
+                          std::max<size_t>(1, config_.chunkBytes / dataTypeSize(req.dtype))};
+    sched = algo.build(req, params);
   }
-  ScheduleParams params{rank_, nranks_,
-                        std::max<size_t>(1, config_.chunkBytes / dataTypeSize(req.dtype))};
-  Schedule sched = algo.build(req, params);
 
   WireHeader base;
   base.coll = static_cast<uint8_t>(req.kind);

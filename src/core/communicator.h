@@ -33,7 +33,14 @@ class Communicator {
   int size() const { return nranks_; }
   const CommConfig& config() const { return config_; }
 
-  void allReduce(CollRequest req);
+  // Any collective but send/recv; req.kind says which.
+  void collective(const CollRequest& req);
+  // One group's queued sends and receives, all posted at once.
+  void sendRecv(const std::vector<P2pCall>& calls);
+  void barrier();
+  // Collective over this communicator: ranks with the same color form a new communicator,
+  // ordered by (key, rank); color < 0 takes part and gets nullptr.
+  std::unique_ptr<Communicator> split(int color, int key, const CommConfig& config);
   // The algorithm the last collective used ("" before the first).
   const char* lastAlgorithm() const { return lastAlgorithm_; }
   const Tuner& tuner() const { return *tuner_; }
@@ -47,7 +54,7 @@ class Communicator {
  private:
   Communicator(int rank, int nranks, const CommConfig& config)
       : rank_(rank), nranks_(nranks), config_(config) {}
-  void run(const CollRequest& req);
+  void run(const CollRequest& req, Schedule* prebuilt);
   void fail(const Error& e);
 
   int rank_;
@@ -55,6 +62,8 @@ class Communicator {
   CommConfig config_;
   uint64_t commHash_ = 0;
   uint64_t seq_ = 0;
+  std::vector<uint64_t> p2pSent_, p2pRecvd_;  // per peer: point-to-point messages so far
+  SockAddr selfAddr_;  // where this rank listened: the interface split's new root binds
   bool loggedChoice_ = false;
   const char* lastAlgorithm_ = "";
   std::unique_ptr<Tuner> tuner_;

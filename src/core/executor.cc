@@ -61,7 +61,11 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   if (work_.size() < sched.scratchElems * esz) work_.resize(sched.scratchElems * esz);
   char* const bufs[] = {static_cast<char*>(const_cast<void*>(req.sendbuf)),
                         static_cast<char*>(req.recvbuf), work_.data()};
-  auto at = [&](const Span& span) { return bufs[static_cast<int>(span.buf)] + span.offset * esz; };
+  auto at = [&](const Span& span) {
+    char* base = span.buf == BufferRole::kUser ? sched.userBuffers[span.user]
+                                               : bufs[static_cast<int>(span.buf)];
+    return base + span.offset * esz;
+  };
   const auto& ops = sched.ops;
   std::vector<uint8_t> done(ops.size(), 0);
   size_t remaining = ops.size();
@@ -100,6 +104,10 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     h.step = op.step;
     h.offset = op.wireOffset;
     h.payloadBytes = op.count * esz;
+    if (req.kind == CollKind::kSendRecv) {
+      h.seq = op.step;
+      h.count = op.count;
+    }
     return h;
   };
 

@@ -30,6 +30,7 @@ constexpr uint32_t kNoDep = UINT32_MAX;
 struct Span {
   BufferRole buf = BufferRole::kOutput;
   size_t offset = 0;  // elements
+  uint32_t user = 0;  // index into Schedule::userBuffers when buf is kUser
 };
 
 struct Op {
@@ -48,6 +49,9 @@ struct Op {
 struct Schedule {
   std::vector<Op> ops;
   size_t scratchElems = 0;  // size of BufferRole::kScratch the executor provides
+  // Grouped send/recv: each op's own buffer. In such schedules an op's step is the message's
+  // number between the two ranks, and its count is the message's (the header carries both).
+  std::vector<char*> userBuffers;
 
   uint32_t add(const Op& op) {
     ops.push_back(op);

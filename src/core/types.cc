@@ -29,6 +29,12 @@ const char* redOpName(RedOp op) {
 const char* collKindName(CollKind k) {
   switch (k) {
     case CollKind::kAllReduce: return "allreduce";
+    case CollKind::kBroadcast: return "broadcast";
+    case CollKind::kReduce: return "reduce";
+    case CollKind::kAllGather: return "allgather";
+    case CollKind::kReduceScatter: return "reducescatter";
+    case CollKind::kAlltoAll: return "alltoall";
+    case CollKind::kSendRecv: return "sendrecv";
   }
   return "?";
 }

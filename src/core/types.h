@@ -17,7 +17,9 @@ constexpr int kNumDataTypes = 10;
 enum class RedOp : uint8_t { kSum = 0, kProd, kMax, kMin, kAvg };
 constexpr int kNumRedOps = 5;
 
-enum class CollKind : uint8_t { kAllReduce = 1 };
+enum class CollKind : uint8_t {
+  kAllReduce = 1, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll, kSendRecv,
+};
 
 size_t dataTypeSize(DataType t);
 const char* dataTypeName(DataType t);
@@ -26,7 +28,8 @@ const char* collKindName(CollKind k);
 
 // Where an operand lives, as an algorithm names it: the caller's input or output buffer, or a
 // work buffer the executor provides for the call (Schedule::scratchElems).
-enum class BufferRole : uint8_t { kInput, kOutput, kScratch };
+// kUser names one of Schedule::userBuffers (grouped send/recv, each with its own buffer).
+enum class BufferRole : uint8_t { kInput, kOutput, kScratch, kUser };
 
 class Codec;
 

@@ -1,0 +1,167 @@
+// sqz-info: what this build of Squeeze is and how it is configured here. Prints the version,
+// the built features (from squeeze_config.h and the transport table), every SQZ_* parameter
+// (from the one registry in common/params.h: key, current value, default, help) and, with hwloc,
+// this host's topology, which is what sqzrun --bind uses. Modelled on ucc_info
+// (openucx/ucc:tools/info/ucc_info.c): each section is one function, chosen by an option.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/params.h"
+#include "common/strings.h"
+#include "info/topology.h"
+#include "squeeze/squeeze.h"
+#include "squeeze_config.h"
+#include "transports/transport.h"
+
+namespace squeeze {
+namespace {
+
+constexpr const char kUsage[] =
+    "Usage: sqz-info [--params] [-h]\n"
+    "\n"
+    "Prints the Squeeze version, the features this build has (hwloc, MPI, transports), every\n"
+    "SQZ_* parameter with its current value (from the environment, else the default), default\n"
+    "and help, and, when built with hwloc, this host's topology (the cores sqzrun --bind uses).\n"
+    "\n"
+    "Options:\n"
+    "  --params    print only the parameter table\n"
+    "  -h, --help  print this help and exit\n";
+
+// The sections, in output order. A new one (--tuning: the algorithm table and the cost model's
+// choice per size) is a bit here, an option in parseSections() and a print function.
+enum Section : unsigned {
+  kVersion = 1u << 0,
+  kFeatures = 1u << 1,
+  kParams = 1u << 2,
+  kTopology = 1u << 3,
+  kAllSections = kVersion | kFeatures | kParams | kTopology,
+};
+
+const char* yesNo(bool b) { return b ? "yes" : "no"; }
+
+void printVersion() {
+  int code = 0;
+  std::string library = sqzGetVersion(&code) == sqzSuccess ? strCat(code) : "unavailable";
+  std::printf("Squeeze %s (sqzGetVersion: %s)\n", SQZ_VERSION_STRING, library.c_str());
+}
+
+void printFeatures() {
+  std::string transports;
+  for (const std::string& t : availableTransports())
+    transports += (transports.empty() ? "" : ", ") + t;
+  std::printf("\nFeatures\n");
+  std::printf("  %-11s %s\n", "hwloc", yesNo(SQZ_HAVE_HWLOC));
+  std::printf("  %-11s %s\n", "mpi", yesNo(SQZ_HAVE_MPI));
+  std::printf("  %-11s %s\n", "cuda", yesNo(SQZ_HAVE_CUDA));
+  std::printf("  %-11s %s\n", "ibverbs", yesNo(SQZ_HAVE_IBVERBS));
+  std::printf("  %-11s %s\n", "ucx", yesNo(SQZ_HAVE_UCX));
+  std::printf("  %-11s %s\n", "transports", transports.empty() ? "(none)" : transports.c_str());
+}
+
+// Credentials are never printed: a log of sqz-info under sqzrun would leak the job secret.
+bool isSecret(const std::string& key) { return key == "SQZ_UNIQUE_ID" || key == "SQZ_SECRET"; }
+
+std::string shown(const std::string& v) { return v.empty() ? "\"\"" : v; }
+
+void printParams(bool withTitle) {
+  struct Row {
+    std::string key, value, def, help;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"KEY", "VALUE", "DEFAULT", "HELP"});
+  for (const ParamInfo& p : paramTable()) {
+    std::string value = paramValueString(p);
+    if (isSecret(p.key) && std::getenv(p.key)) value = "(set, hidden)";
+    rows.push_back({p.key, shown(value), shown(p.defaultValue), p.help});
+  }
+  size_t wKey = 0, wValue = 0, wDef = 0;
+  for (const Row& r : rows) {
+    wKey = std::max(wKey, r.key.size());
+    wValue = std::max(wValue, r.value.size());
+    wDef = std::max(wDef, r.def.size());
+  }
+  if (withTitle) std::printf("\nParameters (value: from the environment, else the default)\n");
+  for (const Row& r : rows)
+    std::printf("  %-*s  %-*s  %-*s  %s\n", static_cast<int>(wKey), r.key.c_str(),
+                static_cast<int>(wValue), r.value.c_str(), static_cast<int>(wDef), r.def.c_str(),
+                r.help.c_str());
+  // The same check a communicator makes at creation: say now if a set value will not parse.
+  try {
+    loadParams();
+  } catch (const Error& e) {
+    std::printf("  warning: %s\n", e.what());
+  }
+}
+
+void printTopology() {
+  std::string error;
+  auto topo = loadTopology(&error);
+  if (!topo) {
+    std::printf("\nTopology: unavailable: %s\n", error.c_str());
+    return;
+  }
+  size_t ncores = topo->cores.size();
+  std::printf("\nTopology (hwloc %s)\n", topo->hwlocVersion.c_str());
+  std::printf("  packages %d, NUMA nodes %d, cores %zu, PUs %d\n", topo->packages, topo->numaNodes,
+              ncores, topo->pus);
+  std::printf("  sqzrun --bind puts rank i on core i mod %zu:\n", ncores);
+  for (const CoreInfo& c : topo->cores) {
+    std::string where = c.osIndex >= 0 ? strCat("P#", c.osIndex) : std::string("P#?");
+    if (c.package >= 0) where += strCat(", package ", c.package);
+    if (c.numaNode >= 0) where += strCat(", NUMA node ", c.numaNode);
+    std::printf("  core %d (%s): PUs %s\n", c.logicalIndex, where.c_str(),
+                formatCpuList(c.pus).c_str());
+  }
+}
+
+struct UsageError {
+  std::string message;
+};
+
+// Returns the sections to print; 0 for --help.
+unsigned parseSections(int argc, char** argv) {
+  unsigned sections = kAllSections;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") return 0;
+    if (arg == "--params") {
+      sections = kParams;
+    } else {
+      throw UsageError{strCat("unknown argument '", arg, "'")};
+    }
+  }
+  return sections;
+}
+
+}  // namespace
+}  // namespace squeeze
+
+int main(int argc, char** argv) {
+  using namespace squeeze;
+  unsigned sections;
+  try {
+    sections = parseSections(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "sqz-info: %s\n\n%s", e.message.c_str(), kUsage);
+    return 2;
+  }
+  if (sections == 0) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  try {
+    if (sections & kVersion) printVersion();
+    if (sections & kFeatures) printFeatures();
+    if (sections & kParams) printParams(sections != kParams);
+    if (sections & kTopology) printTopology();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "sqz-info: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
