@@ -50,14 +50,15 @@ Tuner::Tuner(const std::string& spec, const CostModel& model) : model_(model) {
         std::string range = item.substr(0, eq);
         name = item.substr(eq + 1);
         size_t dash = range.find('-');
-        auto lo = dash == std::string::npos ? std::nullopt : parseBytes(range.substr(0, dash));
+        std::string loStr = dash == std::string::npos ? "" : range.substr(0, dash);
         std::string hiStr = dash == std::string::npos ? "" : range.substr(dash + 1);
-        auto hi = hiStr == "inf" ? std::optional<uint64_t>(UINT64_MAX) : parseBytes(hiStr);
-        if (!lo || !hi || *lo >= *hi)
+        uint64_t lo = parseBytes(loStr).value_or(UINT64_MAX);
+        uint64_t hi = hiStr == "inf" ? UINT64_MAX : parseBytes(hiStr).value_or(0);
+        if (lo == UINT64_MAX || lo >= hi)
           raise(ErrorCode::kInvalidArgument, "SQZ_ALGO: '", range,
                 "' is not a byte range; write LO-HI, e.g. 0-64K or 64K-inf.");
-        rule.lo = *lo;
-        rule.hi = *hi;
+        rule.lo = lo;
+        rule.hi = hi;
       }
       bool known = false;
       for (const auto& a : algorithms()) known |= name == a.name;

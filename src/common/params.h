@@ -45,6 +45,7 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(rank, kString, "SQZ_RANK", "", "Launcher: this process's rank for sqzCommInitFromEnv.")    \
   X(worldSize, kString, "SQZ_WORLD_SIZE", "", "Launcher: rank count for sqzCommInitFromEnv.")  \
   X(localRank, kString, "SQZ_LOCAL_RANK", "", "Launcher: rank among this host's ranks.")       \
+  X(localSize, kString, "SQZ_LOCAL_SIZE", "", "Launcher: number of ranks on this host.")        \
   X(root, kString, "SQZ_ROOT", "",                                                             \
     "Launcher: host:port of the rendezvous, hosted by rank 0 (else MASTER_ADDR:MASTER_PORT).") \
   X(secret, kString, "SQZ_SECRET", "",                                                         \

@@ -614,7 +614,7 @@ void Launcher::handleSignals() {
     if (sig == SIGINT && ++sigintCount_ >= 2) {
       say("second SIGINT: killing ", plural(runningCount(), "rank"));
       signalRanks(SIGKILL);
-      if (stop_ == Stop::kNone || stop_ == Stop::kRankFailed) {
+      if (stop_ == Stop::kNone) {
         stop_ = Stop::kInterrupted;  // the SIGKILLs that follow are ours: not reported
         exitCode_ = 128 + SIGINT;    // and sqzrun dies by SIGINT (finish())
       }
@@ -646,7 +646,9 @@ void Launcher::emitLines(OutputStream& s, bool final) {
 
 void Launcher::drainOutput(OutputStream& s, bool final) {
   char buf[16384];
-  for (;;) {
+  // At most 256 KiB per wakeup (unless final), so one chatty rank cannot starve the signals.
+  for (int reads = 0;; ++reads) {
+    if (!final && reads == 16) return;
     ssize_t n = ::read(s.fd.get(), buf, sizeof buf);
     if (n > 0) {
       s.partial.append(buf, static_cast<size_t>(n));

@@ -1,0 +1,840 @@
+// Shared driver of the nccl-tests-style benchmarks; see common.h.
+//
+// Flow, as in NVIDIA/nccl-tests src/common.cu: parse flags, create the communicator, print the
+// header and one line per rank (gathered to rank 0), allocate send/receive/expected buffers for
+// the largest size once, then for each datatype and op: warm up at the largest and smallest
+// size, and for every size time `iters` out-of-place calls, then `iters` in-place calls. The time
+// of a call is this rank's average over the loop, and the reported time is the maximum over the
+// ranks. With -c N, each timed loop is followed by N checked calls on fresh data, compared bit
+// for bit with locally computed expected values; the wrong-element counts are summed over the
+// ranks so every rank agrees on the outcome.
+#include "common.h"
+
+#include <getopt.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace squeeze::perf {
+namespace {
+
+constexpr size_t kAlignment = 4096;
+constexpr int kRankLineBytes = 160;
+constexpr unsigned char kPoison = 0xA5;  // never an expected byte pattern (see common.h)
+
+struct TypeName {
+  sqzDataType_t type;
+  const char* name;
+};
+// nccl-tests' names and order (used by -d all).
+constexpr TypeName kTypes[] = {
+    {sqzInt8, "int8"},      {sqzUint8, "uint8"},       {sqzInt32, "int32"},  {sqzUint32, "uint32"},
+    {sqzInt64, "int64"},    {sqzUint64, "uint64"},     {sqzFloat16, "half"}, {sqzFloat32, "float"},
+    {sqzFloat64, "double"}, {sqzBfloat16, "bfloat16"},
+};
+// Other spellings accepted by -d.
+constexpr TypeName kTypeAliases[] = {
+    {sqzInt8, "char"},       {sqzInt32, "int"},       {sqzFloat16, "fp16"},
+    {sqzFloat16, "float16"}, {sqzFloat32, "fp32"},    {sqzFloat32, "float32"},
+    {sqzFloat64, "fp64"},    {sqzFloat64, "float64"}, {sqzBfloat16, "bf16"},
+};
+
+struct OpName {
+  sqzRedOp_t op;
+  const char* name;
+};
+constexpr OpName kOps[] = {
+    {sqzSum, "sum"}, {sqzProd, "prod"}, {sqzMax, "max"}, {sqzMin, "min"}, {sqzAvg, "avg"},
+};
+
+const char* typeName(sqzDataType_t t) {
+  for (const TypeName& n : kTypes)
+    if (n.type == t) return n.name;
+  return "?";
+}
+
+const char* opName(sqzRedOp_t op) {
+  for (const OpName& n : kOps)
+    if (n.op == op) return n.name;
+  return "?";
+}
+
+bool isFloating(sqzDataType_t t) {
+  return t == sqzFloat16 || t == sqzFloat32 || t == sqzFloat64 || t == sqzBfloat16;
+}
+
+bool isUnsigned(sqzDataType_t t) { return t == sqzUint8 || t == sqzUint32 || t == sqzUint64; }
+
+// ---- Input values ------------------------------------------------------------------------------
+
+// The inputs repeat with this period (a prime, so it lines up with no chunk size): the pattern
+// of one period is computed element by element and then copied, so filling 256 MB stays cheap
+// even when the expected value sums over many ranks.
+constexpr size_t kPeriod = 65521;
+
+uint64_t mix(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash3(uint64_t j, uint64_t rank, uint64_t seed) {
+  return mix(j * 0x100000001b3ull ^ mix(rank + 0x51ed27ull * seed));
+}
+
+// Whether `rank` gives a non-zero value to element j of a sum: all ranks up to 8, else 8 of them,
+// rotating with j, so sums stay within [-40, 40] (exact in int8 and bfloat16).
+bool sumContributes(int rank, int nranks, size_t j) {
+  return nranks <= 8 || (static_cast<size_t>(rank) + j) % static_cast<size_t>(nranks) < 8;
+}
+
+int64_t inputValue(sqzRedOp_t op, bool unsignedType, int rank, int nranks, size_t j,
+                   uint64_t seed) {
+  switch (op) {
+    case sqzSum:
+    case sqzAvg: {
+      if (!sumContributes(rank, nranks, j)) return 0;
+      int64_t v = static_cast<int64_t>(hash3(j, rank, seed) % 11);  // 0..10
+      return unsignedType ? v : v - 5;
+    }
+    case sqzProd: {
+      // Up to 3 ranks (rotating with j) give 2, the others 1 (or -1 for signed types).
+      size_t m = static_cast<size_t>(std::max(nranks, 3));
+      size_t twos = mix(j ^ (seed << 20)) % 4;
+      if ((static_cast<size_t>(rank) + j) % m < twos) return 2;
+      if (!unsignedType && hash3(j, rank, seed) % 7 == 0) return -1;
+      return 1;
+    }
+    case sqzMax:
+    case sqzMin:
+    default: {
+      int64_t v = static_cast<int64_t>(hash3(j, rank, seed) % 41);  // 0..40
+      return unsignedType ? v : v - 20;
+    }
+  }
+}
+
+void storeInt(sqzDataType_t t, void* buf, size_t i, int64_t v) {
+  switch (t) {
+    case sqzInt8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
+      break;
+    case sqzUint8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
+    case sqzInt32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case sqzUint32:
+      static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v);
+      break;
+    case sqzInt64:
+      static_cast<int64_t*>(buf)[i] = v;
+      break;
+    case sqzUint64:
+      static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v);
+      break;
+    case sqzFloat16:
+      static_cast<uint16_t*>(buf)[i] = floatToHalf(static_cast<float>(v));
+      break;
+    case sqzFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case sqzFloat64:
+      static_cast<double*>(buf)[i] = static_cast<double>(v);
+      break;
+    case sqzBfloat16:
+      static_cast<uint16_t*>(buf)[i] = floatToBfloat16(static_cast<float>(v));
+      break;
+    default:
+      break;
+  }
+}
+
+// A floating type's value from the exactly rounded double q. Going through float first is still
+// one correct rounding: float has more than 2p+2 bits for half's and bfloat16's p.
+void storeReal(sqzDataType_t t, void* buf, size_t i, double q) {
+  switch (t) {
+    case sqzFloat16:
+      static_cast<uint16_t*>(buf)[i] = floatToHalf(static_cast<float>(q));
+      break;
+    case sqzFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(q);
+      break;
+    case sqzFloat64:
+      static_cast<double*>(buf)[i] = q;
+      break;
+    case sqzBfloat16:
+      static_cast<uint16_t*>(buf)[i] = floatToBfloat16(static_cast<float>(q));
+      break;
+    default:
+      break;
+  }
+}
+
+// Fills buf[0 .. count) with value(j) for j = (first + i) % kPeriod: one period computed, the
+// rest copied.
+template <typename ValueFn>
+void fillPeriodic(void* buf, size_t count, size_t first, sqzDataType_t type, ValueFn value) {
+  size_t esz = typeSize(type);
+  size_t n = std::min(count, kPeriod);
+  for (size_t i = 0; i < n; ++i) value(buf, i, (first + i) % kPeriod);
+  char* base = static_cast<char*>(buf);
+  for (size_t done = n; done < count;) {
+    size_t chunk = std::min(done, count - done);
+    std::memcpy(base + done * esz, base, chunk * esz);
+    done += chunk;
+  }
+}
+
+// ---- Options -----------------------------------------------------------------------------------
+
+struct Options {
+  size_t minBytes = 32u << 20;
+  size_t maxBytes = 32u << 20;
+  size_t stepBytes = 1u << 20;
+  size_t stepFactor = 2;  // > 1: multiply; 1: add stepBytes
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;
+  std::vector<sqzDataType_t> types{sqzFloat32};
+  std::vector<sqzRedOp_t> ops{sqzSum};
+  int root = 0;
+};
+
+// The launcher rank from the environment, before the communicator exists (for deciding who
+// prints a flag error), or -1.
+int launcherRank() {
+  static const char* const kRankVars[] = {"SQZ_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                          "SLURM_PROCID"};
+  for (const char* var : kRankVars) {
+    const char* v = std::getenv(var);
+    if (v && *v) return std::atoi(v);
+  }
+  return -1;
+}
+
+// True when a launcher describes this process (the variables sqzCommInitFromEnv reads).
+bool haveLauncherEnv() {
+  static const char* const kPairs[][2] = {{"SQZ_RANK", "SQZ_WORLD_SIZE"},
+                                          {"RANK", "WORLD_SIZE"},
+                                          {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                          {"PMI_RANK", "PMI_SIZE"},
+                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
+  auto set = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v;
+  };
+  if (set("SQZ_UNIQUE_ID")) return true;  // let the library say what else is missing
+  for (const auto& pair : kPairs)
+    if (set(pair[0]) && set(pair[1])) return true;
+  return false;
+}
+
+void usage(FILE* out, const char* program) {
+  std::fprintf(out,
+               "Usage: %s [options]\n"
+               "  -b, --minbytes <size>     smallest size in bytes (default 32M; K/M/G suffixes)\n"
+               "  -e, --maxbytes <size>     largest size in bytes (default 32M)\n"
+               "  -f, --stepfactor <n>      multiply the size by n each step (default 2;\n"
+               "                            1 means add -i bytes instead)\n"
+               "  -i, --stepbytes <size>    add this many bytes each step (instead of -f)\n"
+               "  -n, --iters <n>           timed iterations per size (default 20)\n"
+               "  -w, --warmup_iters <n>    warm-up iterations (default 5)\n"
+               "  -c, --check <n>           checked calls per size, 0 to skip (default 1)\n"
+               "  -d, --datatype <type>     int8 uint8 int32 uint32 int64 uint64 half float\n"
+               "                            double bfloat16, or all (default float)\n"
+               "  -o, --op <op>             sum prod max min avg, or all (default sum)\n"
+               "  -r, --root <rank>         root rank of rooted collectives (default 0)\n"
+               "  -h, --help                this text\n"
+               "Run under sqzrun (sqzrun -n 4 %s ...), mpirun, srun or torchrun for several\n"
+               "ranks; without a launcher it runs as a single rank.\n",
+               program, program);
+}
+
+// Parses "<number>[K|M|G][B]"; returns false on anything else.
+bool parseSize(const char* text, size_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text, &end);
+  if (end == text || errno != 0 || !(v >= 0)) return false;
+  double unit = 1;
+  switch (*end) {
+    case 'k':
+    case 'K':
+      unit = 1024.0;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      unit = 1024.0 * 1024;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      unit = 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    default:
+      break;
+  }
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end != '\0') return false;
+  double bytes = v * unit;
+  if (bytes > 4.0e18) return false;
+  *out = static_cast<size_t>(bytes);
+  return true;
+}
+
+bool parseInt(const char* text, long lo, long hi, long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 0);
+  if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// Returns -1 when the flags are fine, else the exit status (0 for -h, 2 for errors).
+int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
+  const bool speak = launcherRank() <= 0;
+  auto bad = [&](const std::string& msg) {
+    if (speak) {
+      std::fprintf(stderr, "%s: %s\n", coll.program, msg.c_str());
+      usage(stderr, coll.program);
+    }
+    return 2;
+  };
+  static const option kLong[] = {
+      {"minbytes", required_argument, nullptr, 'b'},
+      {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepfactor", required_argument, nullptr, 'f'},
+      {"stepbytes", required_argument, nullptr, 'i'},
+      {"iters", required_argument, nullptr, 'n'},
+      {"warmup_iters", required_argument, nullptr, 'w'},
+      {"check", required_argument, nullptr, 'c'},
+      {"datatype", required_argument, nullptr, 'd'},
+      {"op", required_argument, nullptr, 'o'},
+      {"root", required_argument, nullptr, 'r'},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
+  };
+  opterr = 0;
+  optind = 1;
+  int c;
+  long v;
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:h", kLong, nullptr)) != -1) {
+    switch (c) {
+      case 'b':
+        if (!parseSize(optarg, &o->minBytes))
+          return bad(std::string("invalid size '") + optarg + "' for -b (minbytes)");
+        break;
+      case 'e':
+        if (!parseSize(optarg, &o->maxBytes))
+          return bad(std::string("invalid size '") + optarg + "' for -e (maxbytes)");
+        break;
+      case 'f':
+        if (!parseInt(optarg, 1, 1 << 20, &v))
+          return bad(std::string("invalid step factor '") + optarg + "' for -f (need >= 1)");
+        o->stepFactor = static_cast<size_t>(v);
+        break;
+      case 'i':
+        if (!parseSize(optarg, &o->stepBytes) || o->stepBytes == 0)
+          return bad(std::string("invalid step '") + optarg + "' for -i (need > 0 bytes)");
+        o->stepFactor = 1;
+        break;
+      case 'n':
+        if (!parseInt(optarg, 1, 1 << 30, &v))
+          return bad(std::string("invalid iteration count '") + optarg + "' for -n (need >= 1)");
+        o->iters = static_cast<int>(v);
+        break;
+      case 'w':
+        if (!parseInt(optarg, 0, 1 << 30, &v))
+          return bad(std::string("invalid warm-up count '") + optarg + "' for -w (need >= 0)");
+        o->warmup = static_cast<int>(v);
+        break;
+      case 'c':
+        if (!parseInt(optarg, 0, 1 << 20, &v))
+          return bad(std::string("invalid check count '") + optarg + "' for -c (need 0 or 1)");
+        o->check = static_cast<int>(v);
+        break;
+      case 'd': {
+        o->types.clear();
+        if (std::strcmp(optarg, "all") == 0) {
+          for (const TypeName& t : kTypes) o->types.push_back(t.type);
+          break;
+        }
+        for (const TypeName& t : kTypes)
+          if (std::strcmp(optarg, t.name) == 0) o->types.push_back(t.type);
+        for (const TypeName& t : kTypeAliases)
+          if (std::strcmp(optarg, t.name) == 0) o->types.push_back(t.type);
+        if (o->types.empty())
+          return bad(std::string("unknown datatype '") + optarg +
+                     "' for -d (int8 uint8 int32 uint32 int64 uint64 half float double "
+                     "bfloat16 all)");
+        break;
+      }
+      case 'o': {
+        o->ops.clear();
+        for (const OpName& op : kOps)
+          if (std::strcmp(optarg, "all") == 0 || std::strcmp(optarg, op.name) == 0)
+            o->ops.push_back(op.op);
+        if (o->ops.empty())
+          return bad(std::string("unknown op '") + optarg + "' for -o (sum prod max min avg all)");
+        break;
+      }
+      case 'r':
+        if (!parseInt(optarg, 0, 1 << 24, &v))
+          return bad(std::string("invalid root '") + optarg + "' for -r (need a rank >= 0)");
+        o->root = static_cast<int>(v);
+        break;
+      case 'h':
+        if (speak) usage(stdout, coll.program);
+        return 0;
+      case ':':
+        return bad(std::string("option '") + argv[optind - 1] + "' needs a value");
+      case '?':
+      default:
+        if (optopt != 0) return bad(std::string("unknown option '-") + char(optopt) + "'");
+        return bad(std::string("unknown option '") + argv[optind - 1] + "'");
+    }
+  }
+  if (optind < argc) return bad(std::string("unexpected argument '") + argv[optind] + "'");
+  if (o->minBytes > o->maxBytes)
+    return bad("minbytes (" + std::to_string(o->minBytes) + ") is larger than maxbytes (" +
+               std::to_string(o->maxBytes) + ")");
+  if (o->stepFactor > 1 && o->minBytes == 0)
+    return bad("-b 0 never grows with -f; start at -b 1 or more, or step with -i");
+  if (!coll.usesOp) o->ops.assign(1, sqzSum);
+  return -1;
+}
+
+// ---- Running -----------------------------------------------------------------------------------
+
+struct Buffer {
+  void* ptr = nullptr;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { std::free(ptr); }
+};
+
+class Bench {
+ public:
+  Bench(const PerfColl& coll, const Options& o) : coll_(coll), o_(o) {}
+
+  int run();
+
+ private:
+  [[noreturn]] void libraryError(sqzResult_t r) const;
+  void check(sqzResult_t r) const {
+    if (r != sqzSuccess) libraryError(r);
+  }
+  void initComm();
+  void printHeader();
+  void allocate(Buffer* b, size_t bytes, const char* what);
+  void barrier();
+  void setup(size_t bytes, sqzDataType_t type);
+  void startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
+  void timeTest(sqzDataType_t type, sqzRedOp_t op);
+  void benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
+  int64_t checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes);
+  // printf on rank 0 only.
+  void print(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+
+  const PerfColl& coll_;
+  const Options& o_;
+  sqzComm_t comm_ = nullptr;
+  int rank_ = -1;
+  int nranks_ = 0;
+  int root_ = -1;
+  Buffer send_, recv_, expected_;
+  size_t sendBytesMax_ = 0, recvBytesMax_ = 0;
+  CollCounts counts_;  // for the current size
+  double barrierCell_ = 0;
+  uint64_t seed_ = 0;
+  int errors_ = 0;  // calls with wrong results, over all ranks
+  double bwSum_ = 0;
+  int bwCount_ = 0;
+};
+
+void Bench::print(const char* fmt, ...) const {
+  if (rank_ != 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stdout, fmt, ap);
+  va_end(ap);
+}
+
+void Bench::libraryError(sqzResult_t r) const {
+  const char* detail = sqzGetLastError(comm_);
+  int shown = rank_ >= 0 ? rank_ : launcherRank();
+  std::string who = shown >= 0 ? std::to_string(shown) : "?";
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s: rank %s: %s: %s\n", coll_.program, who.c_str(), sqzGetErrorString(r),
+               detail && *detail ? detail : "(no details)");
+  std::fflush(stderr);
+  // No destructors: the library's threads may still be running.
+  std::_Exit(1);
+}
+
+void Bench::initComm() {
+  if (haveLauncherEnv()) {
+    check(sqzCommInitFromEnv(&comm_, nullptr));
+  } else {
+    sqzUniqueId id;
+    check(sqzGetUniqueId(&id));
+    check(sqzCommInitRank(&comm_, 1, id, 0));
+  }
+  check(sqzCommUserRank(comm_, &rank_));
+  check(sqzCommCount(comm_, &nranks_));
+}
+
+void Bench::allocate(Buffer* b, size_t bytes, const char* what) {
+  size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  b->ptr = std::aligned_alloc(kAlignment, rounded);
+  if (!b->ptr) {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "%s: rank %d: cannot allocate %zu bytes for the %s buffer: out of memory "
+                 "(lower -e)\n",
+                 coll_.program, rank_, rounded, what);
+    std::_Exit(1);
+  }
+  std::memset(b->ptr, 0, rounded);  // touch the pages now, not in the first timed call
+}
+
+void Bench::barrier() {
+  check(sqzAllReduce(&barrierCell_, &barrierCell_, 1, sqzFloat64, sqzMax, comm_, nullptr));
+}
+
+void Bench::printHeader() {
+  print(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+      "agg iters: 1 validation: %d graph: 0\n",
+      o_.minBytes, o_.maxBytes, o_.stepFactor > 1 ? o_.stepFactor : o_.stepBytes,
+      o_.stepFactor > 1 ? "factor" : "bytes", o_.warmup, o_.iters, o_.check);
+  print("#\n# Using devices\n");
+
+  // One line per rank, gathered to rank 0: each rank writes its slot, the others stay zero, and
+  // a byte-wise max all-reduce assembles the table.
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  std::vector<unsigned char> lines(static_cast<size_t>(nranks_) * kRankLineBytes, 0);
+  std::snprintf(reinterpret_cast<char*>(&lines[static_cast<size_t>(rank_) * kRankLineBytes]),
+                kRankLineBytes, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host memory]\n",
+                rank_, 0, static_cast<int>(getpid()), host, 0);
+  check(sqzAllReduce(lines.data(), lines.data(), lines.size(), sqzUint8, sqzMax, comm_, nullptr));
+  for (int r = 0; r < nranks_; ++r) {
+    char* line = reinterpret_cast<char*>(&lines[static_cast<size_t>(r) * kRankLineBytes]);
+    line[kRankLineBytes - 1] = '\0';
+    print("%s", line);
+  }
+  print("#\n");
+  print(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
+      "\n",
+      "", "", "", "", "");
+  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+        "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+        "#wrong");
+  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+void Bench::setup(size_t bytes, sqzDataType_t type) {
+  coll_.byteCount(bytes / typeSize(type), nranks_, &counts_);
+}
+
+void Bench::startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
+  size_t esz = typeSize(type);
+  char* recv = static_cast<char*>(recv_.ptr);
+  const void* sendPtr =
+      inPlace ? recv + counts_.sendInplaceOffset * esz * rank_ : static_cast<char*>(send_.ptr);
+  void* recvPtr = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
+  check(coll_.run(sendPtr, recvPtr, counts_.paramCount, type, op, root_, comm_));
+}
+
+int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes) {
+  size_t esz = typeSize(type);
+  char* recv = static_cast<char*>(recv_.ptr);
+  std::memset(recv, kPoison, counts_.recvCount * esz);
+  InitArgs a;
+  a.input = inPlace ? recv + counts_.sendInplaceOffset * esz * rank_ : send_.ptr;
+  a.expected = expected_.ptr;
+  a.sendCount = counts_.sendCount;
+  a.recvCount = counts_.recvCount;
+  a.type = type;
+  a.op = op;
+  a.root = root_;
+  a.rank = rank_;
+  a.nranks = nranks_;
+  a.seed = ++seed_;
+  coll_.initData(a);
+  startColl(type, op, inPlace);
+
+  const char* got = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
+  const char* want = static_cast<const char*>(expected_.ptr);
+  size_t n = counts_.recvCount;
+  int64_t wrong = 0;
+  if (std::memcmp(got, want, n * esz) != 0) {
+    size_t first = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (std::memcmp(got + i * esz, want + i * esz, esz) != 0) {
+        if (first == n) first = i;
+        ++wrong;
+      }
+    }
+    uint64_t w = 0, g = 0;
+    std::memcpy(&w, want + first * esz, esz);
+    std::memcpy(&g, got + first * esz, esz);
+    std::fprintf(stderr,
+                 "%s: rank %d: %zu B %s %s %s: %" PRId64
+                 " wrong elements, first at %zu: "
+                 "expected 0x%0*" PRIx64 " got 0x%0*" PRIx64 "\n",
+                 coll_.program, rank_, bytes, typeName(type), coll_.usesOp ? opName(op) : "none",
+                 inPlace ? "in-place" : "out-of-place", wrong, first, static_cast<int>(2 * esz), w,
+                 static_cast<int>(2 * esz), g);
+  }
+  return wrong;
+}
+
+void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
+  size_t esz = typeSize(type);
+  size_t bytes = std::max(counts_.sendCount, counts_.recvCount) * esz;
+  if (o_.check) {  // sane data for the timed calls too
+    InitArgs a;
+    a.input = inPlace ? static_cast<char*>(recv_.ptr) + counts_.sendInplaceOffset * esz * rank_
+                      : send_.ptr;
+    a.expected = expected_.ptr;
+    a.sendCount = counts_.sendCount;
+    a.recvCount = counts_.recvCount;
+    a.type = type;
+    a.op = op;
+    a.root = root_;
+    a.rank = rank_;
+    a.nranks = nranks_;
+    a.seed = 0;
+    coll_.initData(a);
+  }
+  startColl(type, op, inPlace);  // untimed: brings every rank to this call
+  barrier();
+
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o_.iters; ++i) startColl(type, op, inPlace);
+  auto t1 = std::chrono::steady_clock::now();
+  double sec = std::chrono::duration<double>(t1 - t0).count() / o_.iters;
+  check(sqzAllReduce(&sec, &sec, 1, sqzFloat64, sqzMax, comm_, nullptr));
+
+  double algBw = sec > 0 ? static_cast<double>(bytes) / 1.0e9 / sec : 0.0;
+  double busBw = algBw * coll_.busFactor(nranks_);
+
+  int64_t wrong = 0;
+  for (int c = 0; c < o_.check; ++c) {
+    wrong = checkData(type, op, inPlace, bytes);
+    check(sqzAllReduce(&wrong, &wrong, 1, sqzInt64, sqzSum, comm_, nullptr));
+    if (wrong) break;
+  }
+  if (wrong) ++errors_;
+
+  double us = sec * 1.0e6;
+  print("  %7.*f  %6.2f  %6.2f", us >= 10000.0 ? 0 : us >= 100.0 ? 1 : 2, us, algBw, busBw);
+  if (o_.check)
+    print("  %5" PRId64, wrong);
+  else
+    print("  %5s", "N/A");
+  bwSum_ += busBw;
+  ++bwCount_;
+}
+
+void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
+  barrier();
+  // Warm up at the largest, then the smallest size (out of place), as nccl-tests does.
+  for (size_t bytes : {o_.maxBytes, o_.minBytes}) {
+    setup(bytes, type);
+    for (int i = 0; i < o_.warmup; ++i) startColl(type, op, false);
+  }
+  for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
+    setup(size, type);
+    size_t esz = typeSize(type);
+    print("%12zu  %12zu  %8s  %6s  %6d", std::max(counts_.sendCount, counts_.recvCount) * esz,
+          counts_.paramCount, typeName(type), coll_.usesOp ? opName(op) : "none", root_);
+    benchTime(type, op, false);
+    benchTime(type, op, true);
+    print("\n");
+    if (o_.stepFactor > 1) {
+      if (size > o_.maxBytes / o_.stepFactor) break;
+      size *= o_.stepFactor;
+    } else {
+      if (size > o_.maxBytes - o_.stepBytes) break;
+      size += o_.stepBytes;
+    }
+  }
+}
+
+int Bench::run() {
+  initComm();
+  if (coll_.usesRoot) {
+    if (o_.root >= nranks_) {
+      if (rank_ == 0)
+        std::fprintf(stderr, "%s: root %d is not a rank (there are %d ranks)\n", coll_.program,
+                     o_.root, nranks_);
+      std::fflush(stdout);
+      std::_Exit(2);
+    }
+    root_ = o_.root;
+  }
+  printHeader();
+
+  // Buffers for the largest size of any datatype (counts of 1-byte elements are byte counts).
+  CollCounts maxCounts;
+  coll_.byteCount(o_.maxBytes, nranks_, &maxCounts);
+  allocate(&send_, maxCounts.sendCount, "send");
+  allocate(&recv_, maxCounts.recvCount, "receive");
+  if (o_.check) allocate(&expected_, maxCounts.recvCount, "expected");
+
+  for (sqzDataType_t type : o_.types)
+    for (sqzRedOp_t op : o_.ops) timeTest(type, op);
+
+  check(sqzCommDestroy(comm_));
+  comm_ = nullptr;
+  print("# Out of bounds values : %d %s\n", errors_, errors_ ? "FAILED" : "OK");
+  print("# Avg bus bandwidth    : %g \n", bwCount_ ? bwSum_ / bwCount_ : 0.0);
+  print("#\n");
+  std::fflush(stdout);
+  return errors_ ? 1 : 0;
+}
+
+}  // namespace
+
+// ---- Public helpers ------------------------------------------------------------------------
+
+size_t typeSize(sqzDataType_t type) {
+  switch (type) {
+    case sqzInt8:
+    case sqzUint8:
+      return 1;
+    case sqzFloat16:
+    case sqzBfloat16:
+      return 2;
+    case sqzInt32:
+    case sqzUint32:
+    case sqzFloat32:
+      return 4;
+    case sqzInt64:
+    case sqzUint64:
+    case sqzFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+void fillInput(void* buf, size_t count, size_t first, sqzDataType_t type, sqzRedOp_t op, int rank,
+               int nranks, uint64_t seed) {
+  bool uns = isUnsigned(type);
+  fillPeriodic(buf, count, first, type, [&](void* b, size_t i, size_t j) {
+    storeInt(type, b, i, inputValue(op, uns, rank, nranks, j, seed));
+  });
+}
+
+void fillReduced(void* buf, size_t count, size_t first, sqzDataType_t type, sqzRedOp_t op,
+                 int nranks, uint64_t seed) {
+  bool uns = isUnsigned(type);
+  fillPeriodic(buf, count, first, type, [&](void* b, size_t i, size_t j) {
+    int64_t acc = inputValue(op, uns, 0, nranks, j, seed);
+    for (int r = 1; r < nranks; ++r) {
+      int64_t v = inputValue(op, uns, r, nranks, j, seed);
+      switch (op) {
+        case sqzProd:
+          acc *= v;
+          break;
+        case sqzMax:
+          acc = std::max(acc, v);
+          break;
+        case sqzMin:
+          acc = std::min(acc, v);
+          break;
+        default:
+          acc += v;
+          break;  // sum, avg
+      }
+    }
+    if (op != sqzAvg) {
+      storeInt(type, b, i, acc);
+    } else if (isFloating(type)) {
+      storeReal(type, b, i, static_cast<double>(acc) / nranks);
+    } else {
+      storeInt(type, b, i, acc / nranks);  // truncates toward zero
+    }
+  });
+}
+
+uint16_t floatToHalf(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u)  // NaN: keep it quiet and keep the top payload bits
+    return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+  if (a >= 0x38800000u) {                                              // normal half (>= 2^-14)
+    uint32_t h = ((a >> 23) - 112u) << 10 | ((a >> 13) & 0x3ffu);
+    uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry bumps the exponent
+    return static_cast<uint16_t>(sign | h);
+  }
+  if (a <= 0x33000000u) return sign;  // <= 2^-25: rounds to zero (the tie goes to even 0)
+  // Subnormal half: units of 2^-24. a's value is m * 2^(e-23) with e in [-25, -15].
+  uint32_t m = (a & 0x7fffffu) | 0x800000u;
+  int e = static_cast<int>(a >> 23) - 127;
+  int shift = -e - 1;  // 14 .. 24
+  uint32_t h = m >> shift;
+  uint32_t rem = m & ((1u << shift) - 1);
+  uint32_t halfway = 1u << (shift - 1);
+  if (rem > halfway || (rem == halfway && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu;
+  if (e == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    float v = std::ldexp(static_cast<float>(m), -24);
+    return sign ? -v : v;
+  }
+  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+uint16_t floatToBfloat16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even; overflow carries into inf
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+int perfMain(int argc, char** argv, const PerfColl& coll) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time, so progress shows
+  Options o;
+  int status = parseOptions(argc, argv, coll, &o);
+  if (status >= 0) return status;
+  Bench bench(coll, o);
+  return bench.run();
+}
+
+}  // namespace squeeze::perf

@@ -1,0 +1,92 @@
+// Shared driver of the nccl-tests-style benchmarks (sqz-allreduce-perf and friends).
+//
+// Each benchmark binary is one small file: it fills in a PerfColl (how many elements the
+// collective sends and receives, how to make its input and expected output, its bus-bandwidth
+// factor, and the call itself) and returns perfMain(argc, argv, coll). The driver parses the
+// nccl-tests flags (-b -e -f -i -n -w -c -d -o -r), creates the communicator (from the launcher's
+// environment, or a single rank without one), sweeps the sizes, times out-of-place and in-place
+// calls, checks the results bit for bit, and prints nccl-tests' table on rank 0.
+//
+// Only the public C API (squeeze/squeeze.h) is used, so the binaries measure what users get.
+#pragma once
+
+#include <squeeze/squeeze.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace squeeze::perf {
+
+/// Element counts of one call, for a "count" that the size sweep chose (size / element size).
+/// Mirrors nccl-tests' getCollByteCount.
+struct CollCounts {
+  size_t sendCount = 0;          ///< elements in each rank's send buffer
+  size_t recvCount = 0;          ///< elements in each rank's receive buffer (and expected)
+  size_t paramCount = 0;         ///< the count argument of the call (the "count" column)
+  size_t sendInplaceOffset = 0;  ///< in place, the send pointer is recvbuf + this * rank elements
+  size_t recvInplaceOffset = 0;  ///< in place, the recv pointer is recvbuf + this * rank elements
+};
+
+/// What PerfColl::initData fills for one checked call.
+struct InitArgs {
+  void* input = nullptr;     ///< this rank's input: sendCount elements (send buffer, or in place
+                             ///< the receive buffer at the send offset)
+  void* expected = nullptr;  ///< recvCount elements this rank must receive
+  size_t sendCount = 0;
+  size_t recvCount = 0;
+  sqzDataType_t type = sqzFloat32;
+  sqzRedOp_t op = sqzSum;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+  uint64_t seed = 0;  ///< changes every checked call, so stale results are caught
+};
+
+/// One collective as the driver sees it. Plain function pointers: one constant per binary.
+struct PerfColl {
+  const char* name;     ///< for messages, e.g. "AllReduce"
+  const char* program;  ///< binary name for messages, e.g. "sqz-allreduce-perf"
+  bool usesOp;          ///< false: the redop column shows "none" and -o is ignored
+  bool usesRoot;        ///< false: the root column shows -1 and -r is ignored
+  /// Fills *out for `count` elements on `nranks` ranks.
+  void (*byteCount)(size_t count, int nranks, CollCounts* out);
+  /// Writes this rank's input and the expected output (see fillInput / fillReduced).
+  void (*initData)(const InitArgs& args);
+  /// busbw = algbw * busFactor(nranks), as nccl-tests' doc/PERFORMANCE.md defines it; algbw is
+  /// the size column (max of send and receive bytes) over the time.
+  double (*busFactor)(int nranks);
+  /// The call under test; the driver reports a non-success result and exits.
+  sqzResult_t (*run)(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
+                     sqzRedOp_t op, int root, sqzComm_t comm);
+};
+
+/// Runs the benchmark; returns the process exit status (0 ok, 1 wrong results or a library
+/// error, 2 bad flags).
+int perfMain(int argc, char** argv, const PerfColl& coll);
+
+// ---- Data helpers for initData -------------------------------------------------------------
+// Inputs are small integers chosen so that every reduction over any number of ranks is exact in
+// every datatype (int8 and bfloat16 included): for sum and avg at most 8 ranks contribute a
+// non-zero value to each element (values in [-5, 5], or [0, 10] for unsigned types); prod uses
+// values in {1, 2} (and -1 for signed types) with at most 3 factors of 2 per element; max and
+// min use values in [-20, 20] (or [0, 40]). Avg is the exact sum divided by the rank count:
+// truncated for integer types, rounded to nearest even for floating types.
+
+/// Size in bytes of one element of `type` (0 for an unknown type).
+size_t typeSize(sqzDataType_t type);
+
+/// Writes rank `rank`'s input for elements first .. first+count-1 into buf[0 .. count-1].
+void fillInput(void* buf, size_t count, size_t first, sqzDataType_t type, sqzRedOp_t op, int rank,
+               int nranks, uint64_t seed);
+
+/// Writes the reduction with `op` over all nranks ranks' fillInput values into buf.
+void fillReduced(void* buf, size_t count, size_t first, sqzDataType_t type, sqzRedOp_t op,
+                 int nranks, uint64_t seed);
+
+// ---- 16-bit floating point (round to nearest even; NaN stays NaN) -------------------------
+uint16_t floatToHalf(float f);
+float halfToFloat(uint16_t h);
+uint16_t floatToBfloat16(float f);
+float bfloat16ToFloat(uint16_t b);
+
+}  // namespace squeeze::perf

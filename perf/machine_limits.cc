@@ -1,0 +1,113 @@
+// sqz-machine-limits: the ceilings collective bandwidth is judged against on this machine —
+// single-core memcpy and float32 sum bandwidth, and one TCP stream over loopback. Medians of
+// repeated runs; bounded in time and data. Usage: sqz-machine-limits [-s BYTES] [-r REPEATS]
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double timeGBps(size_t bytes, int repeats, F&& f) {
+  std::vector<double> rates;
+  for (int i = 0; i < repeats; ++i) {
+    auto t0 = Clock::now();
+    f();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    rates.push_back(bytes / s / 1e9);
+  }
+  return median(rates);
+}
+
+double tcpStream(size_t bytes, int repeats) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(lfd, 1) != 0) {
+    std::perror("sqz-machine-limits: bind/listen on 127.0.0.1");
+    std::exit(1);
+  }
+  socklen_t len = sizeof addr;
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int cfd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(cfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::perror("sqz-machine-limits: connect");
+    std::exit(1);
+  }
+  int sfd = accept(lfd, nullptr, nullptr);
+  const size_t chunk = 1 << 20;
+  std::vector<char> src(chunk, 1), dst(chunk);
+  double rate = timeGBps(bytes, repeats, [&] {
+    std::thread sender([&] {
+      for (size_t sent = 0; sent < bytes;) {
+        ssize_t n = send(cfd, src.data(), std::min(chunk, bytes - sent), 0);
+        if (n <= 0) return;
+        sent += n;
+      }
+    });
+    for (size_t got = 0; got < bytes;) {
+      ssize_t n = recv(sfd, dst.data(), chunk, 0);
+      if (n <= 0) break;
+      got += n;
+    }
+    sender.join();
+  });
+  close(cfd);
+  close(sfd);
+  close(lfd);
+  return rate;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t bytes = 256u << 20;
+  int repeats = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "-s") && i + 1 < argc) {
+      bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (!std::strcmp(argv[i], "-r") && i + 1 < argc) {
+      repeats = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: sqz-machine-limits [-s BYTES] [-r REPEATS]\n");
+      return 2;
+    }
+  }
+  if (bytes < 4096 || bytes > (4ull << 30) || repeats < 1 || repeats > 100) {
+    std::fprintf(stderr, "sqz-machine-limits: -s must be 4096..4G and -r 1..100\n");
+    return 2;
+  }
+  std::vector<char> a(bytes, 1), b(bytes, 2), c(bytes);
+  double memcpyRate = timeGBps(bytes, repeats, [&] { std::memcpy(c.data(), a.data(), bytes); });
+  const size_t n = bytes / sizeof(float);
+  auto* x = reinterpret_cast<float*>(a.data());
+  auto* y = reinterpret_cast<float*>(b.data());
+  auto* z = reinterpret_cast<float*>(c.data());
+  // Counted as bytes of one input, as the all-reduce's combine step reads it.
+  double sumRate = timeGBps(bytes, repeats, [&] {
+    for (size_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+  });
+  double tcpRate = tcpStream(bytes * 4, repeats);
+  std::printf("# sqz-machine-limits: %zu-byte buffers, median of %d\n", bytes, repeats);
+  std::printf("%-36s %8.2f GB/s\n", "memcpy, one core", memcpyRate);
+  std::printf("%-36s %8.2f GB/s\n", "float32 z = x + y, one core", sumRate);
+  std::printf("%-36s %8.2f GB/s\n", "one TCP stream, loopback", tcpRate);
+  return z[n / 2] == 3.0f ? 0 : 1;
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Squeeze builds and tests with, when they are missing. Runs apt-get
+# as root (or through sudo); prints what to install and fails when it can do neither.
+set -euo pipefail
+
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+have_cmd meson || need+=(meson)
+have_cmd ninja || need+=(ninja-build)
+have_cmd g++ || need+=(g++)
+have_cmd pkg-config || need+=(pkg-config)
+have_pkg libgtest-dev || need+=(libgtest-dev)
+have_pkg libgmock-dev || need+=(libgmock-dev)
+have_pkg libhwloc-dev || need+=(libhwloc-dev)
+
+if ((${#need[@]} == 0)); then exit 0; fi
+echo "install-deps: installing ${need[*]}"
+if [ "$(id -u)" = 0 ]; then
+  sudo=()
+elif have_cmd sudo; then
+  sudo=(sudo)
+else
+  echo "install-deps: missing ${need[*]}; run as root: apt-get install ${need[*]}" >&2
+  exit 1
+fi
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+  "${need[@]}" >/dev/null
