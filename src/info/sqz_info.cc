@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/tuner.h"
 #include "common/error.h"
+#include "core/config.h"
 #include "common/params.h"
 #include "common/strings.h"
 #include "info/topology.h"
@@ -21,15 +23,19 @@ namespace squeeze {
 namespace {
 
 constexpr const char kUsage[] =
-    "Usage: sqz-info [--params] [-h]\n"
+    "Usage: sqz-info [--params] [--algorithms] [--tuning [-n RANKS]] [-h]\n"
     "\n"
     "Prints the Squeeze version, the features this build has (hwloc, MPI, transports), every\n"
     "SQZ_* parameter with its current value (from the environment, else the default), default\n"
     "and help, and, when built with hwloc, this host's topology (the cores sqzrun --bind uses).\n"
     "\n"
     "Options:\n"
-    "  --params    print only the parameter table\n"
-    "  -h, --help  print this help and exit\n";
+    "  --params      print only the parameter table\n"
+    "  --algorithms  print only the algorithm table (every collective's algorithms)\n"
+    "  --tuning      print only the tuner's choice per collective and size, for tcp and shm,\n"
+    "                from the cost model as SQZ_TCP_*/SQZ_SHM_*/SQZ_REDUCE_GBPS set it\n"
+    "  -n RANKS      rank count for --tuning (default 4)\n"
+    "  -h, --help    print this help and exit\n";
 
 // The sections, in output order. A new one (--tuning: the algorithm table and the cost model's
 // choice per size) is a bit here, an option in parseSections() and a print function.
@@ -38,7 +44,9 @@ enum Section : unsigned {
   kFeatures = 1u << 1,
   kParams = 1u << 2,
   kTopology = 1u << 3,
-  kAllSections = kVersion | kFeatures | kParams | kTopology,
+  kAlgorithms = 1u << 4,
+  kTuning = 1u << 5,
+  kAllSections = kVersion | kFeatures | kParams | kAlgorithms | kTopology,
 };
 
 const char* yesNo(bool b) { return b ? "yes" : "no"; }
@@ -118,6 +126,32 @@ void printTopology() {
   }
 }
 
+void printAlgorithms(bool withTitle) {
+  if (withTitle) std::printf("\nAlgorithms (force with SQZ_ALGO)\n");
+  for (const AlgorithmEntry& a : algorithms())
+    std::printf("  %-14s %-6s %s\n", collKindName(a.coll), a.name, a.description);
+}
+
+int tuningRanks = 4;
+
+void printTuning() {
+  CommConfig config = CommConfig::fromParams(loadParams());
+  std::vector<size_t> sizes;
+  for (size_t b = 8; b <= (256u << 20); b *= 8) sizes.push_back(b);
+  sizes.push_back(256u << 20);
+  for (auto [name, model] : {std::pair{"tcp", config.tcpModel}, std::pair{"shm", config.shmModel}}) {
+    Tuner tuner("", model);
+    for (CollKind k : {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
+                       CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kAlltoAll}) {
+      std::printf("\n# over %s: ", name);
+      std::fputs(tuner.choiceTable(k, tuningRanks, sizes).c_str(), stdout);
+    }
+  }
+  if (!config.algoSpec.empty())
+    std::printf("\nSQZ_ALGO='%s' overrides the model where its rules match.\n",
+                config.algoSpec.c_str());
+}
+
 struct UsageError {
   std::string message;
 };
@@ -130,6 +164,14 @@ unsigned parseSections(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") return 0;
     if (arg == "--params") {
       sections = kParams;
+    } else if (arg == "--algorithms") {
+      sections = kAlgorithms;
+    } else if (arg == "--tuning") {
+      sections = kTuning;
+    } else if (arg == "-n" && i + 1 < argc) {
+      tuningRanks = std::atoi(argv[++i]);
+      if (tuningRanks < 1 || tuningRanks > 65536)
+        throw UsageError{strCat("-n needs a rank count from 1 to 65536, not '", argv[i], "'")};
     } else {
       throw UsageError{strCat("unknown argument '", arg, "'")};
     }
@@ -157,6 +199,8 @@ int main(int argc, char** argv) {
     if (sections & kVersion) printVersion();
     if (sections & kFeatures) printFeatures();
     if (sections & kParams) printParams(sections != kParams);
+    if (sections & kAlgorithms) printAlgorithms(sections != kAlgorithms);
+    if (sections & kTuning) printTuning();
     if (sections & kTopology) printTopology();
   } catch (const std::exception& e) {
     std::fflush(stdout);
