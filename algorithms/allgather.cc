@@ -14,15 +14,20 @@ Op blockOp(OpKind kind, int peer, uint32_t step, size_t blockStart, size_t off, 
   return spanOp(kind, peer, step, blockStart + off, cnt);
 }
 
+// Rank r's own block: from the input to its place in the output (a no-op in place).
+void copyOwnBlock(Schedule& sched, int r, size_t n) {
+  Op copy = spanOp(OpKind::kCopy, -1, 0, 0, n, BufferRole::kInput);
+  copy.dst.offset = r * n;
+  sched.add(copy);
+}
+
 }  // namespace
 
 Schedule buildRingAllGather(const CollRequest& req, const ScheduleParams& prm) {
   const int P = prm.nranks, r = prm.rank;
   const size_t n = req.count;
   Schedule sched;
-  Op copy = spanOp(OpKind::kCopy, -1, 0, 0, n, BufferRole::kInput);
-  copy.dst.offset = r * n;
-  sched.add(copy);
+  copyOwnBlock(sched, r, n);
   // producer of each piece of each block (by block, piece index)
   std::vector<std::vector<uint32_t>> got(P);
   for (int t = 0; t < P - 1; ++t) {
@@ -47,9 +52,7 @@ Schedule buildNaiveAllGather(const CollRequest& req, const ScheduleParams& prm) 
   const int P = prm.nranks, r = prm.rank;
   const size_t n = req.count;
   Schedule sched;
-  Op copy = spanOp(OpKind::kCopy, -1, 0, 0, n, BufferRole::kInput);
-  copy.dst.offset = r * n;
-  sched.add(copy);
+  copyOwnBlock(sched, r, n);
   for (int p = 0; p < P; ++p) {
     if (p == r) continue;
     forEachPiece(0, n, prm.chunkElems, [&](size_t off, size_t cnt) {
