@@ -1,0 +1,449 @@
+// The shm transport between two ranks in one process: pair setup over a socketpair PeerLink,
+// messages of every size both ways (including ones far larger than the ring), header checks,
+// shutdown, and that nothing is left in /dev/shm.
+#include "transports/shm/shm_transport.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "common/strings.h"
+#include "core/config.h"
+#include "transports/shm/doorbell.h"
+
+namespace squeeze {
+namespace {
+
+constexpr int kTimeoutMs = 30000;
+
+// A PeerLink over one end of a socketpair; every wait is bounded by kTimeoutMs.
+class SocketPairLink : public PeerLink {
+ public:
+  explicit SocketPairLink(int fd) : fd_(fd) {}
+  ~SocketPairLink() override { ::close(fd_); }
+
+  void sendBytes(const void* data, size_t n) override {
+    const auto* p = static_cast<const uint8_t*>(data);
+    while (n > 0) {
+      waitFor(POLLOUT);
+      ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (k < 0) throw SysError("send", errno);
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+  void recvBytes(void* data, size_t n) override {
+    auto* p = static_cast<uint8_t*>(data);
+    while (n > 0) {
+      waitFor(POLLIN);
+      ssize_t k = ::recv(fd_, p, n, MSG_DONTWAIT);
+      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (k < 0) throw SysError("recv", errno);
+      if (k == 0) raise(ErrorCode::kRemote, "test link closed");
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+  }
+  Socket openDataSocket(uint16_t) override {
+    raise(ErrorCode::kInternal, "the shm transport must not open data sockets");
+  }
+
+ private:
+  void waitFor(short events) {
+    pollfd p{fd_, events, 0};
+    int rc = ::poll(&p, 1, kTimeoutMs);
+    if (rc == 0) raise(ErrorCode::kTimeout, "test link timed out");
+  }
+  int fd_;
+};
+
+uint64_t uniqueHash() {
+  static std::atomic<uint64_t> counter{0};
+  return (uint64_t(::getpid()) << 32) ^ 0x5a5a000000000000ull ^ ++counter;
+}
+
+// The /dev/shm entries of one communicator.
+std::vector<std::string> shmFiles(uint64_t commHash) {
+  const std::string prefix = strCat("sqz-", toHex(&commHash, sizeof commHash), "-");
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+
+WireHeader makeHeader(uint64_t commHash, int src, uint64_t seq, uint32_t step, size_t bytes) {
+  WireHeader h;
+  h.commHash = commHash;
+  h.srcRank = src;
+  h.seq = seq;
+  h.step = step;
+  h.count = 1000;
+  h.offset = step * 7;
+  h.payloadBytes = bytes;
+  return h;
+}
+
+std::vector<uint8_t> randomBytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x = rng();
+    std::memcpy(&v[i], &x, 8);
+  }
+  for (; i < n; ++i) v[i] = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Drives one connection until done() or the deadline: progress, and sleep on the doorbell when
+// nothing moved. Returns false on timeout.
+bool driveUntil(Connection& c, const std::function<bool()>& done, int timeoutMs = kTimeoutMs) {
+  WaitSources ws;
+  c.addWaitSources(ws);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    const uint32_t snap = ws.doorbell->snapshot();
+    if (!c.progress()) waitForActivity(ws, snap, 20);
+  }
+  return true;
+}
+
+class ShmTransportTest : public ::testing::Test {
+ protected:
+  void connectPair(size_t ringBytes, int nranks = 2) {
+    hash_ = uniqueHash();
+    config_.shmBufferBytes = ringBytes;
+    for (int r = 0; r < 2; ++r) {
+      info_[r].rank = r;
+      info_[r].hostId = "testhost";
+      info_[r].pid = ::getpid();
+      transport_[r] = createShmTransport(TransportContext{r, nranks, hash_, config_});
+      ASSERT_STREQ(transport_[r]->name(), "shm");
+    }
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    SocketPairLink link0(sv[0]), link1(sv[1]);
+    std::exception_ptr err[2];
+    auto run = [&](int r, PeerLink& link) {
+      try {
+        conn_[r] =
+            transport_[r]->connect(LinkSetup{r, info_[r], info_[1 - r], hash_, config_, link});
+      } catch (...) {
+        err[r] = std::current_exception();
+      }
+    };
+    std::thread t0(run, 0, std::ref(link0));
+    std::thread t1(run, 1, std::ref(link1));
+    t0.join();
+    t1.join();
+    for (auto& e : err)
+      if (e) std::rethrow_exception(e);
+    ASSERT_TRUE(conn_[0] && conn_[1]);
+    EXPECT_STREQ(conn_[0]->transportName(), "shm");
+  }
+
+  void TearDown() override {
+    conn_[0].reset();
+    conn_[1].reset();
+    transport_[0].reset();
+    transport_[1].reset();
+    if (hash_) {
+      EXPECT_TRUE(shmFiles(hash_).empty()) << "left in /dev/shm: " << shmFiles(hash_)[0];
+    }
+  }
+
+  // Sends `sizes.size()` messages from `from` to the other rank, all queued at once on both
+  // sides, with each side driven by its own thread; checks content and headers.
+  void exchange(int from, const std::vector<size_t>& sizes) {
+    const int to = 1 - from;
+    const size_t n = sizes.size();
+    std::vector<std::vector<uint8_t>> src(n), dst(n);
+    std::vector<TransferRequest> sreq(n), rreq(n);
+    for (size_t i = 0; i < n; ++i) {
+      src[i] = randomBytes(sizes[i], static_cast<uint32_t>(i * 31 + sizes[i]));
+      dst[i].assign(sizes[i] + 16, 0xEE);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      conn_[from]->isend(makeHeader(hash_, from, 1, uint32_t(i), sizes[i]), src[i].data(),
+                         &sreq[i]);
+      conn_[to]->irecv(makeHeader(hash_, from, 1, uint32_t(i), 0), dst[i].data(), dst[i].size(),
+                       &rreq[i]);
+    }
+    auto all = [](std::vector<TransferRequest>& v) {
+      return [&v] {
+        for (auto& r : v)
+          if (!r.done) return false;
+        return true;
+      };
+    };
+    std::exception_ptr err;
+    bool sentOk = false;
+    std::thread sender([&] {
+      try {
+        sentOk = driveUntil(*conn_[from], all(sreq));
+      } catch (...) {
+        err = std::current_exception();
+      }
+    });
+    bool recvOk = driveUntil(*conn_[to], all(rreq));
+    sender.join();
+    if (err) std::rethrow_exception(err);
+    ASSERT_TRUE(sentOk && recvOk) << "timed out";
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(sreq[i].bytes, sizes[i]);
+      EXPECT_EQ(rreq[i].bytes, sizes[i]);
+      EXPECT_EQ(rreq[i].header.payloadBytes, sizes[i]);
+      EXPECT_EQ(rreq[i].header.step, i);
+      EXPECT_EQ(rreq[i].header.srcRank, from);
+      if (sizes[i] > 0) {
+        ASSERT_EQ(std::memcmp(src[i].data(), dst[i].data(), sizes[i]), 0) << "message " << i;
+      }
+      EXPECT_EQ(dst[i][sizes[i]], 0xEE) << "wrote past the payload of message " << i;
+    }
+  }
+
+  CommConfig config_;
+  uint64_t hash_ = 0;
+  PeerInfo info_[2];
+  std::unique_ptr<Transport> transport_[2];
+  std::unique_ptr<Connection> conn_[2];
+};
+
+TEST_F(ShmTransportTest, CanConnectOnlyOnTheSameHost) {
+  connectPair(64 << 10);
+  PeerInfo other = info_[1];
+  EXPECT_TRUE(transport_[0]->canConnect(info_[0], other));
+  other.hostId = "elsewhere";
+  EXPECT_FALSE(transport_[0]->canConnect(info_[0], other));
+}
+
+TEST_F(ShmTransportTest, NamesAreUnlinkedOnceConnected) {
+  connectPair(64 << 10);
+  EXPECT_TRUE(shmFiles(hash_).empty()) << "still in /dev/shm: " << shmFiles(hash_)[0];
+}
+
+TEST_F(ShmTransportTest, DoorbellStaysUntilAllPeersMappedItOrDestroyed) {
+  connectPair(64 << 10, /*nranks=*/3);  // rank 2 never connects
+  EXPECT_EQ(shmFiles(hash_).size(), 2u);
+  // TearDown checks that destroying the transports removes them.
+}
+
+TEST_F(ShmTransportTest, WaitSourcesIsTheOwnDoorbell) {
+  connectPair(64 << 10);
+  WaitSources a, b;
+  conn_[0]->addWaitSources(a);
+  conn_[1]->addWaitSources(b);
+  ASSERT_NE(a.doorbell, nullptr);
+  ASSERT_NE(b.doorbell, nullptr);
+  EXPECT_NE(a.doorbell, b.doorbell);
+  EXPECT_TRUE(a.fds.empty());
+}
+
+TEST_F(ShmTransportTest, SmallBothWays) {
+  connectPair(64 << 10);
+  exchange(0, {100});
+  exchange(1, {1, 3, 100});
+}
+
+TEST_F(ShmTransportTest, ZeroLength) {
+  connectPair(64 << 10);
+  exchange(0, {0});
+  exchange(1, {0, 0, 5, 0});
+  // A zero-length receive may also post a null buffer.
+  TransferRequest s, r;
+  conn_[0]->isend(makeHeader(hash_, 0, 2, 0, 0), nullptr, &s);
+  conn_[1]->irecv(makeHeader(hash_, 0, 2, 0, 0), nullptr, 0, &r);
+  ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
+  ASSERT_TRUE(driveUntil(*conn_[1], [&] { return r.done; }));
+  EXPECT_EQ(r.bytes, 0u);
+}
+
+TEST_F(ShmTransportTest, LargeStreamsThroughSmallRing) {
+  connectPair(64 << 10);
+  exchange(0, {20 << 20});
+  exchange(1, {(20 << 20) + 13});
+}
+
+TEST_F(ShmTransportTest, ManyQueuedAcrossWrapsWithOddRingSize) {
+  connectPair((64 << 10) + 40);  // not a power of two: headers and payloads straddle the wrap
+  std::vector<size_t> sizes;
+  for (size_t s : {0, 1, 71, 72, 73, 4095, 4096, 65536 + 3, 200000, 7, 0, 300001})
+    sizes.push_back(s);
+  for (int i = 0; i < 40; ++i) sizes.push_back((i * 7919) % 5000);
+  exchange(0, sizes);
+  exchange(1, sizes);
+}
+
+TEST_F(ShmTransportTest, BothDirectionsAtOnceSingleThread) {
+  connectPair(64 << 10);
+  const size_t n = 3 << 20;
+  auto a = randomBytes(n, 1), b = randomBytes(n, 2);
+  std::vector<uint8_t> ra(n), rb(n);
+  TransferRequest s0, s1, r0, r1;
+  conn_[0]->isend(makeHeader(hash_, 0, 9, 1, n), a.data(), &s0);
+  conn_[1]->isend(makeHeader(hash_, 1, 9, 1, n), b.data(), &s1);
+  conn_[0]->irecv(makeHeader(hash_, 1, 9, 1, 0), rb.data(), n, &r0);
+  conn_[1]->irecv(makeHeader(hash_, 0, 9, 1, 0), ra.data(), n, &r1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!(s0.done && s1.done && r0.done && r1.done) &&
+         std::chrono::steady_clock::now() < deadline) {
+    conn_[0]->progress();
+    conn_[1]->progress();
+  }
+  ASSERT_TRUE(s0.done && s1.done && r0.done && r1.done);
+  EXPECT_EQ(ra, a);
+  EXPECT_EQ(rb, b);
+}
+
+TEST_F(ShmTransportTest, HeaderMismatchThrows) {
+  connectPair(64 << 10);
+  std::vector<uint8_t> data(1000, 1), buf(1000);
+  TransferRequest s, r;
+  conn_[0]->isend(makeHeader(hash_, 0, /*seq=*/5, 0, data.size()), data.data(), &s);
+  conn_[1]->irecv(makeHeader(hash_, 0, /*seq=*/6, 0, 0), buf.data(), buf.size(), &r);
+  ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
+  try {
+    driveUntil(*conn_[1], [&] { return r.done; });
+    FAIL() << "no error for a header with another sequence number";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidUsage) << e.what();
+  }
+  EXPECT_FALSE(r.done);
+  EXPECT_THROW(conn_[1]->progress(), Error);  // the connection stays failed
+}
+
+TEST_F(ShmTransportTest, PayloadLargerThanCapacityThrows) {
+  connectPair(64 << 10);
+  std::vector<uint8_t> data(1000, 1), buf(999);
+  TransferRequest s, r;
+  conn_[0]->isend(makeHeader(hash_, 0, 1, 0, data.size()), data.data(), &s);
+  conn_[1]->irecv(makeHeader(hash_, 0, 1, 0, 0), buf.data(), buf.size(), &r);
+  ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
+  try {
+    driveUntil(*conn_[1], [&] { return r.done; });
+    FAIL() << "no error for a payload larger than the buffer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
+  }
+}
+
+TEST_F(ShmTransportTest, ShutdownMakesThePeerThrowRemoteAfterDrainingData) {
+  connectPair(64 << 10);
+  std::vector<uint8_t> data(5000, 7), buf(5000), buf2(10);
+  TransferRequest s, r, r2;
+  conn_[0]->isend(makeHeader(hash_, 0, 1, 0, data.size()), data.data(), &s);
+  ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
+  conn_[0]->shutdown();
+  EXPECT_FALSE(conn_[0]->progress());  // the closed side just stops
+  // What was sent before the shutdown still arrives.
+  conn_[1]->irecv(makeHeader(hash_, 0, 1, 0, 0), buf.data(), buf.size(), &r);
+  ASSERT_TRUE(driveUntil(*conn_[1], [&] { return r.done; }));
+  EXPECT_EQ(buf, data);
+  EXPECT_FALSE(conn_[1]->progress());  // nothing pending: no error yet
+  conn_[1]->irecv(makeHeader(hash_, 0, 2, 0, 0), buf2.data(), buf2.size(), &r2);
+  try {
+    conn_[1]->progress();
+    FAIL() << "no error after the peer closed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0 closed the shared-memory connection"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ShmTransportTest, ShutdownWakesASleepingPeer) {
+  connectPair(64 << 10);
+  std::vector<uint8_t> buf(10);
+  TransferRequest r;
+  conn_[1]->irecv(makeHeader(hash_, 0, 1, 0, 0), buf.data(), buf.size(), &r);
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    conn_[0]->shutdown();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  WaitSources ws;
+  conn_[1]->addWaitSources(ws);
+  ErrorCode code = ErrorCode::kInternal;
+  try {
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+      const uint32_t snap = ws.doorbell->snapshot();
+      if (!conn_[1]->progress()) waitForActivity(ws, snap, 5000);
+    }
+  } catch (const Error& e) {
+    code = e.code();
+  }
+  closer.join();
+  EXPECT_EQ(code, ErrorCode::kRemote);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4))
+      << "the doorbell did not wake the waiting rank";
+}
+
+TEST_F(ShmTransportTest, DestroyingAConnectionClosesIt) {
+  connectPair(64 << 10);
+  std::vector<uint8_t> data(100, 3);
+  TransferRequest s;
+  // Fill the ring so the send stays pending, then the peer goes away.
+  std::vector<uint8_t> big(1 << 20, 1);
+  conn_[0]->isend(makeHeader(hash_, 0, 1, 0, big.size()), big.data(), &s);
+  conn_[0]->progress();
+  EXPECT_FALSE(s.done);
+  conn_[1].reset();
+  EXPECT_THROW(conn_[0]->progress(), Error);
+}
+
+TEST(ShmTransportRegistry, ShmComesBeforeTcp) {
+  const auto& names = availableTransports();
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names[0], "shm");
+  CommConfig config;
+  const uint64_t hash = uniqueHash();
+  auto t = createTransport("shm", TransportContext{0, 1, hash, config});
+  ASSERT_NE(t, nullptr);
+  EXPECT_STREQ(t->name(), "shm");
+  EXPECT_TRUE(shmFiles(hash).empty()) << "a one-rank communicator needs no doorbell name";
+}
+
+TEST(ShmTransportSetup, RejectsASegmentNameOutsideThePair) {
+  CommConfig config;
+  const uint64_t hash = uniqueHash();
+  auto t = createShmTransport(TransportContext{1, 2, hash, config});
+  PeerInfo self, peer;
+  self.rank = 1;
+  peer.rank = 0;
+  self.hostId = peer.hostId = "testhost";
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  SocketPairLink mine(sv[0]), fake(sv[1]);
+  fake.sendString("/some-other-segment");
+  fake.sendString(strCat("/sqz-", toHex(&hash, sizeof hash), "-0-1-bell"));
+  try {
+    t->connect(LinkSetup{1, self, peer, hash, config, mine});
+    FAIL() << "accepted a foreign segment name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
+  }
+  t.reset();
+  EXPECT_TRUE(shmFiles(hash).empty());
+}
+
+}  // namespace
+}  // namespace squeeze
