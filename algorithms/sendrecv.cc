@@ -11,33 +11,71 @@ namespace squeeze {
 Schedule buildSendRecv(const std::vector<P2pCall>& calls, int rank, std::vector<uint64_t>& sentTo,
                        std::vector<uint64_t>& recvdFrom) {
   Schedule sched;
-  // Sends to self pair with receives from self in order: a copy.
-  std::vector<uint32_t> selfSends, selfRecvs;
-  for (const P2pCall& c : calls) {
-    const uint32_t user = static_cast<uint32_t>(sched.userBuffers.size());
-    sched.userBuffers.push_back(static_cast<char*>(c.buffer));
+  auto overlaps = [](const P2pCall& a, const P2pCall& b) {
+    const char* a0 = static_cast<const char*>(a.buffer);
+    const char* b0 = static_cast<const char*>(b.buffer);
+    return a.bytes && b.bytes && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+  };
+  for (const P2pCall& c : calls) sched.userBuffers.push_back(static_cast<char*>(c.buffer));
+  auto user = [](size_t i) { return Span{BufferRole::kUser, 0, static_cast<uint32_t>(i)}; };
+
+  // Readers: the ops that read a send buffer (network sends, copies to self), by call index.
+  std::vector<std::pair<size_t, uint32_t>> readers;
+  std::vector<size_t> selfSends, selfRecvs;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const P2pCall& c = calls[i];
     if (c.peer == rank) {
-      (c.isSend ? selfSends : selfRecvs).push_back(user);
-      continue;
+      (c.isSend ? selfSends : selfRecvs).push_back(i);
+    } else if (c.isSend) {
+      Op op{.kind = OpKind::kSendFinal, .peer = c.peer,
+            .step = static_cast<uint32_t>(sentTo[c.peer]++), .count = c.bytes};
+      op.src = user(i);
+      readers.push_back({i, sched.add(op)});
     }
-    uint64_t& seq = c.isSend ? sentTo[c.peer] : recvdFrom[c.peer];
-    Op op{.kind = c.isSend ? OpKind::kSendFinal : OpKind::kRecvFinal, .peer = c.peer,
-          .step = static_cast<uint32_t>(seq++), .count = c.bytes};
-    op.src = op.dst = Span{BufferRole::kUser, 0, user};
-    sched.add(op);
   }
   if (selfSends.size() != selfRecvs.size())
     raise(ErrorCode::kInvalidUsage, "rank ", rank, " queued ", selfSends.size(),
           " sends to itself but ", selfRecvs.size(), " receives from itself in one group");
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    const size_t sendBytes = calls[selfSends[i]].bytes, recvBytes = calls[selfRecvs[i]].bytes;
-    if (sendBytes != recvBytes)
-      raise(ErrorCode::kInvalidUsage, "rank ", rank, " sends ", sendBytes, " bytes to itself but"
-            " receives ", recvBytes, "; a send and its receive must have the same size.");
-    Op op{.kind = OpKind::kCopy, .count = sendBytes};
-    op.src = Span{BufferRole::kUser, 0, selfSends[i]};
-    op.dst = Span{BufferRole::kUser, 0, selfRecvs[i]};
-    sched.add(op);
+  // The readers of memory that `c` overwrites: it must wait for them.
+  auto readersOf = [&](const P2pCall& c) {
+    std::vector<uint32_t> ids;
+    for (auto [i, id] : readers)
+      if (overlaps(calls[i], c)) ids.push_back(id);
+    return ids;
+  };
+  for (size_t k = 0; k < selfSends.size(); ++k) {
+    const P2pCall& s = calls[selfSends[k]];
+    const P2pCall& r = calls[selfRecvs[k]];
+    if (s.bytes != r.bytes)
+      raise(ErrorCode::kInvalidUsage, "rank ", rank, " sends ", s.bytes, " bytes to itself but"
+            " receives ", r.bytes, "; a send and its receive must have the same size.");
+    Op op{.kind = OpKind::kCopy, .count = s.bytes};
+    op.src = user(selfSends[k]);
+    op.dst = user(selfRecvs[k]);
+    op.deps[0] = sched.joinAll(readersOf(r));
+    readers.push_back({selfSends[k], sched.add(op)});
+  }
+  // A receive into memory a send of this group still reads lands in scratch first and is
+  // copied in once those sends are done (in-place send/recv, as nccl-tests runs it).
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const P2pCall& c = calls[i];
+    if (c.isSend || c.peer == rank) continue;
+    Op op{.kind = OpKind::kRecvFinal, .peer = c.peer,
+          .step = static_cast<uint32_t>(recvdFrom[c.peer]++), .count = c.bytes};
+    op.dst = user(i);
+    std::vector<uint32_t> before = readersOf(c);
+    if (before.empty()) {
+      sched.add(op);
+      continue;
+    }
+    op.dst = Span{BufferRole::kScratch, sched.scratchElems};
+    Op copy{.kind = OpKind::kCopy, .count = c.bytes};
+    copy.src = op.dst;
+    copy.dst = user(i);
+    sched.scratchElems += c.bytes;
+    copy.deps[0] = sched.add(op);
+    copy.deps[1] = sched.joinAll(before);
+    sched.add(copy);
   }
   return sched;
 }

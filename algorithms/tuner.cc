@@ -20,10 +20,18 @@ bool parseColl(const std::string& s, CollKind* out) {
   return false;
 }
 
+// "allreduce: naive, ps, ring, rhd, tree; broadcast: ring, naive; ..."
 std::string algoNames() {
-  std::string names;
-  for (const auto& a : algorithms()) names += strCat(names.empty() ? "" : ", ", a.name);
-  return names;
+  std::string out;
+  const AlgorithmEntry* prev = nullptr;
+  for (const auto& a : algorithms()) {
+    if (!prev || prev->coll != a.coll)
+      out += strCat(prev ? "; " : "", collKindName(a.coll), ": ", a.name);
+    else
+      out += strCat(", ", a.name);
+    prev = &a;
+  }
+  return out;
 }
 
 }  // namespace

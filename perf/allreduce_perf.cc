@@ -3,7 +3,7 @@
 // Every rank sends and receives `count` elements; in place, the send and receive buffers are
 // the same. Bus bandwidth is algbw * 2(n-1)/n: a ring all-reduce moves each byte 2(n-1)/n times
 // over each rank's link (nccl-tests doc/PERFORMANCE.md), so busbw can be compared with the link
-// speed whatever the rank count.
+// speed whatever the rank count. -a picks the algorithm: naive, ps, ring, rhd or tree.
 #include "common.h"
 
 namespace {
@@ -32,8 +32,16 @@ sqzResult_t allReduceRun(const void* sendbuf, void* recvbuf, size_t count, sqzDa
 }
 
 constexpr squeeze::perf::PerfColl kAllReduce = {
-    "AllReduce",        "sqz-allreduce-perf", /*usesOp=*/true,    /*usesRoot=*/false,
-    allReduceByteCount, allReduceInitData,    allReduceBusFactor, allReduceRun,
+    .name = "AllReduce",
+    .program = "sqz-allreduce-perf",
+    .algoColl = "allreduce",
+    .usesOp = true,
+    .usesRoot = false,
+    .inPlace = true,
+    .byteCount = allReduceByteCount,
+    .initData = allReduceInitData,
+    .busFactor = allReduceBusFactor,
+    .run = allReduceRun,
 };
 
 }  // namespace

@@ -5,9 +5,12 @@
 // the largest size once, then for each datatype and op: warm up at the largest and smallest
 // size, and for every size time `iters` out-of-place calls, then `iters` in-place calls. The time
 // of a call is this rank's average over the loop, and the reported time is the maximum over the
-// ranks. With -c N, each timed loop is followed by N checked calls on fresh data, compared bit
-// for bit with locally computed expected values; the wrong-element counts are summed over the
-// ranks so every rank agrees on the outcome.
+// ranks. Right after each timed loop the driver asks sqzCommGetLastAlgorithm which algorithm the
+// library ran (before its own all-reduces for the timing and checks replace it), and prints it
+// as the row's last column, where nccl-tests parsers, which read the leading numeric columns, do
+// not trip over it. With -c N, each timed loop is followed by N checked calls on fresh data,
+// compared bit for bit with locally computed expected values; the wrong-element counts are summed
+// over the ranks so every rank agrees on the outcome.
 #include "common.h"
 
 #include <getopt.h>
@@ -212,6 +215,7 @@ struct Options {
   std::vector<sqzDataType_t> types{sqzFloat32};
   std::vector<sqzRedOp_t> ops{sqzSum};
   int root = 0;
+  const char* algo = nullptr;  // -a: the SQZ_ALGO value after "<coll>:"
 };
 
 // The launcher rank from the environment, before the communicator exists (for deciding who
@@ -243,7 +247,8 @@ bool haveLauncherEnv() {
   return false;
 }
 
-void usage(FILE* out, const char* program) {
+void usage(FILE* out, const PerfColl& coll) {
+  const char* program = coll.program;
   std::fprintf(out,
                "Usage: %s [options]\n"
                "  -b, --minbytes <size>     smallest size in bytes (default 32M; K/M/G suffixes)\n"
@@ -257,11 +262,23 @@ void usage(FILE* out, const char* program) {
                "  -d, --datatype <type>     int8 uint8 int32 uint32 int64 uint64 half float\n"
                "                            double bfloat16, or all (default float)\n"
                "  -o, --op <op>             sum prod max min avg, or all (default sum)\n"
-               "  -r, --root <rank>         root rank of rooted collectives (default 0)\n"
+               "  -r, --root <rank>         root rank of rooted collectives (default 0)\n",
+               program);
+  if (coll.algoColl)
+    std::fprintf(
+        out,
+        "  -a, --algo <name>         force the algorithm: a name (e.g. ring), or rules by\n"
+        "                            bytes per rank (e.g. 0-64K=naive,64K-inf=ring); sets\n"
+        "                            SQZ_ALGO=%s:<name>, replacing any SQZ_ALGO\n",
+        coll.algoColl);
+  else
+    std::fprintf(out, "  -a, --algo <name>         not here: %s has no algorithm choice\n",
+                 coll.name);
+  std::fprintf(out,
                "  -h, --help                this text\n"
                "Run under sqzrun (sqzrun -n 4 %s ...), mpirun, srun or torchrun for several\n"
                "ranks; without a launcher it runs as a single rank.\n",
-               program, program);
+               program);
 }
 
 // Parses "<number>[K|M|G][B]"; returns false on anything else.
@@ -313,7 +330,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   auto bad = [&](const std::string& msg) {
     if (speak) {
       std::fprintf(stderr, "%s: %s\n", coll.program, msg.c_str());
-      usage(stderr, coll.program);
+      usage(stderr, coll);
     }
     return 2;
   };
@@ -328,6 +345,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
       {"datatype", required_argument, nullptr, 'd'},
       {"op", required_argument, nullptr, 'o'},
       {"root", required_argument, nullptr, 'r'},
+      {"algo", required_argument, nullptr, 'a'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -335,7 +353,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   optind = 1;
   int c;
   long v;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:h", kLong, nullptr)) != -1) {
     switch (c) {
       case 'b':
         if (!parseSize(optarg, &o->minBytes))
@@ -400,8 +418,15 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
           return bad(std::string("invalid root '") + optarg + "' for -r (need a rank >= 0)");
         o->root = static_cast<int>(v);
         break;
+      case 'a':
+        if (!coll.algoColl)
+          return bad(std::string(coll.name) +
+                     " has no algorithm choice (it is plain point-to-point); drop -a");
+        if (*optarg == '\0') return bad("-a needs an algorithm name, e.g. -a ring");
+        o->algo = optarg;
+        break;
       case 'h':
-        if (speak) usage(stdout, coll.program);
+        if (speak) usage(stdout, coll);
         return 0;
       case ':':
         return bad(std::string("option '") + argv[optind - 1] + "' needs a value");
@@ -450,6 +475,7 @@ class Bench {
   void startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
   void timeTest(sqzDataType_t type, sqzRedOp_t op);
   void benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
+  void initData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, uint64_t seed);
   int64_t checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes);
   // printf on rank 0 only.
   void print(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
@@ -461,8 +487,8 @@ class Bench {
   int nranks_ = 0;
   int root_ = -1;
   Buffer send_, recv_, expected_;
-  size_t sendBytesMax_ = 0, recvBytesMax_ = 0;
-  CollCounts counts_;  // for the current size
+  CollCounts counts_;    // for the current size
+  std::string algo_[2];  // algorithm of the last timed call, [inPlace]
   double barrierCell_ = 0;
   uint64_t seed_ = 0;
   int errors_ = 0;  // calls with wrong results, over all ranks
@@ -480,7 +506,7 @@ void Bench::print(const char* fmt, ...) const {
 
 void Bench::libraryError(sqzResult_t r) const {
   const char* detail = sqzGetLastError(comm_);
-  int shown = rank_ >= 0 ? rank_ : launcherRank();
+  int shown = rank_ >= 0 ? rank_ : haveLauncherEnv() ? launcherRank() : 0;
   std::string who = shown >= 0 ? std::to_string(shown) : "?";
   std::fflush(stdout);
   std::fprintf(stderr, "%s: rank %s: %s: %s\n", coll_.program, who.c_str(), sqzGetErrorString(r),
@@ -547,9 +573,9 @@ void Bench::printHeader() {
       "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
       "\n",
       "", "", "", "", "");
-  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %s\n", "size", "count",
         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-        "#wrong");
+        "#wrong", "algo");
   print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
         "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
@@ -567,13 +593,14 @@ void Bench::startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   check(coll_.run(sendPtr, recvPtr, counts_.paramCount, type, op, root_, comm_));
 }
 
-int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes) {
+// Writes this rank's input (and the expected output) through the collective's initData.
+void Bench::initData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, uint64_t seed) {
   size_t esz = typeSize(type);
   char* recv = static_cast<char*>(recv_.ptr);
-  std::memset(recv, kPoison, counts_.recvCount * esz);
   InitArgs a;
   a.input = inPlace ? recv + counts_.sendInplaceOffset * esz * rank_ : send_.ptr;
   a.expected = expected_.ptr;
+  a.output = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
   a.sendCount = counts_.sendCount;
   a.recvCount = counts_.recvCount;
   a.type = type;
@@ -581,8 +608,16 @@ int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t
   a.root = root_;
   a.rank = rank_;
   a.nranks = nranks_;
-  a.seed = ++seed_;
+  a.seed = seed;
   coll_.initData(a);
+}
+
+int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes) {
+  size_t esz = typeSize(type);
+  char* recv = static_cast<char*>(recv_.ptr);
+  // The whole receive buffer: in place, the send region may extend past recvCount elements.
+  std::memset(recv, kPoison, std::max(counts_.recvCount, counts_.sendCount) * esz);
+  initData(type, op, inPlace, ++seed_);
   startColl(type, op, inPlace);
 
   const char* got = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
@@ -614,27 +649,23 @@ int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t
 void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   size_t esz = typeSize(type);
   size_t bytes = std::max(counts_.sendCount, counts_.recvCount) * esz;
-  if (o_.check) {  // sane data for the timed calls too
-    InitArgs a;
-    a.input = inPlace ? static_cast<char*>(recv_.ptr) + counts_.sendInplaceOffset * esz * rank_
-                      : send_.ptr;
-    a.expected = expected_.ptr;
-    a.sendCount = counts_.sendCount;
-    a.recvCount = counts_.recvCount;
-    a.type = type;
-    a.op = op;
-    a.root = root_;
-    a.rank = rank_;
-    a.nranks = nranks_;
-    a.seed = 0;
-    coll_.initData(a);
+  if (inPlace && !coll_.inPlace) {
+    print("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+    algo_[inPlace].clear();
+    return;
   }
-  startColl(type, op, inPlace);  // untimed: brings every rank to this call
+  if (o_.check) initData(type, op, inPlace, 0);  // sane data for the timed calls too
+  startColl(type, op, inPlace);                  // untimed: brings every rank to this call
   barrier();
 
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o_.iters; ++i) startColl(type, op, inPlace);
   auto t1 = std::chrono::steady_clock::now();
+  // Now, before the all-reduces below make it theirs. A call with count 0 runs nothing and
+  // leaves the name of the call before it (the barrier's all-reduce), so it shows "-".
+  const char* algo = nullptr;
+  check(sqzCommGetLastAlgorithm(comm_, &algo));
+  algo_[inPlace] = counts_.paramCount > 0 && algo && *algo ? algo : "-";
   double sec = std::chrono::duration<double>(t1 - t0).count() / o_.iters;
   check(sqzAllReduce(&sec, &sec, 1, sqzFloat64, sqzMax, comm_, nullptr));
 
@@ -673,7 +704,11 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
           counts_.paramCount, typeName(type), coll_.usesOp ? opName(op) : "none", root_);
     benchTime(type, op, false);
     benchTime(type, op, true);
-    print("\n");
+    // One word; "out-of-place/in-place" in the unlikely case that the two differ.
+    if (algo_[1].empty() || algo_[1] == algo_[0])
+      print("  %s\n", algo_[0].c_str());
+    else
+      print("  %s/%s\n", algo_[0].c_str(), algo_[1].c_str());
     if (o_.stepFactor > 1) {
       if (size > o_.maxBytes / o_.stepFactor) break;
       size *= o_.stepFactor;
@@ -702,7 +737,8 @@ int Bench::run() {
   CollCounts maxCounts;
   coll_.byteCount(o_.maxBytes, nranks_, &maxCounts);
   allocate(&send_, maxCounts.sendCount, "send");
-  allocate(&recv_, maxCounts.recvCount, "receive");
+  // In place, the send region lives in the receive buffer too (reduce-scatter's is larger).
+  allocate(&recv_, std::max(maxCounts.recvCount, maxCounts.sendCount), "receive");
   if (o_.check) allocate(&expected_, maxCounts.recvCount, "expected");
 
   for (sqzDataType_t type : o_.types)
@@ -828,11 +864,26 @@ uint16_t floatToBfloat16(float f) {
 
 float bfloat16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
+void fillPattern(void* buf, size_t count, size_t first, sqzDataType_t type, int rank,
+                 uint64_t seed) {
+  // The max/min values of a lone rank: 41 small integers, exact in every datatype.
+  fillInput(buf, count, first, type, sqzMax, rank, 1, seed);
+}
+
 int perfMain(int argc, char** argv, const PerfColl& coll) {
   setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time, so progress shows
   Options o;
   int status = parseOptions(argc, argv, coll, &o);
   if (status >= 0) return status;
+  if (o.algo) {
+    // Read by the library when the communicator is created; it rejects unknown names there,
+    // with a message naming the valid ones.
+    std::string spec = std::string(coll.algoColl) + ":" + o.algo;
+    if (setenv("SQZ_ALGO", spec.c_str(), 1) != 0) {
+      std::fprintf(stderr, "%s: cannot set SQZ_ALGO: %s\n", coll.program, std::strerror(errno));
+      return 1;
+    }
+  }
   Bench bench(coll, o);
   return bench.run();
 }

@@ -3,9 +3,10 @@
 // Each benchmark binary is one small file: it fills in a PerfColl (how many elements the
 // collective sends and receives, how to make its input and expected output, its bus-bandwidth
 // factor, and the call itself) and returns perfMain(argc, argv, coll). The driver parses the
-// nccl-tests flags (-b -e -f -i -n -w -c -d -o -r), creates the communicator (from the launcher's
-// environment, or a single rank without one), sweeps the sizes, times out-of-place and in-place
-// calls, checks the results bit for bit, and prints nccl-tests' table on rank 0.
+// nccl-tests flags (-b -e -f -i -n -w -c -d -o -r) and -a (force the algorithm through SQZ_ALGO),
+// creates the communicator (from the launcher's environment, or a single rank without one),
+// sweeps the sizes, times out-of-place and in-place calls, checks the results bit for bit, and
+// prints nccl-tests' table on rank 0, with the algorithm the library used as the last column.
 //
 // Only the public C API (squeeze/squeeze.h) is used, so the binaries measure what users get.
 #pragma once
@@ -32,6 +33,11 @@ struct InitArgs {
   void* input = nullptr;     ///< this rank's input: sendCount elements (send buffer, or in place
                              ///< the receive buffer at the send offset)
   void* expected = nullptr;  ///< recvCount elements this rank must receive
+  /// This rank's receive region as the call will see it (recvCount elements, after input was
+  /// written; in place it overlaps input). Out of place it holds a poison pattern in checked
+  /// calls, so a collective that must leave it alone (reduce on a non-root) copies it to
+  /// expected.
+  const void* output = nullptr;
   size_t sendCount = 0;
   size_t recvCount = 0;
   sqzDataType_t type = sqzFloat32;
@@ -42,12 +48,18 @@ struct InitArgs {
   uint64_t seed = 0;  ///< changes every checked call, so stale results are caught
 };
 
-/// One collective as the driver sees it. Plain function pointers: one constant per binary.
+/// One collective as the driver sees it. Plain function pointers: one constant per binary,
+/// best written with designated initializers.
 struct PerfColl {
   const char* name;     ///< for messages, e.g. "AllReduce"
   const char* program;  ///< binary name for messages, e.g. "sqz-allreduce-perf"
-  bool usesOp;          ///< false: the redop column shows "none" and -o is ignored
-  bool usesRoot;        ///< false: the root column shows -1 and -r is ignored
+  /// The collective's name in SQZ_ALGO ("allreduce"): -a NAME sets SQZ_ALGO=<algoColl>:NAME
+  /// before the communicator is created. nullptr: the call has no algorithm choice and -a is
+  /// rejected.
+  const char* algoColl;
+  bool usesOp;    ///< false: the redop column shows "none" and -o is ignored
+  bool usesRoot;  ///< false: the root column shows -1 and -r is ignored
+  bool inPlace;   ///< false: the call cannot run in place; those columns show N/A
   /// Fills *out for `count` elements on `nranks` ranks.
   void (*byteCount)(size_t count, int nranks, CollCounts* out);
   /// Writes this rank's input and the expected output (see fillInput / fillReduced).
@@ -82,6 +94,13 @@ void fillInput(void* buf, size_t count, size_t first, sqzDataType_t type, sqzRed
 /// Writes the reduction with `op` over all nranks ranks' fillInput values into buf.
 void fillReduced(void* buf, size_t count, size_t first, sqzDataType_t type, sqzRedOp_t op,
                  int nranks, uint64_t seed);
+
+/// For collectives that move data without reducing it (broadcast, all-gather, all-to-all,
+/// send/receive): writes rank `rank`'s values for elements first .. first+count-1, all of them
+/// non-trivial (41 values in every datatype) and different per rank, element and seed, so a
+/// block that lands at the wrong place or comes from the wrong rank is caught.
+void fillPattern(void* buf, size_t count, size_t first, sqzDataType_t type, int rank,
+                 uint64_t seed);
 
 // ---- 16-bit floating point (round to nearest even; NaN stays NaN) -------------------------
 uint16_t floatToHalf(float f);

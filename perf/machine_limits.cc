@@ -1,6 +1,6 @@
 // sqz-machine-limits: the ceilings collective bandwidth is judged against on this machine —
 // single-core memcpy and float32 sum bandwidth, and one TCP stream over loopback. Medians of
-// repeated runs; bounded in time and data. Usage: sqz-machine-limits [-s BYTES] [-r REPEATS]
+// repeated runs; bounded in time and data. Usage: sqz-machine-limits [-s BYTES[K|M|G]] [-r REPEATS]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -82,7 +82,11 @@ int main(int argc, char** argv) {
   int repeats = 5;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-s") && i + 1 < argc) {
-      bytes = std::strtoull(argv[++i], nullptr, 10);
+      char* end = nullptr;
+      bytes = std::strtoull(argv[++i], &end, 10);
+      if (*end == 'K' || *end == 'k') bytes <<= 10;
+      if (*end == 'M' || *end == 'm') bytes <<= 20;
+      if (*end == 'G' || *end == 'g') bytes <<= 30;
     } else if (!std::strcmp(argv[i], "-r") && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
     } else {
@@ -94,12 +98,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sqz-machine-limits: -s must be 4096..4G and -r 1..100\n");
     return 2;
   }
-  std::vector<char> a(bytes, 1), b(bytes, 2), c(bytes);
-  double memcpyRate = timeGBps(bytes, repeats, [&] { std::memcpy(c.data(), a.data(), bytes); });
   const size_t n = bytes / sizeof(float);
-  auto* x = reinterpret_cast<float*>(a.data());
-  auto* y = reinterpret_cast<float*>(b.data());
-  auto* z = reinterpret_cast<float*>(c.data());
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n);
+  bytes = n * sizeof(float);
+  double memcpyRate = timeGBps(bytes, repeats, [&] { std::memcpy(c.data(), a.data(), bytes); });
+  float* x = a.data();
+  float* y = b.data();
+  float* z = c.data();
   // Counted as bytes of one input, as the all-reduce's combine step reads it.
   double sumRate = timeGBps(bytes, repeats, [&] {
     for (size_t i = 0; i < n; ++i) z[i] = x[i] + y[i];

@@ -93,6 +93,8 @@ class Transport {
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Collective between the two ranks of the pair: both call it with their own view.
   virtual std::unique_ptr<Connection> connect(const LinkSetup& setup) = 0;
+  // Called once every peer is connected: release what only setup needed (names, listeners).
+  virtual void setupDone() {}
 };
 
 struct TransportContext {

@@ -172,9 +172,9 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt) {
     lastAlgorithm_ = "p2p";
   } else {
     seq = seq_++;
-    if (req.count == 0) return;
     const AlgorithmEntry& algo = tuner_->choose(req, nranks_);
     lastAlgorithm_ = algo.name;
+    if (req.count == 0) return;
     if (!loggedChoice_) {
       SQZ_INFO(kTuning, "rank ", rank_, ": ", collKindName(req.kind), " of ", req.bytes(),
                " bytes uses ", algo.name, ", codec ", req.codec->name());

@@ -34,6 +34,7 @@ const char* opName(OpKind k) {
     case OpKind::kFinalize: return "finalize";
     case OpKind::kSendFinal: return "send-final";
     case OpKind::kRecvFinal: return "recv-final";
+    case OpKind::kJoin: return "join";
   }
   return "?";
 }
@@ -182,6 +183,8 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
       }
       if (op.kind == OpKind::kCopy) {
         if (at(op.dst) != at(op.src)) std::memcpy(at(op.dst), at(op.src), op.count * esz);
+      } else if (op.kind == OpKind::kJoin) {
+        // nothing to do: its dependencies are done
       } else if (op.kind == OpKind::kFinalize) {
         if (req.op == RedOp::kAvg) device::cpuDivide(at(op.dst), op.count, req.dtype, ctx.nranks);
       } else {

@@ -145,6 +145,7 @@ PeerSet connectPeers(int myRank, const std::vector<PeerInfo>& peers, Socket& lis
 
   for (int peer = 0; peer < myRank; ++peer) setupPair(peer);
   for (int peer = myRank + 1; peer < n; ++peer) setupPair(peer);
+  for (auto& t : set.transports) t->setupDone();
   return set;
 }
 

@@ -22,6 +22,7 @@ enum class OpKind : uint8_t {
                 // the payload back, so the owner holds what every other rank will receive
   kSendFinal,   // forward the final payload of src[range] unchanged
   kRecvFinal,   // receive a final payload and decode it into dst[range]
+  kJoin,        // nothing: done when both deps are (to wait for more than two ops)
 };
 
 constexpr uint32_t kNoDep = UINT32_MAX;
@@ -56,6 +57,22 @@ struct Schedule {
   uint32_t add(const Op& op) {
     ops.push_back(op);
     return static_cast<uint32_t>(ops.size() - 1);
+  }
+
+  // One op that is done when all of `ids` are (kNoDep for none).
+  uint32_t joinAll(const std::vector<uint32_t>& ids) {
+    uint32_t acc = kNoDep;
+    for (uint32_t id : ids) {
+      if (acc == kNoDep) {
+        acc = id;
+        continue;
+      }
+      Op join{.kind = OpKind::kJoin};
+      join.deps[0] = acc;
+      join.deps[1] = id;
+      acc = add(join);
+    }
+    return acc;
   }
 };
 

@@ -478,6 +478,9 @@ class ShmTransport : public Transport {
 
   ~ShmTransport() override { bell_->unlinkName(); }
 
+  // Every local peer that will map the doorbell has mapped it by now.
+  void setupDone() override { bell_->unlinkName(); }
+
   const char* name() const override { return "shm"; }
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
