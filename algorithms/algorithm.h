@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/cost_model.h"
 #include "core/schedule.h"
 #include "core/types.h"
 
@@ -18,13 +19,6 @@ struct ScheduleParams {
   int rank;
   int nranks;
   size_t chunkElems;  // pipeline piece size, in elements (>= 1)
-};
-
-// Seconds per message (alpha), per byte moved (beta) and per byte combined (gamma).
-struct CostModel {
-  double alpha;
-  double beta;
-  double gamma;
 };
 
 struct AlgorithmEntry {

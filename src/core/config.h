@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/algorithm.h"
+#include "algorithms/cost_model.h"
 #include "common/params.h"
 
 namespace squeeze {
