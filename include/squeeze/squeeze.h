@@ -54,7 +54,8 @@ typedef enum {
   sqzRemoteError = 6,      /**< A peer failed or closed its connection. */
   sqzInProgress = 7,       /**< The operation has not finished yet. */
   sqzTimeout = 8,          /**< A wait exceeded the timeout (SQZ_TIMEOUT_MS). */
-  sqzNumResults = 9
+  sqzNumResults = 9,
+  sqzResultForce32 = 0x7fffffff
 } sqzResult_t;
 
 /** Element types. Values match NCCL's. */
@@ -74,7 +75,8 @@ typedef enum {
   sqzFloat64 = 8,
   sqzDouble = 8,
   sqzBfloat16 = 9,
-  sqzNumTypes = 10
+  sqzNumTypes = 10,
+  sqzDataTypeForce32 = 0x7fffffff /* every int is a value of the type; checked at run time */
 } sqzDataType_t;
 
 /**
@@ -87,7 +89,8 @@ typedef enum {
   sqzMax = 2,
   sqzMin = 3,
   sqzAvg = 4,
-  sqzNumOps = 5
+  sqzNumOps = 5,
+  sqzRedOpForce32 = 0x7fffffff
 } sqzRedOp_t;
 
 /** Marks an integer field of sqzConfig_t as "not set: use the environment or the default". */

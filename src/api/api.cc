@@ -218,12 +218,17 @@ sqzResult_t sqzCommDestroy(sqzComm_t comm) {
 
 sqzResult_t sqzCommAbort(sqzComm_t comm) {
   if (!comm) return sqzSuccess;
-  return apiGuard(nullptr, [&] {
+  sqzResult_t rc = apiGuard(nullptr, [&] {
     checkComm(comm, "sqzCommAbort");
-    comm->impl->abort();
-    comm->magic = 0;
-    delete comm;
+    comm->impl->abort();  // a call in flight on another thread returns promptly
   });
+  if (rc != sqzSuccess) return rc;  // not a live communicator: nothing of it is ours to free
+  // Free only once no call on another thread still uses the handle (not even to record its
+  // error). This guard's own count is gone by now.
+  while (comm->inflight.load() > 0) std::this_thread::yield();
+  comm->magic = 0;
+  delete comm;
+  return sqzSuccess;
 }
 
 sqzResult_t sqzCommGetAsyncError(sqzComm_t comm, sqzResult_t* asyncError) {

@@ -3,7 +3,9 @@
 // message for sqzGetLastError (per communicator, and per thread).
 #pragma once
 
+#include <atomic>
 #include <mutex>
+#include <thread>
 #include <new>
 #include <string>
 
@@ -19,6 +21,8 @@ struct sqzComm {
   std::unique_ptr<squeeze::Communicator> impl;
   std::mutex lastErrorMu;  // protects lastError
   std::string lastError;
+  // API calls inside apiGuard on this handle; sqzCommAbort frees it only when none is left.
+  std::atomic<int> inflight{0};
 };
 
 namespace squeeze {
@@ -27,6 +31,15 @@ void setThreadLastError(const std::string& msg);
 
 template <class F>
 sqzResult_t apiGuard(sqzComm* comm, F&& body) {
+  struct Inflight {
+    sqzComm* c;
+    explicit Inflight(sqzComm* comm) : c(comm && comm->magic == kCommMagic ? comm : nullptr) {
+      if (c) c->inflight.fetch_add(1);
+    }
+    ~Inflight() {
+      if (c) c->inflight.fetch_sub(1);
+    }
+  } inflight(comm);
   std::string msg;
   sqzResult_t code;
   try {

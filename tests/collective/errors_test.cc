@@ -1,0 +1,566 @@
+// Error paths of the C API: each call returns the documented sqzResult_t, sqzGetLastError gives a
+// sentence, and nothing hangs: multi-rank failures (ranks that disagree, ids from different jobs,
+// a rendezvous nobody hosts) end in an error on every rank within a bounded time.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <squeeze/squeeze.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bootstrap/unique_id.h"
+#include "test_util.h"
+
+namespace sqztest {
+namespace {
+
+// A non-empty sentence: several words, not just a code name.
+void expectSentence(const char* msg, const std::string& context) {
+  ASSERT_NE(msg, nullptr) << context;
+  std::string s = msg;
+  EXPECT_GE(s.size(), 15u) << context << ": last error '" << s << "' is not a sentence";
+  EXPECT_NE(s.find(' '), std::string::npos) << context << ": last error '" << s << "'";
+}
+
+// Expects `rc` == want and a sentence from sqzGetLastError(comm).
+#define SQZ_EXPECT_ERROR(call, want, comm)                                                  \
+  do {                                                                                      \
+    sqzResult_t rc_ = (call);                                                               \
+    EXPECT_EQ(rc_, want) << #call << " returned " << sqzGetErrorString(rc_) << ": "         \
+                         << sqzGetLastError(comm);                                          \
+    expectSentence(sqzGetLastError(comm), #call);                                           \
+  } while (0)
+
+// A one-rank communicator over tcp, for argument checks that need a live comm.
+sqzComm_t makeSingleRankComm() {
+  sqzUniqueId id;
+  if (sqzGetUniqueId(&id) != sqzSuccess) return nullptr;
+  sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+  cfg.transports = "tcp";
+  cfg.timeoutMs = 5000;
+  sqzComm_t comm = nullptr;
+  if (sqzCommInitRankConfig(&comm, 1, id, 0, &cfg) != sqzSuccess) return nullptr;
+  return comm;
+}
+
+// ---- calls without a communicator -------------------------------------------------------------
+
+TEST(ApiErrors, NullComm) {
+  float buf[4] = {};
+  SQZ_EXPECT_ERROR(sqzAllReduce(buf, buf, 4, sqzFloat, sqzSum, nullptr, nullptr),
+                   sqzInvalidArgument, nullptr);
+  int n = -1;
+  SQZ_EXPECT_ERROR(sqzCommCount(nullptr, &n), sqzInvalidArgument, nullptr);
+  EXPECT_EQ(n, -1);
+  SQZ_EXPECT_ERROR(sqzCommUserRank(nullptr, &n), sqzInvalidArgument, nullptr);
+  sqzResult_t async;
+  SQZ_EXPECT_ERROR(sqzCommGetAsyncError(nullptr, &async), sqzInvalidArgument, nullptr);
+}
+
+TEST(ApiErrors, NullOutputPointers) {
+  SQZ_EXPECT_ERROR(sqzGetVersion(nullptr), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzGetUniqueId(nullptr), sqzInvalidArgument, nullptr);
+  int v = 0;
+  EXPECT_EQ(sqzGetVersion(&v), sqzSuccess);
+  EXPECT_EQ(v, SQZ_VERSION_CODE);
+}
+
+TEST(ApiErrors, DestroyAndAbortAcceptNull) {
+  EXPECT_EQ(sqzCommDestroy(nullptr), sqzSuccess);
+  EXPECT_EQ(sqzCommAbort(nullptr), sqzSuccess);
+}
+
+TEST(ApiErrors, ErrorStringsAreNeverNull) {
+  for (int r = 0; r < sqzNumResults; ++r) {
+    const char* s = sqzGetErrorString(static_cast<sqzResult_t>(r));
+    ASSERT_NE(s, nullptr) << r;
+    EXPECT_GT(std::strlen(s), 0u) << r;
+  }
+  EXPECT_NE(sqzGetErrorString(static_cast<sqzResult_t>(99)), nullptr);
+  EXPECT_NE(sqzGetErrorString(static_cast<sqzResult_t>(-1)), nullptr);
+}
+
+// ---- bad init arguments -----------------------------------------------------------------------
+
+TEST(InitErrors, BadRankCounts) {
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  sqzComm_t comm = nullptr;
+  SQZ_EXPECT_ERROR(sqzCommInitRank(&comm, 0, id, 0), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzCommInitRank(&comm, -3, id, 0), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzCommInitRank(&comm, 2, id, 2), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzCommInitRank(&comm, 2, id, -1), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzCommInitRank(nullptr, 1, id, 0), sqzInvalidArgument, nullptr);
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST(InitErrors, UninitializedConfig) {
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  sqzConfig_t cfg;
+  std::memset(&cfg, 0, sizeof cfg);  // magic 0: never went through SQZ_CONFIG_INITIALIZER
+  sqzComm_t comm = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
+  EXPECT_LT(secondsSince(t0), 5.0);
+  EXPECT_EQ(comm, nullptr);
+  if (comm) sqzCommDestroy(comm);
+}
+
+TEST(InitErrors, BadConfigValues) {
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  sqzComm_t comm = nullptr;
+  {
+    sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+    cfg.transports = "carrier-pigeon";
+    SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
+  }
+  {
+    sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 0;
+    SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
+  }
+  {
+    sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+    cfg.tcpNsocks = 1000;
+    SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
+  }
+  {
+    sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+    cfg.chunkBytes = -1;
+    SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
+  }
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST(InitErrors, GarbageUniqueId) {
+  sqzUniqueId id;
+  std::memset(id.internal, 0xff, sizeof id.internal);
+  sqzComm_t comm = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  sqzResult_t rc = sqzCommInitRank(&comm, 1, id, 0);
+  EXPECT_NE(rc, sqzSuccess);
+  EXPECT_EQ(rc, sqzInvalidArgument) << sqzGetLastError(nullptr);
+  expectSentence(sqzGetLastError(nullptr), "garbage id");
+  EXPECT_LT(secondsSince(t0), 5.0);
+  if (comm) sqzCommDestroy(comm);
+}
+
+TEST(InitErrors, CorruptedUniqueId) {
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  for (size_t byte : {size_t{8}, size_t{30}, size_t{46}}) {  // port, secret, nonce
+    sqzUniqueId bad = id;
+    bad.internal[byte] ^= 0x5a;
+    sqzComm_t comm = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    sqzResult_t rc = sqzCommInitRank(&comm, 1, bad, 0);
+    EXPECT_NE(rc, sqzSuccess) << "byte " << byte << " flipped";
+    expectSentence(sqzGetLastError(nullptr), "corrupted id");
+    EXPECT_LT(secondsSince(t0), 10.0) << "byte " << byte;
+    if (rc == sqzSuccess) sqzCommDestroy(comm);
+  }
+}
+
+// ---- bad collective arguments on a live communicator --------------------------------------------
+
+TEST(AllReduceErrors, BadArguments) {
+  sqzComm_t comm = makeSingleRankComm();
+  ASSERT_NE(comm, nullptr) << sqzGetLastError(nullptr);
+  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {};
+  SQZ_EXPECT_ERROR(sqzAllReduce(nullptr, b, 8, sqzFloat, sqzSum, comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, nullptr, 8, sqzFloat, sqzSum, comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(nullptr, nullptr, 1, sqzFloat, sqzSum, comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, static_cast<sqzDataType_t>(42), sqzSum, comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, static_cast<sqzDataType_t>(-1), sqzSum, comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, sqzNumTypes, sqzSum, comm, nullptr), sqzInvalidArgument,
+                   comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, sqzFloat, static_cast<sqzRedOp_t>(42), comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, sqzFloat, sqzNumOps, comm, nullptr), sqzInvalidArgument,
+                   comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, static_cast<size_t>(-5), sqzFloat, sqzSum, comm, nullptr),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, static_cast<size_t>(INT64_MIN), sqzFloat, sqzSum, comm,
+                                nullptr),
+                   sqzInvalidArgument, comm);
+  int n = 0;
+  SQZ_EXPECT_ERROR(sqzCommCount(comm, nullptr), sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzCommUserRank(comm, nullptr), sqzInvalidArgument, comm);
+
+  // Argument errors are caught before anything is sent: the communicator still works.
+  ASSERT_EQ(sqzAllReduce(a, b, 8, sqzFloat, sqzSum, comm, nullptr), sqzSuccess)
+      << sqzGetLastError(comm);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(b[i], a[i]);
+  EXPECT_EQ(sqzCommCount(comm, &n), sqzSuccess);
+  EXPECT_EQ(n, 1);
+  sqzResult_t async = sqzInternalError;
+  EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+  EXPECT_EQ(async, sqzSuccess);
+  EXPECT_EQ(sqzCommDestroy(comm), sqzSuccess);
+}
+
+TEST(AllReduceErrors, CountZeroWithNullBuffersIsAccepted) {
+  sqzComm_t comm = makeSingleRankComm();
+  ASSERT_NE(comm, nullptr) << sqzGetLastError(nullptr);
+  EXPECT_EQ(sqzAllReduce(nullptr, nullptr, 0, sqzFloat, sqzSum, comm, nullptr), sqzSuccess)
+      << sqzGetLastError(comm);
+  EXPECT_EQ(sqzCommDestroy(comm), sqzSuccess);
+}
+
+// Both ranks make the same invalid call, then a valid one: the invalid calls must not have
+// touched the wire, or the valid one would see a sequence-number mismatch.
+TEST(AllReduceErrors, ArgumentErrorsDoNotDesynchronizeRanks) {
+  std::mutex mu;
+  std::vector<std::string> problems;
+  RunOptions opts;
+  opts.timeoutMs = 10000;
+  opts.watchdogSeconds = 60;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    float a[5] = {1, 2, 3, 4, float(rank)}, b[5] = {};
+    sqzResult_t bad1 = sqzAllReduce(a, b, 5, static_cast<sqzDataType_t>(42), sqzSum, comm,
+                                    nullptr);
+    sqzResult_t bad2 = sqzAllReduce(a, nullptr, 5, sqzFloat, sqzSum, comm, nullptr);
+    setStatus("valid sqzAllReduce after invalid ones");
+    sqzResult_t good = sqzAllReduce(a, b, 5, sqzFloat, sqzSum, comm, nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    if (bad1 != sqzInvalidArgument || bad2 != sqzInvalidArgument)
+      problems.push_back("rank " + std::to_string(rank) + ": invalid calls returned " +
+                         sqzGetErrorString(bad1) + " / " + sqzGetErrorString(bad2));
+    if (good != sqzSuccess)
+      problems.push_back("rank " + std::to_string(rank) + ": valid call returned " +
+                         sqzGetErrorString(good) + ": " + sqzGetLastError(comm));
+    else if (b[0] != 2 || b[3] != 8 || b[4] != 1)
+      problems.push_back("rank " + std::to_string(rank) + ": wrong result");
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  for (const auto& p : problems) ADD_FAILURE() << p;
+}
+
+// ---- ranks that disagree ------------------------------------------------------------------------
+
+struct RankCall {
+  size_t count;
+  sqzDataType_t dtype;
+  sqzRedOp_t op;
+};
+
+// Two ranks make different calls; each must return an error (not hang, not succeed) within the
+// timeout, and at least one must say the calls disagree (sqzInvalidUsage).
+void expectDisagreementDetected(const RankCall calls[2], const char* what) {
+  std::mutex mu;
+  sqzResult_t rcs[2] = {sqzSuccess, sqzSuccess};
+  std::string msgs[2];
+  double seconds[2] = {0, 0};
+  RunOptions opts;
+  opts.timeoutMs = 5000;
+  opts.watchdogSeconds = 90;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    const RankCall& c = calls[rank];
+    std::vector<unsigned char> send(c.count * typeSize(c.dtype) + 8, 1),
+        recv(c.count * typeSize(c.dtype) + 8);
+    setStatus(std::string("mismatched sqzAllReduce: ") + what);
+    const auto t0 = std::chrono::steady_clock::now();
+    sqzResult_t rc = sqzAllReduce(send.data(), recv.data(), c.count, c.dtype, c.op, comm, nullptr);
+    double s = secondsSince(t0);
+    std::lock_guard<std::mutex> lock(mu);
+    rcs[rank] = rc;
+    msgs[rank] = sqzGetLastError(comm);
+    seconds[rank] = s;
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(rcs[r], sqzSuccess) << what << ": rank " << r << " succeeded";
+    if (rcs[r] != sqzSuccess) expectSentence(msgs[r].c_str(), std::string(what) + " rank " +
+                                             std::to_string(r));
+    // The timeout is 5 s; allow for a slow machine, but not for a hang.
+    EXPECT_LT(seconds[r], 20.0) << what << ": rank " << r << " took " << seconds[r] << " s";
+  }
+  EXPECT_TRUE(rcs[0] == sqzInvalidUsage || rcs[1] == sqzInvalidUsage)
+      << what << ": rank 0 returned " << sqzGetErrorString(rcs[0]) << " (" << msgs[0]
+      << "), rank 1 returned " << sqzGetErrorString(rcs[1]) << " (" << msgs[1] << ")";
+}
+
+TEST(Disagreement, Count) {
+  const RankCall calls[2] = {{100, sqzFloat, sqzSum}, {101, sqzFloat, sqzSum}};
+  expectDisagreementDetected(calls, "count 100 vs 101");
+}
+
+TEST(Disagreement, Datatype) {
+  const RankCall calls[2] = {{100, sqzFloat, sqzSum}, {100, sqzInt32, sqzSum}};
+  expectDisagreementDetected(calls, "float vs int32 (same byte count)");
+}
+
+TEST(Disagreement, Op) {
+  const RankCall calls[2] = {{100, sqzFloat, sqzSum}, {100, sqzFloat, sqzMax}};
+  expectDisagreementDetected(calls, "sum vs max");
+}
+
+// ---- a peer that is gone or silent ------------------------------------------------------------
+
+// Rank 1 aborts its communicator without joining the call: rank 0 must get an error promptly
+// (the closed connections), not wait for the timeout.
+TEST(DeadPeer, PeerAbortsBeforeTheCall) {
+  std::atomic<bool> aborted{false};
+  sqzResult_t rc0 = sqzSuccess;
+  std::string msg0;
+  double seconds0 = 0;
+  RunOptions opts;
+  opts.timeoutMs = 10000;
+  opts.watchdogSeconds = 90;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    if (rank == 1) {
+      setStatus("sqzCommAbort");
+      sqzCommAbort(comm);
+      comm = nullptr;
+      aborted = true;
+      return;
+    }
+    while (!aborted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::vector<float> a(100000, 1.0f), b(100000);
+    setStatus("sqzAllReduce with an aborted peer");
+    const auto t0 = std::chrono::steady_clock::now();
+    rc0 = sqzAllReduce(a.data(), b.data(), a.size(), sqzFloat, sqzSum, comm, nullptr);
+    seconds0 = secondsSince(t0);
+    msg0 = sqzGetLastError(comm);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  EXPECT_TRUE(rc0 == sqzRemoteError || rc0 == sqzSystemError)
+      << "returned " << sqzGetErrorString(rc0) << ": " << msg0;
+  if (rc0 != sqzSuccess) expectSentence(msg0.c_str(), "aborted peer");
+  EXPECT_LT(seconds0, 5.0) << "the peer's connections were closed, yet rank 0 waited "
+                           << seconds0 << " s (timeout 10 s)";
+}
+
+// Rank 1 stays alive but never makes the call: rank 0 must get sqzTimeout after about
+// timeoutMs.
+TEST(DeadPeer, SilentPeerTimesOut) {
+  std::atomic<bool> rank0Done{false};
+  sqzResult_t rc0 = sqzSuccess;
+  std::string msg0;
+  double seconds0 = 0;
+  RunOptions opts;
+  opts.timeoutMs = 2000;
+  opts.watchdogSeconds = 90;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    if (rank == 1) {
+      setStatus("staying silent");
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!rank0Done && secondsSince(t0) < 30)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;  // runRanks destroys the communicator
+    }
+    float a[64] = {}, b[64];
+    setStatus("sqzAllReduce with a silent peer");
+    const auto t0 = std::chrono::steady_clock::now();
+    rc0 = sqzAllReduce(a, b, 64, sqzFloat, sqzSum, comm, nullptr);
+    seconds0 = secondsSince(t0);
+    msg0 = sqzGetLastError(comm);
+    rank0Done = true;
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  EXPECT_EQ(rc0, sqzTimeout) << sqzGetErrorString(rc0) << ": " << msg0;
+  if (rc0 != sqzSuccess) expectSentence(msg0.c_str(), "silent peer");
+  EXPECT_GT(seconds0, 1.0) << "timed out before SQZ_TIMEOUT_MS (2 s)";
+  EXPECT_LT(seconds0, 10.0) << "timeout 2 s, but the call took " << seconds0 << " s";
+}
+
+// sqzCommAbort from another thread unblocks a call in flight.
+TEST(DeadPeer, AbortFromAnotherThreadUnblocksTheCall) {
+  std::atomic<bool> rank0Done{false};
+  sqzResult_t rc0 = sqzSuccess;
+  double seconds0 = 0;
+  RunOptions opts;
+  opts.timeoutMs = 20000;
+  opts.watchdogSeconds = 90;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    if (rank == 1) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!rank0Done && secondsSince(t0) < 60)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    sqzComm_t mine = comm;
+    std::thread aborter([mine] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      sqzCommAbort(mine);
+    });
+    float a[64] = {}, b[64];
+    setStatus("sqzAllReduce, aborted from another thread after 0.3 s");
+    const auto t0 = std::chrono::steady_clock::now();
+    rc0 = sqzAllReduce(a, b, 64, sqzFloat, sqzSum, comm, nullptr);
+    seconds0 = secondsSince(t0);
+    aborter.join();
+    comm = nullptr;  // sqzCommAbort freed it
+    rank0Done = true;
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  EXPECT_NE(rc0, sqzSuccess);
+  EXPECT_LT(seconds0, 5.0) << "sqzCommAbort did not unblock the call (timeout 20 s)";
+}
+
+// ---- ids from different jobs --------------------------------------------------------------------
+
+// Runs a 2-rank init where rank r uses ids[r]; both must fail within a bounded time.
+void expectInitFailsOnBoth(const sqzUniqueId ids[2], const char* what) {
+  std::mutex mu;
+  sqzResult_t rcs[2] = {sqzSuccess, sqzSuccess};
+  std::string msgs[2];
+  std::vector<std::thread> threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<int> finished{0};
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+      cfg.transports = "tcp";
+      cfg.timeoutMs = 3000;
+      sqzComm_t comm = nullptr;
+      sqzResult_t rc = sqzCommInitRankConfig(&comm, 2, ids[rank], rank, &cfg);
+      std::lock_guard<std::mutex> lock(mu);
+      rcs[rank] = rc;
+      msgs[rank] = sqzGetLastError(nullptr);
+      if (rc == sqzSuccess) sqzCommAbort(comm);
+      ++finished;
+    });
+  }
+  // Bounded: the library's timeout is 3 s; a hang past 60 s aborts with a message.
+  while (finished.load() < 2) {
+    if (secondsSince(t0) > 60) {
+      std::fprintf(stderr, "WATCHDOG: %s: init did not return within 60 s\n", what);
+      std::abort();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (auto& t : threads) t.join();
+  const double elapsed = secondsSince(t0);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(rcs[r], sqzSuccess) << what << ": rank " << r << " joined a communicator";
+    if (rcs[r] != sqzSuccess)
+      expectSentence(msgs[r].c_str(), std::string(what) + " rank " + std::to_string(r));
+  }
+  EXPECT_LT(elapsed, 20.0) << what;
+}
+
+TEST(ForeignId, EachRankHasADifferentJobsId) {
+  sqzUniqueId ids[2];
+  ASSERT_EQ(sqzGetUniqueId(&ids[0]), sqzSuccess) << sqzGetLastError(nullptr);
+  ASSERT_EQ(sqzGetUniqueId(&ids[1]), sqzSuccess) << sqzGetLastError(nullptr);
+  expectInitFailsOnBoth(ids, "different ids");
+}
+
+TEST(ForeignId, RightRootWrongSecret) {
+  // Rank 1 reaches rank 0's rendezvous but with another secret: authentication must fail and be
+  // reported, and rank 0 (left alone) must time out.
+  sqzUniqueId ids[2];
+  ASSERT_EQ(sqzGetUniqueId(&ids[0]), sqzSuccess) << sqzGetLastError(nullptr);
+  squeeze::UniqueIdData forged = squeeze::UniqueIdData::parse(ids[0].internal);
+  forged.secret[0] ^= 0xff;
+  forged.secret[15] ^= 0x01;
+  forged.serialize(ids[1].internal);
+  expectInitFailsOnBoth(ids, "wrong secret");
+}
+
+TEST(ForeignId, CorruptedIdOnOneRank) {
+  sqzUniqueId ids[2];
+  ASSERT_EQ(sqzGetUniqueId(&ids[0]), sqzSuccess) << sqzGetLastError(nullptr);
+  ids[1] = ids[0];
+  ids[1].internal[33] ^= 0x10;  // inside the secret: the checksum no longer matches
+  expectInitFailsOnBoth(ids, "corrupted id on rank 1");
+}
+
+// ---- sqzCommInitFromEnv -------------------------------------------------------------------------
+
+// A loopback TCP port that nothing listens on (bound, then released).
+int unusedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+TEST(InitFromEnv, RootNobodyListensOn) {
+  const int port = unusedPort();
+  ASSERT_GT(port, 0);
+  ScopedEnv env;
+  env.set("SQZ_RANK", "1");
+  env.set("SQZ_WORLD_SIZE", "2");
+  env.set("SQZ_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str());
+  env.set("SQZ_TIMEOUT_MS", "2000");
+  env.unset("SQZ_UNIQUE_ID");
+  env.unset("SQZ_SECRET");
+  sqzComm_t comm = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  sqzResult_t rc = sqzCommInitFromEnv(&comm, nullptr);
+  const double elapsed = secondsSince(t0);
+  EXPECT_TRUE(rc == sqzTimeout || rc == sqzSystemError)
+      << "returned " << sqzGetErrorString(rc) << ": " << sqzGetLastError(nullptr);
+  expectSentence(sqzGetLastError(nullptr), "SQZ_ROOT with no listener");
+  EXPECT_LT(elapsed, 10.0) << "SQZ_TIMEOUT_MS=2000 but init took " << elapsed << " s";
+  if (rc == sqzSuccess) sqzCommAbort(comm);
+}
+
+TEST(InitFromEnv, NoLauncherEnvironment) {
+  ScopedEnv env;
+  for (const char* k : {"SQZ_UNIQUE_ID", "SQZ_RANK", "SQZ_WORLD_SIZE", "SQZ_ROOT", "RANK",
+                        "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
+                        "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
+    env.unset(k);
+  sqzComm_t comm = nullptr;
+  SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidUsage, nullptr);
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST(InitFromEnv, RankOutOfRange) {
+  ScopedEnv env;
+  env.unset("SQZ_UNIQUE_ID");
+  env.set("SQZ_RANK", "2");
+  env.set("SQZ_WORLD_SIZE", "2");
+  env.set("SQZ_ROOT", "127.0.0.1:1");
+  sqzComm_t comm = nullptr;
+  SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidArgument, nullptr);
+}
+
+TEST(InitFromEnv, BadTimeoutVariable) {
+  ScopedEnv env;
+  env.set("SQZ_TIMEOUT_MS", "abc");
+  env.set("SQZ_RANK", "0");
+  env.set("SQZ_WORLD_SIZE", "1");
+  env.set("SQZ_ROOT", "127.0.0.1:1");
+  sqzComm_t comm = nullptr;
+  sqzResult_t rc = sqzCommInitFromEnv(&comm, nullptr);
+  EXPECT_EQ(rc, sqzInvalidArgument) << sqzGetLastError(nullptr);
+  EXPECT_NE(std::string(sqzGetLastError(nullptr)).find("SQZ_TIMEOUT_MS"), std::string::npos)
+      << sqzGetLastError(nullptr);
+  if (rc == sqzSuccess) sqzCommDestroy(comm);
+}
+
+const auto* const kLoopback = ::testing::AddGlobalTestEnvironment(new LoopbackEnvironment);
+
+}  // namespace
+}  // namespace sqztest

@@ -1,0 +1,173 @@
+// Unit tests for src/core/wire.h: checkHeader accepts what the schedule expects and rejects each
+// kind of difference with the right code and a sentence that names both ranks.
+#include "core/wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/error.h"
+#include "core/types.h"
+
+namespace squeeze {
+namespace {
+
+constexpr int kMyRank = 3;
+constexpr int kPeer = 5;
+constexpr size_t kCapacity = 4096;
+
+WireHeader expectedHeader() {
+  WireHeader h;
+  h.coll = static_cast<uint8_t>(CollKind::kAllReduce);
+  h.codec = 0;
+  h.dtype = static_cast<uint8_t>(DataType::kFloat32);
+  h.op = static_cast<uint8_t>(RedOp::kSum);
+  h.srcRank = kPeer;
+  h.step = 7;
+  h.commHash = 0x0123456789abcdefull;
+  h.seq = 42;
+  h.count = 100;
+  h.offset = 64;
+  h.payloadBytes = 1024;
+  h.root = 0;
+  return h;
+}
+
+std::optional<Error> check(const WireHeader& got, size_t capacity = kCapacity) {
+  try {
+    checkHeader(expectedHeader(), got, capacity, kMyRank);
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+bool mentions(const Error& e, const std::string& s) {
+  return std::string(e.what()).find(s) != std::string::npos;
+}
+
+// Changes one field of an otherwise matching header and checks the error.
+void expectRejected(const char* field, const std::function<void(WireHeader&)>& change,
+                    ErrorCode code) {
+  WireHeader got = expectedHeader();
+  change(got);
+  auto e = check(got);
+  ASSERT_TRUE(e.has_value()) << "a header differing in " << field << " was accepted";
+  EXPECT_EQ(static_cast<int>(e->code()), static_cast<int>(code)) << field << ": " << e->what();
+  EXPECT_TRUE(mentions(*e, "rank " + std::to_string(kMyRank))) << field << ": " << e->what();
+  EXPECT_TRUE(mentions(*e, "rank " + std::to_string(kPeer))) << field << ": " << e->what();
+}
+
+TEST(CheckHeader, AcceptsEqualHeaders) {
+  EXPECT_FALSE(check(expectedHeader()).has_value());
+}
+
+TEST(CheckHeader, PayloadUpToCapacityIsAccepted) {
+  WireHeader h = expectedHeader();
+  h.payloadBytes = kCapacity;
+  EXPECT_FALSE(check(h).has_value());
+  h.payloadBytes = 0;
+  EXPECT_FALSE(check(h).has_value());
+  h.payloadBytes = 0;
+  EXPECT_FALSE(check(h, 0).has_value());
+  // payloadBytes is checked against the capacity, not against the expected header's value.
+  h.payloadBytes = 17;
+  EXPECT_FALSE(check(h).has_value());
+}
+
+TEST(CheckHeader, CorruptOrForeignIsRemoteError) {
+  expectRejected("magic", [](WireHeader& h) { h.magic = 0xdeadbeef; }, ErrorCode::kRemote);
+  expectRejected("magic (zeroed)", [](WireHeader& h) { h.magic = 0; }, ErrorCode::kRemote);
+  expectRejected("version", [](WireHeader& h) { h.version = kWireVersion + 1; },
+                 ErrorCode::kRemote);
+  expectRejected("commHash", [](WireHeader& h) { h.commHash ^= 1; }, ErrorCode::kRemote);
+  expectRejected("srcRank", [](WireHeader& h) { h.srcRank = kPeer + 1; }, ErrorCode::kRemote);
+}
+
+TEST(CheckHeader, PayloadOverCapacityIsRemoteError) {
+  expectRejected("payloadBytes", [](WireHeader& h) { h.payloadBytes = kCapacity + 1; },
+                 ErrorCode::kRemote);
+  expectRejected("payloadBytes (huge)", [](WireHeader& h) { h.payloadBytes = UINT64_MAX; },
+                 ErrorCode::kRemote);
+}
+
+TEST(CheckHeader, DisagreeingCallsAreInvalidUsage) {
+  expectRejected("coll", [](WireHeader& h) { h.coll = 2; }, ErrorCode::kInvalidUsage);
+  expectRejected("count", [](WireHeader& h) { h.count = 101; }, ErrorCode::kInvalidUsage);
+  expectRejected("dtype", [](WireHeader& h) { h.dtype = uint8_t(DataType::kFloat64); },
+                 ErrorCode::kInvalidUsage);
+  expectRejected("op", [](WireHeader& h) { h.op = uint8_t(RedOp::kMax); },
+                 ErrorCode::kInvalidUsage);
+  expectRejected("root", [](WireHeader& h) { h.root = 1; }, ErrorCode::kInvalidUsage);
+  expectRejected("codec", [](WireHeader& h) { h.codec = 3; }, ErrorCode::kInvalidUsage);
+  expectRejected("seq", [](WireHeader& h) { h.seq = 43; }, ErrorCode::kInvalidUsage);
+}
+
+TEST(CheckHeader, DisagreementDescribesBothCalls) {
+  WireHeader got = expectedHeader();
+  got.count = 101;
+  auto e = check(got);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(mentions(*e, "count=100")) << e->what();
+  EXPECT_TRUE(mentions(*e, "count=101")) << e->what();
+
+  got = expectedHeader();
+  got.op = uint8_t(RedOp::kMax);
+  e = check(got);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(mentions(*e, "sum")) << e->what();
+  EXPECT_TRUE(mentions(*e, "max")) << e->what();
+}
+
+TEST(CheckHeader, OutOfRangeEnumsDoNotCrash) {
+  // A foreign sender may put anything in dtype/op/coll; the message must still be built.
+  expectRejected("dtype=200", [](WireHeader& h) { h.dtype = 200; }, ErrorCode::kInvalidUsage);
+  expectRejected("op=99", [](WireHeader& h) { h.op = 99; }, ErrorCode::kInvalidUsage);
+  expectRejected("coll=250", [](WireHeader& h) { h.coll = 250; }, ErrorCode::kInvalidUsage);
+}
+
+TEST(CheckHeader, ScheduleMismatchIsRejected) {
+  // step/offset differ only when the two ranks built different schedules from the same call.
+  for (auto change : {+[](WireHeader& h) { h.step = 8; }, +[](WireHeader& h) { h.offset = 0; }}) {
+    WireHeader got = expectedHeader();
+    change(got);
+    auto e = check(got);
+    ASSERT_TRUE(e.has_value()) << "a schedule mismatch was accepted";
+    EXPECT_TRUE(e->code() == ErrorCode::kInternal || e->code() == ErrorCode::kInvalidUsage)
+        << e->what();
+    EXPECT_TRUE(mentions(*e, "rank 3")) << e->what();
+    EXPECT_TRUE(mentions(*e, "rank 5")) << e->what();
+  }
+}
+
+TEST(CheckHeader, CorruptionWinsOverOtherDifferences) {
+  // A foreign message that also differs in count is reported as foreign, not as a disagreement.
+  WireHeader got = expectedHeader();
+  got.magic = 1;
+  got.count = 7;
+  auto e = check(got);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code(), ErrorCode::kRemote) << e->what();
+}
+
+TEST(DescribeCall, NamesTheCall) {
+  std::string s = describeCall(expectedHeader());
+  EXPECT_NE(s.find("allreduce"), std::string::npos) << s;
+  EXPECT_NE(s.find("42"), std::string::npos) << s;
+  EXPECT_NE(s.find("count=100"), std::string::npos) << s;
+  EXPECT_NE(s.find(dataTypeName(DataType::kFloat32)), std::string::npos) << s;
+  EXPECT_NE(s.find("sum"), std::string::npos) << s;
+}
+
+TEST(WireHeader, LayoutIsFixed) {
+  EXPECT_EQ(sizeof(WireHeader), 72u);
+  WireHeader h;
+  EXPECT_EQ(h.magic, kWireMagic);
+  EXPECT_EQ(h.version, kWireVersion);
+}
+
+}  // namespace
+}  // namespace squeeze
