@@ -241,54 +241,13 @@ void runCases(sqzComm_t& comm, int rank, int nranks, const std::vector<Case>& ca
   }
 }
 
-// Turns the outcomes of every rank into at most kMaxReportedFailures test failures. A problem
-// that several ranks share is reported once, with the list of ranks.
+// Every rank's outcomes as test failures (see reportOutcomes); all-reduce output is the same on
+// every rank.
 void report(const std::string& where, const std::vector<Case>& cases,
             const std::vector<std::vector<Outcome>>& outcomes) {
-  size_t failures = 0;
-  auto fail = [&](const std::string& msg) {
-    if (failures++ < kMaxReportedFailures) ADD_FAILURE() << where << ": " << msg;
-  };
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const std::string name = "case " + std::to_string(k) + " (" + cases[k].name() + ")";
-    const auto& per = outcomes[k];
-    std::vector<std::pair<std::string, std::string>> problems;  // (problem, ranks)
-    auto note = [&](const std::string& problem, size_t rank) {
-      for (auto& p : problems)
-        if (p.first == problem) {
-          p.second += "," + std::to_string(rank);
-          return;
-        }
-      problems.emplace_back(problem, std::to_string(rank));
-    };
-    bool allRan = true;
-    for (size_t r = 0; r < per.size(); ++r) {
-      const Outcome& o = per[r];
-      if (!o.ran) {
-        allRan = false;
-        continue;
-      }
-      if (o.rc != sqzSuccess)
-        fail(name + " rank " + std::to_string(r) + " returned " + sqzGetErrorString(o.rc) +
-             ": " + o.error);
-      if (!o.mismatch.empty()) note(o.mismatch, r);
-      if (o.guardBroken) note("wrote past the end of recvbuff", r);
-      if (o.sendModified) note("modified sendbuff (out of place)", r);
-    }
-    for (const auto& [problem, ranks] : problems) fail(name + " rank(s) " + ranks + ": " + problem);
-    if (!allRan) {
-      fail(name + " was not run on every rank (an earlier call failed); later cases skipped");
-      break;
-    }
-    std::string differ;
-    for (size_t r = 1; r < per.size(); ++r)
-      if (per[r].rc == sqzSuccess && per[0].rc == sqzSuccess && per[r].digest != per[0].digest)
-        differ += (differ.empty() ? "" : ",") + std::to_string(r);
-    if (!differ.empty())
-      fail(name + ": the result of rank(s) " + differ + " differs bitwise from rank 0's");
-  }
-  if (failures > kMaxReportedFailures)
-    ADD_FAILURE() << where << ": " << failures - kMaxReportedFailures << " more failures not shown";
+  reportOutcomes(
+      where, cases, outcomes, kMaxReportedFailures, [](const Outcome&, auto) {},
+      [](size_t) { return true; });
 }
 
 // ---- the parameterized test -------------------------------------------------------------------

@@ -454,4 +454,62 @@ class OffsetBuffer {
   size_t bytes_;
 };
 
+// ---- reporting ----------------------------------------------------------------------------------
+
+// Turns every rank's outcome of every case into at most maxFailures test failures; a problem that
+// several ranks share is reported once, with the list of ranks. Outcome needs ran, rc, error,
+// mismatch, guardBroken, sendModified and digest. extraNotes(outcome, note) adds a test's own
+// per-rank problems; sameOutput(k) says whether case k's output must be bitwise equal everywhere.
+template <class CaseT, class OutcomeT, class ExtraNotes, class SameOutput>
+void reportOutcomes(const std::string& where, const std::vector<CaseT>& cases,
+                    const std::vector<std::vector<OutcomeT>>& outcomes, size_t maxFailures,
+                    ExtraNotes extraNotes, SameOutput sameOutput) {
+  size_t failures = 0;
+  auto fail = [&](const std::string& msg) {
+    if (failures++ < maxFailures) ADD_FAILURE() << where << ": " << msg;
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const std::string name = "case " + std::to_string(k) + " (" + cases[k].name() + ")";
+    const auto& per = outcomes[k];
+    std::vector<std::pair<std::string, std::string>> problems;  // (problem, ranks)
+    auto note = [&](const std::string& problem, size_t rank) {
+      for (auto& p : problems)
+        if (p.first == problem) {
+          p.second += "," + std::to_string(rank);
+          return;
+        }
+      problems.emplace_back(problem, std::to_string(rank));
+    };
+    bool allRan = true;
+    for (size_t r = 0; r < per.size(); ++r) {
+      const OutcomeT& o = per[r];
+      if (!o.ran) {
+        allRan = false;
+        continue;
+      }
+      if (o.rc != sqzSuccess)
+        fail(name + " rank " + std::to_string(r) + " returned " + sqzGetErrorString(o.rc) + ": " +
+             o.error);
+      if (!o.mismatch.empty()) note(o.mismatch, r);
+      if (o.guardBroken) note("wrote past the end of the output buffer", r);
+      if (o.sendModified) note("modified sendbuff (out of place)", r);
+      extraNotes(o, [&](const std::string& problem) { note(problem, r); });
+    }
+    for (const auto& [problem, ranks] : problems) fail(name + " rank(s) " + ranks + ": " + problem);
+    if (!allRan) {
+      fail(name + " was not run on every rank (an earlier call failed); later cases skipped");
+      break;
+    }
+    if (!sameOutput(k)) continue;
+    std::string differ;
+    for (size_t r = 1; r < per.size(); ++r)
+      if (per[r].rc == sqzSuccess && per[0].rc == sqzSuccess && per[r].digest != per[0].digest)
+        differ += (differ.empty() ? "" : ",") + std::to_string(r);
+    if (!differ.empty())
+      fail(name + ": the output of rank(s) " + differ + " differs bitwise from rank 0's");
+  }
+  if (failures > maxFailures)
+    ADD_FAILURE() << where << ": " << failures - maxFailures << " more failures not shown";
+}
+
 }  // namespace sqztest
