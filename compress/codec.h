@@ -1,8 +1,19 @@
-// The codec hook: what a chunk looks like on the wire and what "combine" means. The executor
-// calls it at each step of a schedule; algorithms never see it. This issue ships the dense codec
-// (the values themselves); compressed codecs (cast, quantized, sparse) implement the same calls
-// and keep their state (error feedback, momentum) in the codec object, which belongs to one
-// tensor.
+// The chunk codec: what a chunk looks like on the wire and what "combine" means. The executor
+// calls it at each step of a schedule; algorithms never see it (DESIGN.md, "Layers").
+//
+// A chunk is `count` consecutive elements of the tensor starting at element `at.offset`. Calls:
+//   encode        a partial or final result -> payload (what travels)
+//   decode        payload -> values (once per rank, for final payloads)
+//   combine       out = local (op) decode(payload), fused in one pass (out may alias local)
+//   encodeFeedback  encode, and add what the payload drops (x - decode(encode(x))) to the
+//                 error-feedback residual of the same elements: the one error-feedback mechanism
+//                 every codec shares (DESIGN.md, "Nothing is lost, only delayed - globally").
+// Decoders see bytes from the network: they check the payload's size and every index before
+// use and raise ErrorCode::kRemote on a malformed payload; they never read or write out of
+// bounds.
+//
+// Lossy codecs take float32 and sum/avg (CodecHandle checks before a call starts); avg's
+// division happens after decode, so they only ever add.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +23,19 @@
 
 namespace squeeze {
 
+// Where a chunk sits, and which call it belongs to.
+struct ChunkInfo {
+  size_t offset = 0;  // element offset of the chunk in the tensor
+  uint64_t call = 0;  // the codec's call number: the same on every rank (shared random seeds)
+  int rank = 0;       // this rank (per-rank random streams, e.g. stochastic rounding)
+};
+
+// Squared norms an encode saw: |x|^2 of its input and |decode(payload)|^2, for the gain.
+struct EncodeNorms {
+  double inputSq = 0;
+  double sentSq = 0;
+};
+
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -20,19 +44,38 @@ class Codec {
   virtual const char* name() const = 0;
   // True when a chunk's payload is exactly its values: the executor then sends straight from
   // and receives straight into the caller's buffers, with no encode or decode pass.
-  virtual bool rawWire() const = 0;
+  virtual bool rawWire() const { return false; }
+  // An upper bound on encode's output for count values.
   virtual size_t maxEncodedBytes(size_t count, DataType dtype) const = 0;
-  // Writes the payload for count values at src; returns its size.
-  virtual size_t encode(const void* src, size_t count, DataType dtype, void* payload) = 0;
+  // Writes the payload for src[0..count); returns its size (<= maxEncodedBytes).
+  virtual size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+                        void* payload) = 0;
   // dst[0..count) = the values the payload carries.
   virtual void decode(const void* payload, size_t bytes, size_t count, DataType dtype,
-                      void* dst) = 0;
+                      const ChunkInfo& at, void* dst) = 0;
   // out[i] = local[i] (op) value carried by the payload, fused (out may alias local).
   virtual void combine(void* out, const void* local, const void* payload, size_t bytes,
-                       size_t count, DataType dtype, RedOp op) = 0;
+                       size_t count, DataType dtype, RedOp op, const ChunkInfo& at) = 0;
+
+  // encode, then residual[i] += src[i] - decode(payload)[i] when residual is not null, and the
+  // norms for the gain. The default decodes into a scratch buffer; a codec may fuse it.
+  virtual size_t encodeFeedback(const void* src, size_t count, DataType dtype,
+                                const ChunkInfo& at, void* payload, float* residual,
+                                EncodeNorms* norms);
 };
 
 // The process-wide stateless dense codec, used when the caller gives none.
 Codec& denseCodec();
+
+// One compressed call's view of its codec handle, for the executor (null for plain calls).
+struct CodecCall {
+  uint64_t call = 0;         // ChunkInfo::call
+  float* residual = nullptr; // error-feedback residual, indexed by element; null: off
+  // Accumulated by the executor over the call.
+  uint64_t wireBytes = 0;    // payload bytes this rank sent
+  uint64_t denseBytes = 0;   // what the same sends would have been uncompressed
+  EncodeNorms norms;
+  double encodeSeconds = 0, combineSeconds = 0, decodeSeconds = 0;
+};
 
 }  // namespace squeeze

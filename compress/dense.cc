@@ -2,7 +2,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "compress/codec.h"
+#include "compress/codecs.h"
 #include "device/reduce.h"
 
 namespace squeeze {
@@ -16,18 +16,19 @@ class DenseCodec final : public Codec {
   size_t maxEncodedBytes(size_t count, DataType dtype) const override {
     return count * dataTypeSize(dtype);
   }
-  size_t encode(const void* src, size_t count, DataType dtype, void* payload) override {
+  size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo&,
+                void* payload) override {
     size_t bytes = count * dataTypeSize(dtype);
     std::memcpy(payload, src, bytes);
     return bytes;
   }
-  void decode(const void* payload, size_t bytes, size_t count, DataType dtype,
+  void decode(const void* payload, size_t bytes, size_t count, DataType dtype, const ChunkInfo&,
               void* dst) override {
     SQZ_ENFORCE_EQ(bytes, count * dataTypeSize(dtype));
     std::memcpy(dst, payload, bytes);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
-               DataType dtype, RedOp op) override {
+               DataType dtype, RedOp op, const ChunkInfo&) override {
     SQZ_ENFORCE_EQ(bytes, count * dataTypeSize(dtype));
     device::cpuReduceFn(dtype, op)(out, local, payload, count);
   }
@@ -39,5 +40,7 @@ Codec& denseCodec() {
   static DenseCodec codec;
   return codec;
 }
+
+std::unique_ptr<Codec> makeDenseCodec(const CodecSpec&) { return std::make_unique<DenseCodec>(); }
 
 }  // namespace squeeze

@@ -295,6 +295,105 @@ SQZ_API sqzResult_t sqzCommSplit(sqzComm_t comm, int color, int key, sqzComm_t* 
  */
 SQZ_API sqzResult_t sqzCommGetLastAlgorithm(sqzComm_t comm, const char** name);
 
+/* ---------------------------------------------------------------------------------------------
+ * Compression: codecs reduced in flight inside the all-reduce.
+ * ------------------------------------------------------------------------------------------- */
+
+/** Opaque codec handle: one per tensor (gradient bucket); it keeps state across calls. */
+typedef struct sqzCodec* sqzCodec_t;
+
+/** Marks a numeric field of sqzCodecConfig_t as "not set: use the codec's default". */
+#define SQZ_CODEC_UNDEF (-1.0)
+
+/**
+ * A codec as a struct; the same fields as the spec string's keys ("topk:ratio=0.001" sets
+ * method "topk" and ratio 0.001). Always start from SQZ_CODEC_CONFIG_INITIALIZER; fields left at
+ * SQZ_CODEC_UNDEF take the codec's default. A key that the method does not use is refused.
+ */
+typedef struct {
+  size_t size;           /**< sizeof(sqzCodecConfig_t), set by the initializer. */
+  unsigned int magic;    /**< Set by the initializer. */
+  unsigned int version;  /**< SQZ_VERSION_CODE the caller was compiled with. */
+  const char* method;    /**< "dense", "fp16", "bf16", "int8", "qsgd", "onebit", "terngrad",
+                              "topk", "randk", "threshold", "dgc", "powersgd". */
+  double ratio;          /**< Sparsifiers: fraction of values sent (key ratio). */
+  double levels;         /**< qsgd: quantization levels s (key levels). */
+  double block;          /**< Quantizers: values per scale block (key block). */
+  double threshold;      /**< threshold: send |v| >= threshold (key threshold). */
+  double sample;         /**< topk/dgc: 0 exact selection, 1 DGC's sampled threshold (key sample). */
+  double momentum;       /**< dgc: momentum m of the velocity (key momentum). */
+  double clip;           /**< dgc: local gradient clipping norm, 0 off (key clip). */
+  double warmup;         /**< dgc: calls of exponential sparsity warm-up, 0 off (key warmup). */
+  double rank;           /**< powersgd: rank r (key rank). */
+  double cols;           /**< powersgd: columns of the matrix view, 0 near-square (key cols). */
+  double errorFeedback;  /**< 1 on, 0 off (key ef); on by default for lossy codecs. */
+  double minBytes;       /**< Tensors smaller than this travel dense (key min_bytes). */
+  double seed;           /**< randk/qsgd/terngrad/powersgd random streams (key seed). */
+} sqzCodecConfig_t;
+
+#define SQZ_CODEC_CONFIG_MAGIC 0x53515a44u
+#define SQZ_CODEC_CONFIG_INITIALIZER                                                         \
+  {                                                                                          \
+    sizeof(sqzCodecConfig_t), SQZ_CODEC_CONFIG_MAGIC, SQZ_VERSION_CODE, NULL,                \
+        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, \
+        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, \
+        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF                                    \
+  }
+
+/**
+ * Creates a codec for one tensor of count elements of datatype, used with comm. spec is
+ * "method" or "method:key=value,key=value" (see sqzCodecConfig_t for the keys), e.g.
+ * "topk:ratio=0.001", "dgc:ratio=0.001,momentum=0.9,clip=5,warmup=200", "qsgd:levels=16",
+ * "onebit", "powersgd:rank=4", "fp16". Lossy codecs take float32 tensors. Not collective, but
+ * every rank must create the same codec for the same tensor.
+ * @return sqzInvalidArgument with a message naming the bad key or value.
+ */
+SQZ_API sqzResult_t sqzCodecCreate(sqzCodec_t* codec, const char* spec, size_t count,
+                                   sqzDataType_t datatype, sqzComm_t comm);
+
+/** As sqzCodecCreate, from a struct instead of a spec string. */
+SQZ_API sqzResult_t sqzCodecCreateConfig(sqzCodec_t* codec, const sqzCodecConfig_t* config,
+                                         size_t count, sqzDataType_t datatype, sqzComm_t comm);
+
+/**
+ * sqzAllReduce through codec: every rank's sendbuff (plus the codec's error-feedback residual)
+ * is compressed, reduced in flight, and every rank ends with bitwise the same recvbuff. op is
+ * sqzSum or sqzAvg; count and datatype must be the codec's; comm must be the codec's.
+ */
+SQZ_API sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                                           sqzDataType_t datatype, sqzRedOp_t op,
+                                           sqzCodec_t codec, sqzComm_t comm, void* stream);
+
+/** What a codec has done since it was created (or its state loaded). */
+typedef struct {
+  uint64_t calls;          /**< sqzAllReduceCompressed calls. */
+  uint64_t wireBytes;      /**< Payload bytes this rank sent. */
+  uint64_t denseBytes;     /**< Bytes the same calls would have sent uncompressed. */
+  double ratio;            /**< denseBytes / wireBytes. */
+  double gain;             /**< Compression gain of the last call: |C(x)|^2 / |x|^2 over what
+                                this rank encoded (GraVAC's delta). */
+  double residualNorm;     /**< |error-feedback residual| after the last call (0 when off). */
+  double encodeSeconds;    /**< Time in encode (with error feedback). */
+  double combineSeconds;   /**< Time in the fused decode-reduce. */
+  double decodeSeconds;    /**< Time decoding final payloads. */
+  double lastRatio;        /**< ratio of the last call. */
+} sqzCodecStats_t;
+
+SQZ_API sqzResult_t sqzCodecGetStats(sqzCodec_t codec, sqzCodecStats_t* stats);
+
+/**
+ * Writes the codec's state (residual, momentum, PowerSGD's Q, call counter) to buf. With
+ * buf NULL, sets *bytes to the size needed. Otherwise *bytes is buf's capacity on entry and the
+ * size written on return.
+ */
+SQZ_API sqzResult_t sqzCodecSaveState(sqzCodec_t codec, void* buf, size_t* bytes);
+
+/** Restores state written by sqzCodecSaveState from a codec with the same spec and tensor. */
+SQZ_API sqzResult_t sqzCodecLoadState(sqzCodec_t codec, const void* buf, size_t bytes);
+
+/** Frees the codec. NULL is accepted. */
+SQZ_API sqzResult_t sqzCodecDestroy(sqzCodec_t codec);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -35,6 +35,8 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(algo, kString, "SQZ_ALGO", "",                                                             \
     "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
     " Empty: the tuner's cost model decides.")                                                 \
+  X(codecMinBytes, kBytes, "SQZ_CODEC_MIN_BYTES", "16K",                                      \
+    "Compressed all-reduce: tensors smaller than this travel dense (codec key min_bytes).")   \
   X(tcpLatencyUs, kDouble, "SQZ_TCP_LATENCY_US", "40", "Tuner: tcp latency per message (us).")  \
   X(tcpGbps, kDouble, "SQZ_TCP_GBPS", "1.2", "Tuner: tcp bandwidth per rank (GB/s).")            \
   X(shmLatencyUs, kDouble, "SQZ_SHM_LATENCY_US", "8", "Tuner: shm latency per message (us).")   \

@@ -62,6 +62,11 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
+std::string trim(std::string_view s) {
+  size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string_view::npos ? std::string() : std::string(s.substr(a, b - a + 1));
+}
+
 std::string toHex(const void* data, size_t n) {
   static const char* kDigits = "0123456789abcdef";
   const auto* p = static_cast<const unsigned char*>(data);

@@ -26,6 +26,8 @@ std::optional<uint64_t> parseBytes(std::string_view s);
 std::string formatBytes(uint64_t bytes);
 
 std::vector<std::string> split(std::string_view s, char sep);
+// s without leading and trailing spaces and tabs.
+std::string trim(std::string_view s);
 
 std::string toHex(const void* data, size_t n);
 // Returns false if s is not exactly 2*n hex digits.

@@ -37,6 +37,7 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_CHUNK_BYTES=", p.chunkBytes,
           " is out of range; use 4K to 1G.");
   c.chunkBytes = p.chunkBytes;
+  c.codecMinBytes = p.codecMinBytes;
   if (p.shmBufferBytes < 65536 || p.shmBufferBytes > (1ull << 30))
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_BUFFER_BYTES=", p.shmBufferBytes,
           " is out of range; use 64K to 1G.");

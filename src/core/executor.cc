@@ -2,6 +2,8 @@
 #include "core/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <unordered_map>
 #include <cstring>
 #include <deque>
 
@@ -57,8 +59,14 @@ int Executor::acquireScratch(size_t bytes) {
 void Executor::run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
                    ExecContext& ctx) {
   Codec& codec = *req.codec;
-  SQZ_ENFORCE(codec.rawWire(), "codec ", codec.name(), " needs the encoded path, not built yet");
+  // raw: payloads are the values, sent from and received into the buffers. Otherwise every
+  // send is encoded, every receive lands in a payload buffer, and final payloads are kept per
+  // piece (finals) so they can be forwarded unchanged and decoded once.
+  const bool raw = codec.rawWire();
+  CodecCall* const cc = req.codecCall;
   const size_t esz = dataTypeSize(req.dtype);
+  freeScratch_.clear();
+  for (size_t i = 0; i < scratch_.size(); ++i) freeScratch_.push_back(static_cast<int>(i));
   if (work_.size() < sched.scratchElems * esz) work_.resize(sched.scratchElems * esz);
   char* const bufs[] = {static_cast<char*>(const_cast<void*>(req.sendbuf)),
                         static_cast<char*>(req.recvbuf), work_.data()};
@@ -79,6 +87,54 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     done[i] = 1;
     --remaining;
   };
+
+  auto chunkAt = [&](const Op& op) {
+    return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank};
+  };
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  // Encodes src of op into pool buffer `buf` with error feedback; returns the payload size.
+  auto encodeInto = [&](const Op& op, const Span& src, int buf) {
+    auto t0 = Clock::now();
+    float* residual = cc && cc->residual ? cc->residual + op.wireOffset : nullptr;
+    size_t bytes = codec.encodeFeedback(at(src), op.count, req.dtype, chunkAt(op),
+                                        scratch_[buf].data(), residual, cc ? &cc->norms : nullptr);
+    SQZ_ENFORCE(bytes <= scratch_[buf].size(), "codec ", codec.name(), " wrote ", bytes,
+                " bytes for ", op.count, " values, over its bound ", scratch_[buf].size());
+    if (cc) cc->encodeSeconds += seconds(t0);
+    return bytes;
+  };
+  // Final payloads by wire offset: every final message carries one finalized piece.
+  struct Final {
+    int buf;
+    size_t bytes, count;
+  };
+  std::unordered_map<size_t, Final> finals;
+  auto decodeFinal = [&](const Op& op, const Final& f) {
+    auto t0 = Clock::now();
+    codec.decode(scratch_[f.buf].data(), f.bytes, op.count, req.dtype, chunkAt(op), at(op.dst));
+    if (req.op == RedOp::kAvg) device::cpuDivide(at(op.dst), op.count, req.dtype, ctx.nranks);
+    if (cc) cc->decodeSeconds += seconds(t0);
+  };
+  // A send that only waits for a receive-reduce of the same span is encoded as soon as that
+  // combine finishes, while the chunk is hot: the fused decode-reduce-encode.
+  std::vector<uint32_t> fusedSend(raw ? 0 : ops.size(), kNoDep);
+  std::vector<int> parked(raw ? 0 : ops.size(), -1);
+  std::vector<size_t> parkedBytes(raw ? 0 : ops.size(), 0);
+  if (!raw)
+    for (uint32_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (op.kind != OpKind::kSend || op.deps[0] == kNoDep || op.deps[1] != kNoDep) continue;
+      const Op& prod = ops[op.deps[0]];
+      if (prod.kind == OpKind::kRecvReduce && prod.dst.buf == op.src.buf &&
+          prod.dst.offset == op.src.offset && prod.count == op.count && op.src.buf != BufferRole::kUser)
+        fusedSend[op.deps[0]] = i;
+    }
+  if (cc)
+    for (const Op& op : ops)
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kSendFinal) cc->denseBytes += op.count * esz;
 
   std::vector<PeerQueues> peers(ctx.nranks);
   std::vector<uint32_t> locals;
@@ -125,18 +181,45 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
       while (q.nextSend < q.sends.size() && ready(ops[q.sends[q.nextSend]])) {
         const uint32_t i = q.sends[q.nextSend++];
         const Op& op = ops[i];
-        q.sending.push_back(Pending{i, {}});
-        ctx.conns[p]->isend(header(op, ctx.rank), at(op.src), &q.sending.back().req);
+        WireHeader h = header(op, ctx.rank);
+        if (raw) {
+          q.sending.push_back(Pending{i, {}});
+          ctx.conns[p]->isend(h, at(op.src), &q.sending.back().req);
+        } else if (op.kind == OpKind::kSendFinal) {
+          auto f = finals.find(op.wireOffset);
+          SQZ_ENFORCE(f != finals.end() && f->second.count == op.count, "rank ", ctx.rank,
+                      ": no final payload for elements ", op.wireOffset, "+", op.count,
+                      " (the schedule forwards a piece it never finalized or received)");
+          h.payloadBytes = f->second.bytes;
+          q.sending.push_back(Pending{i, {}});
+          ctx.conns[p]->isend(h, scratch_[f->second.buf].data(), &q.sending.back().req);
+        } else {
+          int buf = parked[i];
+          if (buf >= 0) {
+            h.payloadBytes = parkedBytes[i];
+          } else {
+            buf = acquireScratch(codec.maxEncodedBytes(op.count, req.dtype));
+            h.payloadBytes = encodeInto(op, op.src, buf);
+          }
+          q.sending.push_back(Pending{i, {}, buf});
+          ctx.conns[p]->isend(h, scratch_[buf].data(), &q.sending.back().req);
+        }
+        if (cc) cc->wireBytes += h.payloadBytes;
         moved = true;
       }
       while (q.nextRecv < q.recvs.size() && q.receiving.size() < kRecvWindow) {
         const uint32_t i = q.recvs[q.nextRecv];
         const Op& op = ops[i];
-        const size_t bytes = op.count * esz;
-        if (op.kind == OpKind::kRecvFinal) {
+        const size_t bytes = raw ? op.count * esz : codec.maxEncodedBytes(op.count, req.dtype);
+        if (op.kind == OpKind::kRecvFinal && raw) {
           if (!ready(op)) break;
           q.receiving.push_back(Pending{i, {}});
           ctx.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
+        } else if (op.kind == OpKind::kRecvFinal) {
+          if (!ready(op)) break;  // the payload is decoded into dst on arrival
+          int s = acquireScratch(bytes);
+          q.receiving.push_back(Pending{i, {}, s});
+          ctx.conns[p]->irecv(header(op, p), scratch_[s].data(), bytes, &q.receiving.back().req);
         } else {
           int s = acquireScratch(bytes);
           q.receiving.push_back(Pending{i, {}, s});
@@ -152,6 +235,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     for (int p = 0; p < ctx.nranks; ++p) {
       PeerQueues& q = peers[p];
       while (!q.sending.empty() && q.sending.front().req.done) {
+        if (q.sending.front().scratch >= 0) releaseScratch(q.sending.front().scratch);
         finish(q.sending.front().op);
         q.sending.pop_front();
         moved = true;
@@ -159,15 +243,27 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
       while (!q.receiving.empty() && q.receiving.front().req.done) {
         Pending& pend = q.receiving.front();
         const Op& op = ops[pend.op];
-        const size_t bytes = op.count * esz;
-        if (pend.req.bytes != bytes)
+        const size_t bytes = raw ? op.count * esz : pend.req.bytes;
+        if (raw && pend.req.bytes != bytes)
           raise(ErrorCode::kInvalidUsage, "rank ", p, " sent ", pend.req.bytes, " bytes where rank ",
                 ctx.rank, " expected ", bytes, " in ", describeCall(base));
         if (op.kind == OpKind::kRecvReduce) {
           if (!ready(op)) break;
+          auto t0 = Clock::now();
           codec.combine(at(op.dst), at(op.src), scratch_[pend.scratch].data(), bytes, op.count,
-                        req.dtype, req.op);
+                        req.dtype, req.op, chunkAt(op));
+          if (cc) cc->combineSeconds += seconds(t0);
           releaseScratch(pend.scratch);
+          if (!raw && fusedSend[pend.op] != kNoDep) {
+            const uint32_t si = fusedSend[pend.op];
+            int buf = acquireScratch(codec.maxEncodedBytes(op.count, req.dtype));
+            parkedBytes[si] = encodeInto(ops[si], ops[si].src, buf);
+            parked[si] = buf;
+          }
+        } else if (!raw) {  // a final payload: keep it for forwarding, decode it once
+          Final f{pend.scratch, bytes, op.count};
+          decodeFinal(op, f);
+          finals[op.wireOffset] = f;
         }
         finish(pend.op);
         q.receiving.pop_front();
@@ -185,6 +281,12 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         if (at(op.dst) != at(op.src)) std::memcpy(at(op.dst), at(op.src), op.count * esz);
       } else if (op.kind == OpKind::kJoin) {
         // nothing to do: its dependencies are done
+      } else if (op.kind == OpKind::kFinalize && !raw) {
+        // Encode once; this rank keeps the payload's values, as every other rank will.
+        Final f{acquireScratch(codec.maxEncodedBytes(op.count, req.dtype)), 0, op.count};
+        f.bytes = encodeInto(op, op.dst, f.buf);
+        decodeFinal(op, f);
+        finals[op.wireOffset] = f;
       } else if (op.kind == OpKind::kFinalize) {
         if (req.op == RedOp::kAvg) device::cpuDivide(at(op.dst), op.count, req.dtype, ctx.nranks);
       } else {

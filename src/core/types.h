@@ -32,6 +32,7 @@ const char* collKindName(CollKind k);
 enum class BufferRole : uint8_t { kInput, kOutput, kScratch, kUser };
 
 class Codec;
+struct CodecCall;
 
 struct CollRequest {
   CollKind kind = CollKind::kAllReduce;
@@ -42,6 +43,7 @@ struct CollRequest {
   RedOp op = RedOp::kSum;
   int root = 0;
   Codec* codec = nullptr;  // never null once the communicator has accepted the call
+  CodecCall* codecCall = nullptr;  // compressed calls: residual, call number, statistics
   void* stream = nullptr;
 
   bool inPlace() const { return sendbuf == recvbuf; }

@@ -1,0 +1,58 @@
+// Cast codecs, fp16 and bf16: each value travels as 16 bits (round to nearest even); combine
+// widens, adds in float32 and the next hop narrows again (DESIGN.md's table: "widen, reduce,
+// narrow"). Payload: count 16-bit values, 2 bytes each, so the ratio is exactly 2.
+// Round-trip bound: |x - D(C(x))| <= 2^-11 |x| for fp16 (normal range, |x| < 65504; beyond it
+// the value becomes infinity) and <= 2^-8 |x| for bf16.
+#include "common/error.h"
+#include "compress/codecs.h"
+#include "device/cast.h"
+
+namespace squeeze {
+namespace {
+
+class CastCodec final : public Codec {
+ public:
+  CastCodec(device::Narrow kind, uint8_t id, const char* name) : kind_(kind), id_(id), name_(name) {}
+  uint8_t id() const override { return id_; }
+  const char* name() const override { return name_; }
+  size_t maxEncodedBytes(size_t count, DataType) const override { return count * 2; }
+  size_t encode(const void* src, size_t count, DataType, const ChunkInfo&,
+                void* payload) override {
+    device::cpuNarrow(kind_, static_cast<const float*>(src), static_cast<uint16_t*>(payload),
+                      count);
+    return count * 2;
+  }
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+              void* dst) override {
+    check(bytes, count);
+    device::cpuWiden(kind_, static_cast<const uint16_t*>(payload), static_cast<float*>(dst),
+                     count);
+  }
+  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
+               DataType, RedOp, const ChunkInfo&) override {
+    check(bytes, count);
+    device::cpuWidenAdd(kind_, static_cast<float*>(out), static_cast<const float*>(local),
+                        static_cast<const uint16_t*>(payload), count);
+  }
+
+ private:
+  void check(size_t bytes, size_t count) const {
+    if (bytes != count * 2)
+      raise(ErrorCode::kRemote, name_, " payload of ", bytes, " bytes for ", count,
+            " values; expected ", count * 2);
+  }
+  device::Narrow kind_;
+  uint8_t id_;
+  const char* name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> makeFp16Codec(const CodecSpec&) {
+  return std::make_unique<CastCodec>(device::Narrow::kHalf, 1, "fp16");
+}
+std::unique_ptr<Codec> makeBf16Codec(const CodecSpec&) {
+  return std::make_unique<CastCodec>(device::Narrow::kBfloat16, 2, "bf16");
+}
+
+}  // namespace squeeze

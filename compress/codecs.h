@@ -1,0 +1,31 @@
+// The codec methods' constructors, one per file under compress/, listed in registry.cc. A chunk
+// codec's maker returns its Codec; a method with state or a composite call (DGC, PowerSGD)
+// returns its CodecHandle subclass.
+#pragma once
+
+#include <memory>
+
+#include "compress/codec.h"
+#include "compress/handle.h"
+#include "compress/spec.h"
+
+namespace squeeze {
+
+struct CodecMethod {
+  const char* name;
+  uint8_t id;            // carried in message headers
+  const char* keys;      // keys the method reads, besides ef and min_bytes ("ratio,sample")
+  const char* description;
+  bool lossy;            // float32 only, sum/avg, error feedback on by default
+  std::unique_ptr<CodecHandle> (*make)(const CodecSpec& spec, size_t count, DataType dtype);
+};
+
+const std::vector<CodecMethod>& codecMethods();
+
+// Chunk codecs (cast.cc, int8.cc, qsgd.cc, onebit.cc, terngrad.cc, topk.cc, randk.cc,
+// threshold.cc).
+std::unique_ptr<Codec> makeDenseCodec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeFp16Codec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeBf16Codec(const CodecSpec& spec);
+
+}  // namespace squeeze

@@ -1,0 +1,86 @@
+// CodecHandle: what sqzCodec_t points at. It belongs to one tensor (count elements of one
+// datatype, on one communicator) and carries that tensor's state across calls (DESIGN.md,
+// "Codec state and error feedback"): the error-feedback residual, the call number, statistics,
+// and whatever a method adds (DGC's momentum, PowerSGD's Q).
+//
+// One compressed all-reduce, for chunk codecs:
+//   prepare   x = g + e into recvbuf, e = 0 (a method may change this: DGC's momentum)
+//   run       the tuner's algorithm, in place on recvbuf, with the chunk codec and a CodecCall
+//             whose residual receives what every encode on this rank drops
+//   finish    statistics; method hooks (DGC's momentum factor masking)
+// Composite methods (PowerSGD) override allReduce and call the communicator's dense all-reduce.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compress/codec.h"
+#include "compress/spec.h"
+#include "core/types.h"
+
+namespace squeeze {
+
+class Communicator;
+
+struct CodecStats {
+  uint64_t calls = 0;
+  uint64_t wireBytes = 0;
+  uint64_t denseBytes = 0;
+  double gain = 0;          // last call
+  double residualNorm = 0;  // after the last call
+  double encodeSeconds = 0, combineSeconds = 0, decodeSeconds = 0;
+  double lastRatio = 0;
+};
+
+class CodecHandle {
+ public:
+  CodecHandle(const CodecSpec& spec, size_t count, DataType dtype, std::unique_ptr<Codec> chunk);
+  virtual ~CodecHandle() = default;
+
+  const CodecSpec& spec() const { return spec_; }
+  size_t count() const { return count_; }
+  DataType dtype() const { return dtype_; }
+  const CodecStats& stats() const { return stats_; }
+  bool errorFeedback() const { return errorFeedback_; }
+
+  // One compressed all-reduce of in (count values) into out; op is sum or avg. Collective.
+  virtual void allReduce(Communicator& comm, const void* in, void* out, RedOp op);
+
+  // The state as bytes (checkpoint) and back; load checks method, count and datatype.
+  std::vector<char> saveState() const;
+  void loadState(const void* data, size_t bytes);
+
+ protected:
+  // x = g + residual (when error feedback is on), residual = 0. x may alias g.
+  virtual void prepare(const float* g, float* x, int nranks);
+  // After a call's schedule ran; out holds the result.
+  virtual void finish(float* out) { (void)out; }
+  // Arrays saved and loaded with the state, beyond the residual (e.g. DGC's momentum).
+  virtual std::vector<std::pair<std::string, std::vector<float>*>> extraState() { return {}; }
+  // Runs the schedule over comm with `codec` on x (in place), filling call.
+  void runChunked(Communicator& comm, float* x, RedOp op, Codec& codec, CodecCall& call);
+  // Adds a call's figures to the statistics.
+  void account(const CodecCall& call);
+
+  CodecSpec spec_;
+  size_t count_;
+  DataType dtype_;
+  std::unique_ptr<Codec> chunk_;
+  bool errorFeedback_;
+  std::vector<float> residual_;  // error feedback; empty when off
+  uint64_t calls_ = 0;
+  CodecStats stats_;
+};
+
+// Builds the handle for a spec (registry.cc: one line per method). Throws kInvalidArgument
+// naming what is wrong (unknown method or key, value out of range, wrong datatype).
+std::unique_ptr<CodecHandle> createCodecHandle(const CodecSpec& spec, size_t count,
+                                               DataType dtype);
+
+// "name - description" per method, for sqz-info and error messages.
+std::string codecMethodList();
+
+}  // namespace squeeze

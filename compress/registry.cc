@@ -1,0 +1,59 @@
+// The table of codec methods: one line registers a method (see codecs.h).
+#include "common/error.h"
+#include "common/strings.h"
+#include "compress/codecs.h"
+
+namespace squeeze {
+namespace {
+
+template <std::unique_ptr<Codec> (*MakeChunk)(const CodecSpec&)>
+std::unique_ptr<CodecHandle> chunked(const CodecSpec& spec, size_t count, DataType dtype) {
+  return std::make_unique<CodecHandle>(spec, count, dtype, MakeChunk(spec));
+}
+
+}  // namespace
+
+const std::vector<CodecMethod>& codecMethods() {
+  static const std::vector<CodecMethod> table = {
+      {"dense", 0, "", "the values themselves: exactly sqzAllReduce", false, chunked<makeDenseCodec>},
+      {"fp16", 1, "", "IEEE half on the wire; widen, add, narrow", true, chunked<makeFp16Codec>},
+      {"bf16", 2, "", "bfloat16 on the wire; widen, add, narrow", true, chunked<makeBf16Codec>},
+  };
+  return table;
+}
+
+std::string codecMethodList() {
+  std::string out;
+  for (const auto& m : codecMethods())
+    out += strCat(out.empty() ? "" : ", ", m.name);
+  return out;
+}
+
+std::unique_ptr<CodecHandle> createCodecHandle(const CodecSpec& spec, size_t count,
+                                               DataType dtype) {
+  const CodecMethod* method = nullptr;
+  for (const auto& m : codecMethods())
+    if (spec.method == m.name) method = &m;
+  if (!method)
+    raise(ErrorCode::kInvalidArgument, "unknown codec method '", spec.method, "'; choose from ",
+          codecMethodList(), ".");
+  std::vector<std::string> allowed = split(method->keys, ',');
+  if (method->lossy) {
+    allowed.push_back("ef");
+    allowed.push_back("min_bytes");
+  }
+  for (const std::string& key : spec.keysSet()) {
+    bool ok = false;
+    for (const auto& a : allowed) ok |= a == key;
+    if (!ok)
+      raise(ErrorCode::kInvalidArgument, "codec ", method->name, " does not take '", key,
+            "'; its keys are ", allowed.empty() ? "none" : strCat(method->keys,
+            method->lossy ? (method->keys[0] ? ", ef, min_bytes" : "ef, min_bytes") : ""), ".");
+  }
+  if (method->lossy && dtype != DataType::kFloat32)
+    raise(ErrorCode::kInvalidArgument, "codec ", method->name, " compresses float32 gradients, "
+          "not ", dataTypeName(dtype), "; convert the tensor or use codec 'dense'.");
+  return method->make(spec, count, dtype);
+}
+
+}  // namespace squeeze

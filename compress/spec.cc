@@ -1,0 +1,101 @@
+// CodecSpec parsing and printing (see spec.h).
+#include "compress/spec.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "common/error.h"
+#include "common/strings.h"
+
+namespace squeeze {
+
+const char* const kCodecKeys[13] = {"ratio",    "levels", "block", "threshold", "sample",
+                                    "momentum", "clip",   "warmup", "rank",     "cols",
+                                    "ef",       "min_bytes", "seed"};
+
+namespace {
+
+std::optional<double> CodecSpec::*slotOf(const std::string& key) {
+  static std::optional<double> CodecSpec::*const slots[13] = {
+      &CodecSpec::ratio, &CodecSpec::levels, &CodecSpec::block, &CodecSpec::threshold,
+      &CodecSpec::sample, &CodecSpec::momentum, &CodecSpec::clip, &CodecSpec::warmup,
+      &CodecSpec::rank, &CodecSpec::cols, &CodecSpec::ef, &CodecSpec::minBytes, &CodecSpec::seed};
+  for (int i = 0; i < 13; ++i)
+    if (key == kCodecKeys[i]) return slots[i];
+  return nullptr;
+}
+
+}  // namespace
+
+CodecSpec CodecSpec::parse(const std::string& text) {
+  CodecSpec spec;
+  size_t colon = text.find(':');
+  spec.method = trim(text.substr(0, colon));
+  if (spec.method.empty())
+    raise(ErrorCode::kInvalidArgument, "codec spec '", text, "' has no method; write e.g. "
+          "\"topk:ratio=0.001\" or \"qsgd:levels=16\".");
+  if (colon == std::string::npos) return spec;
+  for (const std::string& raw : split(text.substr(colon + 1), ',')) {
+    std::string item = trim(raw);
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    std::string key = trim(item.substr(0, eq));
+    auto slot = slotOf(key);
+    if (!slot)
+      raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': unknown key '", key,
+            "'; keys are ratio, levels, block, threshold, sample, momentum, clip, warmup, rank, "
+            "cols, ef, min_bytes, seed.");
+    if (eq == std::string::npos)
+      raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': key '", key,
+            "' has no value; write ", key, "=VALUE.");
+    std::string value = trim(item.substr(eq + 1));
+    double v = 0;
+    if (key == "min_bytes") {
+      auto bytes = parseBytes(value);
+      if (!bytes)
+        raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': min_bytes '", value,
+              "' is not a size (e.g. 4096 or 64K).");
+      v = static_cast<double>(*bytes);
+    } else {
+      char* end = nullptr;
+      v = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(v))
+        raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': ", key, " = '", value,
+              "' is not a number.");
+    }
+    if (spec.*slot)
+      raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': key '", key, "' given twice.");
+    spec.*slot = v;
+  }
+  return spec;
+}
+
+std::string CodecSpec::str() const {
+  std::string out = method;
+  const char* sep = ":";
+  for (const char* key : kCodecKeys) {
+    const auto& slot = this->*slotOf(key);
+    if (!slot) continue;
+    out += strCat(sep, key, "=", *slot);
+    sep = ",";
+  }
+  return out;
+}
+
+std::vector<std::string> CodecSpec::keysSet() const {
+  std::vector<std::string> keys;
+  for (const char* key : kCodecKeys)
+    if (this->*slotOf(key)) keys.push_back(key);
+  return keys;
+}
+
+double CodecSpec::get(const char* key, double def, double lo, double hi) const {
+  const auto& slot = this->*slotOf(key);
+  double v = slot ? *slot : def;
+  if (!(v >= lo && v <= hi))
+    raise(ErrorCode::kInvalidArgument, "codec ", method, ": ", key, " = ", v,
+          " is out of range; it must be in [", lo, ", ", hi, "].");
+  return v;
+}
+
+}  // namespace squeeze

@@ -1,0 +1,62 @@
+// CPU cast kernels (see device/cast.h). float16 uses F16C when the CPU has it (8 lanes); the
+// scalar path rounds identically, so results do not depend on the CPU.
+#include "device/cast.h"
+
+#include <immintrin.h>
+
+#include "device/reduce.h"
+
+namespace squeeze::device {
+namespace {
+
+bool haveF16c() {
+  static const bool have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return have;
+}
+
+__attribute__((target("avx,f16c"))) size_t narrowHalfF16c(const float* in, uint16_t* out,
+                                                           size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) size_t widenAddHalfF16c(float* out, const float* local,
+                                                             const uint16_t* in, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 w = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(local + i), w));
+  }
+  return i;
+}
+
+float widen(Narrow kind, uint16_t v) {
+  return kind == Narrow::kHalf ? halfToFloat(v) : bfloat16ToFloat(v);
+}
+
+}  // namespace
+
+void cpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n) {
+  size_t i = 0;
+  if (kind == Narrow::kHalf) {
+    if (haveF16c()) i = narrowHalfF16c(in, out, n);
+    for (; i < n; ++i) out[i] = floatToHalf(in[i]);
+  } else {
+    for (; i < n; ++i) out[i] = floatToBfloat16(in[i]);
+  }
+}
+
+void cpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = widen(kind, in[i]);
+}
+
+void cpuWidenAdd(Narrow kind, float* out, const float* local, const uint16_t* in, size_t n) {
+  size_t i = 0;
+  if (kind == Narrow::kHalf && haveF16c()) i = widenAddHalfF16c(out, local, in, n);
+  for (; i < n; ++i) out[i] = local[i] + widen(kind, in[i]);
+}
+
+}  // namespace squeeze::device
