@@ -1,14 +1,31 @@
-// The alpha-beta cost model's constants for one transport: what the tuner prices algorithms
-// with (configured by SQZ_TCP_*, SQZ_SHM_* and SQZ_REDUCE_GBPS).
+// The cost model the tuner prices algorithms with: alpha-beta-gamma per transport (configured by
+// SQZ_TCP_*, SQZ_SHM_* and SQZ_REDUCE_GBPS), and per all-reduce algorithm how efficiently this
+// implementation achieves its theoretical terms on that transport (measured: calibration.cc).
 #pragma once
+
+#include <string>
 
 namespace squeeze {
 
-// Seconds per message (alpha), per byte moved (beta) and per byte combined (gamma).
-struct CostModel {
-  double alpha;
-  double beta;
-  double gamma;
+// Multipliers on an algorithm's theoretical terms: predicted seconds =
+//   lat * latency term + bw * bandwidth term + bwCold * bandwidth term of the bytes past
+//   CostModel::cacheBytes (data that no longer fits in cache moves slower, and how much slower
+//   depends on the algorithm's access pattern).
+struct AlgoEfficiency {
+  double lat = 1;
+  double bw = 1;
+  double bwCold = 0;
 };
+
+struct CostModel {
+  double alpha;  // seconds per message
+  double beta;   // seconds per byte moved
+  double gamma;  // seconds per byte combined
+  double cacheBytes = 2 << 20;
+  AlgoEfficiency allReduce[5];  // indexed by AlgoId
+};
+
+// The model for transport "tcp" or "shm" with the measured efficiencies (calibration.cc).
+CostModel calibratedModel(const std::string& transport, double alpha, double beta, double gamma);
 
 }  // namespace squeeze

@@ -14,27 +14,34 @@ int log2Floor(int p) {
   return l;
 }
 
-// Costs for n bytes per rank on P ranks (see each algorithm's opening comment).
+// All-reduce costs for n bytes per rank on P ranks: each algorithm's theoretical latency and
+// per-byte terms (see its opening comment), scaled by its measured efficiency (calibration.cc).
+double calibrated(const CostModel& m, AlgoId id, double latency, double perByte, double n) {
+  const AlgoEfficiency& e = m.allReduce[static_cast<int>(id)];
+  const double cold = n > m.cacheBytes ? n - m.cacheBytes : 0;
+  return e.lat * latency + e.bw * perByte * n + e.bwCold * perByte * cold;
+}
 double naiveCost(const CostModel& m, double n, int P) {
-  return 2 * m.alpha + 2 * (P - 1) * n * m.beta + (P - 1) * n * m.gamma;
+  return calibrated(m, AlgoId::kNaive, 2 * m.alpha, 2 * (P - 1) * m.beta + (P - 1) * m.gamma, n);
 }
 double psCost(const CostModel& m, double n, int P) {
   double f = double(P - 1) / P;
-  return 2 * (P - 1) * m.alpha + 2 * f * n * m.beta + f * n * m.gamma;
+  return calibrated(m, AlgoId::kPs, 2 * (P - 1) * m.alpha, 2 * f * m.beta + f * m.gamma, n);
 }
 double ringCost(const CostModel& m, double n, int P) {
   double f = double(P - 1) / P;
-  return 2 * (P - 1) * m.alpha + 2 * f * n * m.beta + f * n * m.gamma;
+  return calibrated(m, AlgoId::kRing, 2 * (P - 1) * m.alpha, 2 * f * m.beta + f * m.gamma, n);
 }
 double rhdCost(const CostModel& m, double n, int P) {
   int L = log2Floor(P), p2 = 1 << L;
   double f = double(p2 - 1) / p2;
-  double fold = P == p2 ? 0 : 2 * (m.alpha + n * m.beta) + n * m.gamma;
-  return 2 * L * m.alpha + 2 * f * n * m.beta + f * n * m.gamma + fold;
+  bool fold = P != p2;
+  return calibrated(m, AlgoId::kRhd, (2 * L + (fold ? 2 : 0)) * m.alpha,
+                    2 * f * m.beta + f * m.gamma + (fold ? 2 * m.beta + m.gamma : 0), n);
 }
 double treeCost(const CostModel& m, double n, int P) {
   int depth = log2Floor(P) + 1;
-  return 2 * depth * m.alpha + 1.5 * n * m.beta + n * m.gamma;
+  return calibrated(m, AlgoId::kTree, 2 * depth * m.alpha, 1.5 * m.beta + m.gamma, n);
 }
 
 // n is bytes per rank's buffer (broadcast, reduce) or per block (all-gather, reduce-scatter,

@@ -45,8 +45,8 @@ CommConfig CommConfig::fromParams(const Params& p) {
   c.socketIfname = p.socketIfname;
   c.algoSpec = p.algo;
   const double gamma = 1 / (p.reduceGbps * 1e9);
-  c.tcpModel = CostModel{p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma};
-  c.shmModel = CostModel{p.shmLatencyUs * 1e-6, 1 / (p.shmGbps * 1e9), gamma};
+  c.tcpModel = calibratedModel("tcp", p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma);
+  c.shmModel = calibratedModel("shm", p.shmLatencyUs * 1e-6, 1 / (p.shmGbps * 1e9), gamma);
   return c;
 }
 

@@ -20,8 +20,8 @@ struct CommConfig {
   std::string socketIfname;
   std::string algoSpec;  // SQZ_ALGO
   size_t codecMinBytes = 16 << 10;
-  CostModel tcpModel{40e-6, 1 / 1.2e9, 1 / 4e9};
-  CostModel shmModel{8e-6, 1 / 2.5e9, 1 / 4e9};
+  CostModel tcpModel = calibratedModel("tcp", 40e-6, 1 / 1.2e9, 1 / 4e9);
+  CostModel shmModel = calibratedModel("shm", 8e-6, 1 / 2.5e9, 1 / 4e9);
 
   // Validates ranges; throws Error(kInvalidArgument) naming the setting and the allowed range.
   static CommConfig fromParams(const Params& p);
