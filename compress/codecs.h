@@ -27,5 +27,14 @@ const std::vector<CodecMethod>& codecMethods();
 std::unique_ptr<Codec> makeDenseCodec(const CodecSpec& spec);
 std::unique_ptr<Codec> makeFp16Codec(const CodecSpec& spec);
 std::unique_ptr<Codec> makeBf16Codec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeInt8Codec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeQsgdCodec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeOnebitCodec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeTerngradCodec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeRandkCodec(const CodecSpec& spec);
+std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec);
+std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, DataType dtype);
+std::unique_ptr<CodecHandle> makePowerSgd(const CodecSpec& spec, size_t count, DataType dtype);
 
 }  // namespace squeeze

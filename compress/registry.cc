@@ -18,6 +18,15 @@ const std::vector<CodecMethod>& codecMethods() {
       {"dense", 0, "", "the values themselves: exactly sqzAllReduce", false, chunked<makeDenseCodec>},
       {"fp16", 1, "", "IEEE half on the wire; widen, add, narrow", true, chunked<makeFp16Codec>},
       {"bf16", 2, "", "bfloat16 on the wire; widen, add, narrow", true, chunked<makeBf16Codec>},
+      {"int8", 3, "block", "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true, chunked<makeInt8Codec>},
+      {"qsgd", 4, "levels,block,seed", "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true, chunked<makeQsgdCodec>},
+      {"onebit", 5, "block", "1-bit SGD: sign bits with the two side means per column (block)", true, chunked<makeOnebitCodec>},
+      {"terngrad", 6, "block,seed", "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true, chunked<makeTerngradCodec>},
+      {"topk", 7, "ratio,sample", "the k largest magnitudes per chunk; re-selected per hop", true, chunked<makeTopkCodec>},
+      {"randk", 8, "ratio,seed", "k shared random indices per chunk; payloads add exactly", true, chunked<makeRandkCodec>},
+      {"threshold", 9, "threshold", "every value with |v| >= threshold", true, chunked<makeThresholdCodec>},
+      {"dgc", 10, "ratio,momentum,clip,warmup,sample", "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up", true, makeDgcHandle},
+      {"powersgd", 11, "rank,cols,seed", "low-rank P Q^T by power iteration", true, makePowerSgd},
   };
   return table;
 }

@@ -1,0 +1,143 @@
+// Deep Gradient Compression (Lin et al.; seed 000): top-k sparsification with the four rules
+// that keep its accuracy, as a CodecHandle around the top-k chunk codec (compress/topk.h):
+//   momentum correction  "For momentum, accumulate real update, not the gradients itself":
+//                        u <- m u + g, v <- v + u, send the top k of v. The velocity v is this
+//                        handle's error-feedback residual, so prepare computes x = v + u and
+//                        clears v, and the generic error feedback (Codec::encodeFeedback) puts
+//                        back into v whatever a hop of this rank did not send.
+//   local clipping       "For gradient clipping, apply it before adding it to the residual":
+//                        with clip > 0, g is scaled so that |g|_2 <= clip / sqrt(nranks) (DGC's
+//                        N^(-1/2) rescaling of the global threshold) before it enters u.
+//   momentum masking     after a call, u[i] = 0 wherever this rank sent element i in full. Exact
+//                        rule: x[i] != 0 before the call and v[i] == 0 after it (every element of
+//                        a rank's x goes through exactly one of its encodes, and an encode that
+//                        sends i adds nothing to v[i]; one that drops i adds the partial sum,
+//                        which is 0 only if the ranks' values there cancel exactly). v is already
+//                        0 at those elements, so both are cleared, as in the paper.
+//   sparsity warm-up     "Warm up both learning rate and sparsity": during the first `warmup`
+//                        calls the density is 25%, 6.25%, 1.5625%, 0.390625% in four equal
+//                        stages (stage = floor(4 call / warmup)), never below ratio; then ratio.
+// Selection: topk's, sampled (DGC's threshold from a ~1% sample) by default. Payload and bound:
+// topk's sparse format under id 10, <= min(8k, 4 count) + 8 bytes per chunk per hop, with k from
+// the current call's density. The momentum u is saved and loaded with the state (the call
+// counter, hence the warm-up stage, and v are saved by CodecHandle), so a reload resumes bit for
+// bit.
+// Keys: ratio (default 0.001, in (0, 1]), momentum (0.9, in [0, 1]), clip (0: off), warmup (0:
+// off, whole calls), sample (1; 0: exact top k), ef (1; 0: v is cleared after every call, so
+// what was not sent is dropped: momentum correction and masking without error feedback).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "compress/codecs.h"
+#include "compress/topk.h"
+
+namespace squeeze {
+namespace {
+
+struct DgcParams {
+  double ratio, momentum, clip;
+  uint64_t warmup;
+};
+
+class DgcHandle final : public CodecHandle {
+ public:
+  DgcHandle(const CodecSpec& spec, size_t count, DataType dtype, std::unique_ptr<TopkCodec> topk,
+            const DgcParams& p)
+      : CodecHandle(spec, count, dtype, nullptr), p_(p), u_(count, 0.0f), nonzero_(count, 0) {
+    topk_ = topk.get();
+    chunk_ = std::move(topk);
+    // ef=0: the velocity still collects what each encode drops during the call (masking needs
+    // to know what was sent), but it is cleared after every call: the unsent part is lost.
+    accumulate_ = errorFeedback_;
+    if (!errorFeedback_) {
+      errorFeedback_ = true;
+      residual_.assign(count_, 0.0f);
+    }
+  }
+
+  // The density of call c: the warm-up schedule, then ratio.
+  double densityAt(uint64_t c) const {
+    if (c >= p_.warmup) return p_.ratio;
+    const int stage = static_cast<int>(c * 4 / p_.warmup);  // 0..3
+    return std::max(p_.ratio, std::pow(0.25, stage + 1));
+  }
+
+ protected:
+  void prepare(const float* g, float* x, int nranks) override {
+    topk_->setRatio(densityAt(calls_));
+    float scale = 1.0f;
+    if (p_.clip > 0) {
+      double acc[4] = {0, 0, 0, 0};
+      size_t i = 0;
+      for (; i + 4 <= count_; i += 4)
+        for (int l = 0; l < 4; ++l) acc[l] += double(g[i + l]) * g[i + l];
+      for (; i < count_; ++i) acc[0] += double(g[i]) * g[i];
+      const double norm = std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3]));
+      const double limit = p_.clip / std::sqrt(double(nranks));
+      if (norm > limit) scale = static_cast<float>(limit / norm);
+    }
+    const float m = static_cast<float>(p_.momentum);
+    float* u = u_.data();
+    float* v = residual_.data();
+    uint8_t* nonzero = nonzero_.data();
+    // x may alias g: each element is read before it is written.
+    for (size_t i = 0; i < count_; ++i) {
+      const float gi = scale == 1.0f ? g[i] : g[i] * scale;
+      u[i] = m * u[i] + gi;
+      const float xi = v[i] + u[i];
+      v[i] = 0.0f;
+      x[i] = xi;
+      nonzero[i] = xi != 0.0f;
+    }
+  }
+
+  void finish(float*) override {
+    float* u = u_.data();
+    const float* v = residual_.data();
+    const uint8_t* nonzero = nonzero_.data();
+    for (size_t i = 0; i < count_; ++i)
+      if (nonzero[i] && v[i] == 0.0f) u[i] = 0.0f;  // sent in full: mask
+    if (!accumulate_) residual_.assign(count_, 0.0f);
+  }
+
+  std::vector<std::pair<std::string, std::vector<float>*>> extraState() override {
+    return {{"momentum", &u_}};
+  }
+
+ private:
+  DgcParams p_;
+  bool accumulate_ = true;  // ef: keep the unsent velocity for the next call
+  TopkCodec* topk_ = nullptr;  // chunk_, with the ratio set per call
+  std::vector<float> u_;       // momentum
+  std::vector<uint8_t> nonzero_;  // during a call: x[i] != 0, the candidates for masking
+};
+
+}  // namespace
+
+std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, DataType dtype) {
+  DgcParams p;
+  p.ratio = spec.get("ratio", 0.001, 0, 1);
+  if (!(p.ratio > 0))
+    raise(ErrorCode::kInvalidArgument,
+          "codec dgc: ratio must be above 0 (the fraction of "
+          "values sent after warm-up, e.g. dgc:ratio=0.001).");
+  p.momentum = spec.get("momentum", 0.9, 0, 1);
+  p.clip = spec.get("clip", 0, 0, 1e300);
+  const double warmup = spec.get("warmup", 0, 0, 1e15);
+  if (warmup != std::floor(warmup))
+    raise(ErrorCode::kInvalidArgument, "codec dgc: warmup = ", warmup,
+          " must be a whole number "
+          "of calls.");
+  p.warmup = static_cast<uint64_t>(warmup);
+  const double sample = spec.get("sample", 1, 0, 1);
+  if (sample != 0 && sample != 1)
+    raise(ErrorCode::kInvalidArgument, "codec dgc: sample = ", sample,
+          " must be 1 (DGC's "
+          "sampled threshold) or 0 (exact top k).");
+  auto topk = std::make_unique<TopkCodec>(10, "dgc", p.ratio, sample == 1);
+  return std::make_unique<DgcHandle>(spec, count, dtype, std::move(topk), p);
+}
+
+}  // namespace squeeze

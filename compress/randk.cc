@@ -1,0 +1,104 @@
+// Random-k sparsification (seed 000's sparse communication with a random instead of a top-k
+// choice; what is not sent stays in the error-feedback residual, "accumulate the unpruned part
+// to the gradient"): per chunk, k = max(1, ceil(ratio * count)) indices are picked by a
+// counter-based hash of (seed, ChunkInfo::call, chunk offset), NOT of the rank, so every rank and
+// every hop picks the same indices for the same chunk of the same call: payloads add directly,
+// combine is a scatter-add of k values, and a re-encoded partial sum carries the same k indices
+// (each sent element is the exact sum of what the ranks contributed there).
+//
+// Selection (device/sparse.h, cpuRandomStrata): one index from each of k equal strata of the
+// chunk, so the k indices are distinct and ascending; each element is picked with probability
+// ~k/count. Values are sent as they are (not rescaled by count/k): error feedback carries the
+// rest to later calls.
+// Keys: ratio (default 0.01, in (0, 1]), seed (default 0).
+// Payload: the k values only, f32, 4k bytes (the indices are implied); 4k <= 4 count always.
+// Round trip: picked values are exact, the rest decode to 0.
+#include <limits>
+#include <vector>
+
+#include "common/error.h"
+#include "compress/codecs.h"
+#include "compress/topk.h"
+#include "device/sparse.h"
+
+namespace squeeze {
+namespace {
+
+class RandkCodec final : public Codec {
+ public:
+  RandkCodec(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {}
+  uint8_t id() const override { return 8; }
+  const char* name() const override { return "randk"; }
+  size_t maxEncodedBytes(size_t count, DataType) const override {
+    return 4 * keepCount(ratio_, count);
+  }
+  size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
+                void* payload) override {
+    const size_t k = keepCount(ratio_, count);
+    device::cpuGather(static_cast<const float*>(src), pick(count, k, at), k,
+                      static_cast<float*>(payload));
+    return 4 * k;
+  }
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
+              void* dst) override {
+    const size_t k = check(bytes, count);
+    device::cpuDensify(pick(count, k, at), static_cast<const float*>(payload), k,
+                       static_cast<float*>(dst), count);
+  }
+  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
+               DataType, RedOp, const ChunkInfo& at) override {
+    const size_t k = check(bytes, count);
+    device::cpuScatterAdd(static_cast<float*>(out), static_cast<const float*>(local), count,
+                          pick(count, k, at), static_cast<const float*>(payload), k);
+  }
+  size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
+                        float* residual, EncodeNorms* norms) override {
+    const float* x = static_cast<const float*>(src);
+    const size_t k = keepCount(ratio_, count);
+    const uint32_t* idx = pick(count, k, at);
+    device::cpuGather(x, idx, k, static_cast<float*>(payload));
+    double in = 0, sent = 0;
+    device::cpuSparseFeedback(x, count, idx, k, residual, &in, &sent);
+    if (norms) {
+      norms->inputSq += in;
+      norms->sentSq += sent;
+    }
+    return 4 * k;
+  }
+
+ private:
+  // The chunk's k indices (per-thread buffer, valid until the next call on this thread).
+  const uint32_t* pick(size_t count, size_t k, const ChunkInfo& at) const {
+    SQZ_ENFORCE(count <= std::numeric_limits<uint32_t>::max(), "randk chunk of ", count,
+                " values is too large for 32-bit indices");
+    thread_local std::vector<uint32_t> idx;
+    if (idx.size() < k) idx.resize(k);
+    device::cpuRandomStrata(seed_, at.call, at.offset, count, k, idx.data());
+    return idx.data();
+  }
+  size_t check(size_t bytes, size_t count) const {
+    const size_t k = keepCount(ratio_, count);
+    if (bytes != 4 * k)
+      raise(ErrorCode::kRemote, "randk payload of ", bytes, " bytes for a chunk of ", count,
+            " values; expected ", 4 * k, " (", k, " values: is the other rank's ratio the same?)");
+    return k;
+  }
+  double ratio_;
+  uint64_t seed_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> makeRandkCodec(const CodecSpec& spec) {
+  const double ratio = spec.get("ratio", 0.01, 0, 1);
+  if (!(ratio > 0))
+    raise(ErrorCode::kInvalidArgument,
+          "codec randk: ratio must be above 0 (the fraction of "
+          "values sent, e.g. randk:ratio=0.01).");
+  const double seed = spec.get("seed", 0, 0, 9007199254740992.0);
+  if (seed != static_cast<double>(static_cast<uint64_t>(seed)))
+    raise(ErrorCode::kInvalidArgument, "codec randk: seed = ", seed, " must be a whole number.");
+  return std::make_unique<RandkCodec>(ratio, static_cast<uint64_t>(seed));
+}
+
+}  // namespace squeeze

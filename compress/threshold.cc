@@ -1,0 +1,90 @@
+// Threshold sparsification (seed 000's sparse communication with a fixed cut instead of a fixed
+// k): every value with |v| >= threshold travels as an (index, value) pair, the rest stays in the
+// error-feedback residual ("accumulate the unpruned part to the gradient"). Reduced in flight
+// like topk: combine scatter-adds into the dense local chunk and each hop re-applies the
+// threshold to its partial sum; what a hop drops goes to that hop's residual.
+//
+// Key: threshold (required, > 0). Zeros are never sent. NaN counts as above any threshold.
+// Payload: topk.h's sparse format (8-byte header, u32 indices, f32 values), or dense (header +
+// count floats) when that is not larger, so maxEncodedBytes = 4 count + 8 (the dense size plus
+// the header): unlike topk the volume is not bounded by a k, only by the chunk.
+// Round trip: sent values are exact, the rest decode to 0: |x - D(C(x))| < threshold per value.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/error.h"
+#include "compress/codecs.h"
+#include "compress/topk.h"
+#include "device/sparse.h"
+
+namespace squeeze {
+namespace {
+
+class ThresholdCodec final : public Codec {
+ public:
+  explicit ThresholdCodec(double threshold) {
+    // The smallest float >= threshold, as a magnitude key: |x| >= threshold exactly, in keys.
+    float t = static_cast<float>(threshold);
+    if (double(t) < threshold) t = std::nextafter(t, std::numeric_limits<float>::infinity());
+    minKey_ = std::max<uint32_t>(1, device::magnitudeKey(t));
+  }
+  uint8_t id() const override { return 9; }
+  const char* name() const override { return "threshold"; }
+  size_t maxEncodedBytes(size_t count, DataType) const override {
+    return sparse::kHeaderBytes + 4 * count;
+  }
+  size_t encode(const void* src, size_t count, DataType, const ChunkInfo&, void* payload) override {
+    const float* x = static_cast<const float*>(src);
+    // Sparse while 8m < 4 count: at most (count - 1) / 2 pairs, which fit the bound.
+    if (count > 0 && count <= std::numeric_limits<uint32_t>::max()) {
+      const size_t cap = (count - 1) / 2;
+      thread_local std::vector<uint32_t> idx;  // cap + the kernel's slack
+      if (idx.size() < cap + device::kSelectSlack) idx.resize(cap + device::kSelectSlack);
+      const size_t m = device::cpuSelectAtLeast(x, count, minKey_, idx.data(), cap);
+      if (m != static_cast<size_t>(-1)) {
+        std::memcpy(sparse::indexArea(payload), idx.data(), m * sizeof(uint32_t));
+        return sparse::finishSparse(x, m, payload);
+      }
+    }
+    return sparse::writeDense(x, count, payload);
+  }
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+              void* dst) override {
+    sparse::decode(sparse::parse(name(), payload, bytes, count, count), count,
+                   static_cast<float*>(dst));
+  }
+  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
+               DataType, RedOp, const ChunkInfo&) override {
+    sparse::combine(sparse::parse(name(), payload, bytes, count, count), count,
+                    static_cast<const float*>(local), static_cast<float*>(out));
+  }
+  size_t encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+                        void* payload, float* residual, EncodeNorms* norms) override {
+    const size_t bytes = encode(src, count, dtype, at, payload);
+    sparse::feedback(sparse::parse(name(), payload, bytes, count, count),
+                     static_cast<const float*>(src), count, residual, norms);
+    return bytes;
+  }
+
+ private:
+  uint32_t minKey_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec) {
+  if (!spec.threshold)
+    raise(ErrorCode::kInvalidArgument,
+          "codec threshold needs its threshold: values with |v| >= "
+          "threshold are sent, e.g. threshold:threshold=0.01.");
+  const double t = spec.get("threshold", 0, 0, std::numeric_limits<float>::max());
+  if (!(t > 0))
+    raise(ErrorCode::kInvalidArgument, "codec threshold: threshold must be above 0 (got ", t,
+          "); values with |v| >= threshold are sent.");
+  return std::make_unique<ThresholdCodec>(t);
+}
+
+}  // namespace squeeze

@@ -1,0 +1,184 @@
+// Top-k sparsification (seed 000, "Sparse Communication. Send gradients with top-k magnitude.
+// Also, accumulate the unpruned part to the gradient."): per chunk, the k = max(1, ceil(ratio *
+// count)) values of largest magnitude travel as (index, value) pairs; what is not sent stays in
+// the error-feedback residual. Reduced in flight (DESIGN.md's table, "merge, then re-sparsify to
+// k"): combine scatter-adds the incoming pairs into the dense local chunk, and the executor
+// re-encodes that partial sum for the next hop, selecting k again, so a payload never grows past
+// the bound; what a hop drops goes to that hop's residual. The owner encodes the final sum once.
+//
+// Keys: ratio (default 0.01, in (0, 1]); sample (default 0): 0 exact selection, 1 DGC's sampled
+// threshold (device/sparse.h, cpuSelectTopk: at most k entries, every sent magnitude >= every
+// unsent one, the exact top k unless the lowered threshold still finds fewer).
+// Payload: the sparse format of topk.h: 8-byte header, then u32 indices and f32 values; dense
+// (header + count floats) when 8k >= 4 count. Volume per hop <= min(8k, 4 count) + 8 bytes.
+// Round trip: sent values are exact, the rest decode to 0, so |x - D(C(x))|_inf <= the k-th
+// largest |x| and |x - D(C(x))|^2 <= (1 - k/count) |x|^2 (exact mode).
+#include "compress/topk.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+#include "compress/codecs.h"
+#include "device/reduce.h"
+#include "device/sparse.h"
+
+namespace squeeze {
+
+size_t keepCount(double ratio, size_t count) {
+  if (count == 0) return 0;
+  // The tiny relative slack keeps products like 0.05 * 1000 from rounding up to 51.
+  const double want = std::ceil(ratio * double(count) * (1.0 - 1e-12));
+  if (!(want >= 1)) return 1;
+  return want >= double(count) ? count : static_cast<size_t>(want);
+}
+
+namespace sparse {
+namespace {
+
+constexpr size_t kMaxIndexable = std::numeric_limits<uint32_t>::max();
+
+void putHeader(void* payload, uint32_t format, uint32_t entries) {
+  std::memcpy(payload, &format, 4);
+  std::memcpy(static_cast<char*>(payload) + 4, &entries, 4);
+}
+
+}  // namespace
+
+size_t finishSparse(const float* x, size_t m, void* payload) {
+  putHeader(payload, kSparseFormat, static_cast<uint32_t>(m));
+  const uint32_t* idx = indexArea(payload);
+  device::cpuGather(x, idx, m, reinterpret_cast<float*>(indexArea(payload) + m));
+  return kHeaderBytes + 8 * m;
+}
+
+size_t writeDense(const float* x, size_t count, void* payload) {
+  putHeader(payload, kDenseFormat, static_cast<uint32_t>(std::min(count, kMaxIndexable)));
+  std::memcpy(static_cast<char*>(payload) + kHeaderBytes, x, count * sizeof(float));
+  return kHeaderBytes + 4 * count;
+}
+
+View parse(const char* codec, const void* payload, size_t bytes, size_t count, size_t maxEntries) {
+  SQZ_ENFORCE(reinterpret_cast<uintptr_t>(payload) % 4 == 0, codec, " payload is not aligned");
+  if (bytes < kHeaderBytes)
+    raise(ErrorCode::kRemote, codec, " payload of ", bytes, " bytes is shorter than its ",
+          kHeaderBytes, "-byte header");
+  uint32_t format, entries;
+  std::memcpy(&format, payload, 4);
+  std::memcpy(&entries, static_cast<const char*>(payload) + 4, 4);
+  const char* body = static_cast<const char*>(payload) + kHeaderBytes;
+  View v;
+  if (format == kDenseFormat) {
+    if (entries != std::min(count, kMaxIndexable) || bytes != kHeaderBytes + 4 * count)
+      raise(ErrorCode::kRemote, codec, " dense payload of ", bytes, " bytes says ", entries,
+            " values; the chunk has ", count, " (", kHeaderBytes + 4 * count, " bytes)");
+    v.dense = true;
+    v.entries = count;
+    v.value = reinterpret_cast<const float*>(body);
+    return v;
+  }
+  if (format != kSparseFormat)
+    raise(ErrorCode::kRemote, codec, " payload has an unknown format tag ", format,
+          " (a different codec or a corrupt message)");
+  if (entries > maxEntries || entries > count)
+    raise(ErrorCode::kRemote, codec, " payload carries ", entries, " entries for a chunk of ",
+          count, " values that allows at most ", std::min(maxEntries, count));
+  if (bytes != kHeaderBytes + 8 * size_t(entries))
+    raise(ErrorCode::kRemote, codec, " payload of ", bytes, " bytes for ", entries,
+          " entries; expected ", kHeaderBytes + 8 * size_t(entries));
+  v.entries = entries;
+  v.index = reinterpret_cast<const uint32_t*>(body);
+  v.value = reinterpret_cast<const float*>(body) + entries;
+  for (size_t j = 0; j < v.entries; ++j)
+    if (v.index[j] >= count || (j > 0 && v.index[j] <= v.index[j - 1]))
+      raise(ErrorCode::kRemote, codec, " payload entry ", j, " has index ", v.index[j],
+            v.index[j] >= count ? strCat(", outside the chunk of ", count, " values")
+                                : std::string(", not above the previous one"));
+  return v;
+}
+
+void decode(const View& v, size_t count, float* dst) {
+  if (v.dense)
+    std::memcpy(dst, v.value, count * sizeof(float));
+  else
+    device::cpuDensify(v.index, v.value, v.entries, dst, count);
+}
+
+void combine(const View& v, size_t count, const float* local, float* out) {
+  if (v.dense)
+    device::cpuReduceFn(DataType::kFloat32, RedOp::kSum)(out, local, v.value, count);
+  else
+    device::cpuScatterAdd(out, local, count, v.index, v.value, v.entries);
+}
+
+void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms) {
+  double in = 0, sent = 0;
+  if (v.dense) {  // everything sent: the residual keeps what it had (x - x = 0)
+    device::cpuSparseFeedback(x, count, nullptr, 0, nullptr, &in, nullptr);
+    sent = in;
+  } else {
+    device::cpuSparseFeedback(x, count, v.index, v.entries, residual, &in, &sent);
+  }
+  if (norms) {
+    norms->inputSq += in;
+    norms->sentSq += sent;
+  }
+}
+
+}  // namespace sparse
+
+namespace {
+bool sendDense(size_t k, size_t count) {
+  return 2 * k >= count || count > std::numeric_limits<uint32_t>::max();
+}
+}  // namespace
+
+size_t TopkCodec::maxEncodedBytes(size_t count, DataType) const {
+  const size_t k = keepCount(ratio_, count);
+  return sparse::kHeaderBytes + (sendDense(k, count) ? 4 * count : 8 * k);
+}
+
+size_t TopkCodec::encode(const void* src, size_t count, DataType, const ChunkInfo&, void* payload) {
+  const float* x = static_cast<const float*>(src);
+  const size_t k = keepCount(ratio_, count);
+  if (sendDense(k, count)) return sparse::writeDense(x, count, payload);
+  const size_t m = device::cpuSelectTopk(x, count, k, sampled_, sparse::indexArea(payload));
+  return sparse::finishSparse(x, m, payload);
+}
+
+void TopkCodec::decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+                       void* dst) {
+  sparse::View v = sparse::parse(name_, payload, bytes, count, keepCount(ratio_, count));
+  sparse::decode(v, count, static_cast<float*>(dst));
+}
+
+void TopkCodec::combine(void* out, const void* local, const void* payload, size_t bytes,
+                        size_t count, DataType, RedOp, const ChunkInfo&) {
+  sparse::View v = sparse::parse(name_, payload, bytes, count, keepCount(ratio_, count));
+  sparse::combine(v, count, static_cast<const float*>(local), static_cast<float*>(out));
+}
+
+size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+                                 void* payload, float* residual, EncodeNorms* norms) {
+  const size_t bytes = encode(src, count, dtype, at, payload);
+  sparse::View v = sparse::parse(name_, payload, bytes, count, keepCount(ratio_, count));
+  sparse::feedback(v, static_cast<const float*>(src), count, residual, norms);
+  return bytes;
+}
+
+std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
+  const double ratio = spec.get("ratio", 0.01, 0, 1);
+  if (!(ratio > 0))
+    raise(ErrorCode::kInvalidArgument,
+          "codec topk: ratio must be above 0 (the fraction of "
+          "values sent, e.g. topk:ratio=0.01).");
+  const double sample = spec.get("sample", 0, 0, 1);
+  if (sample != 0 && sample != 1)
+    raise(ErrorCode::kInvalidArgument, "codec topk: sample = ", sample,
+          " must be 0 (exact) or "
+          "1 (DGC's sampled threshold).");
+  return std::make_unique<TopkCodec>(7, "topk", ratio, sample == 1);
+}
+
+}  // namespace squeeze

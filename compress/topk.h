@@ -1,0 +1,86 @@
+// The top-k chunk codec's class, for DGC (compress/dgc.cc) which drives it with a per-call
+// ratio, and the sparse payload format that topk, threshold and dgc share (compress/topk.cc).
+//
+// Sparse payload (native byte order, 4-byte aligned):
+//   u32 format   kSparseFormat or kDenseFormat
+//   u32 entries  sparse: m, the number of (index, value) pairs; dense: count
+//   sparse: u32 index[m] (relative to the chunk, strictly ascending), f32 value[m]
+//   dense:  f32 value[count]
+// 8 + 8m bytes sparse, 8 + 4 count dense; the encoder sends dense whenever 8m >= 4 count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "compress/codec.h"
+
+namespace squeeze {
+
+// max(1, ceil(ratio * count)), at most count (0 for an empty chunk): the k of topk and randk.
+size_t keepCount(double ratio, size_t count);
+
+namespace sparse {
+
+constexpr uint32_t kSparseFormat = 0x53525053u;  // "SPRS"
+constexpr uint32_t kDenseFormat = 0x534e4544u;   // "DENS"
+constexpr size_t kHeaderBytes = 8;
+
+// Where the encoder writes the selected indices before finishing the payload.
+inline uint32_t* indexArea(void* payload) {
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(payload) + kHeaderBytes);
+}
+// Finishes a sparse payload whose m indices are already in indexArea(payload): header and the
+// values x[index]. Returns its size.
+size_t finishSparse(const float* x, size_t m, void* payload);
+// Writes a dense payload of x[0..count). Returns its size.
+size_t writeDense(const float* x, size_t count, void* payload);
+
+// A validated payload.
+struct View {
+  bool dense = false;
+  size_t entries = 0;               // sparse pairs (dense: count)
+  const uint32_t* index = nullptr;  // sparse only
+  const float* value = nullptr;
+};
+// Checks a payload from the network for a chunk of count values: the format, the size, entries
+// <= maxEntries (sparse), every index < count and strictly ascending. Raises kRemote, naming the
+// codec, on anything else.
+View parse(const char* codec, const void* payload, size_t bytes, size_t count, size_t maxEntries);
+// dst = the values; out = local + the values (out may alias local).
+void decode(const View& v, size_t count, float* dst);
+void combine(const View& v, size_t count, const float* local, float* out);
+// Error feedback for a payload just encoded from x (see Codec::encodeFeedback).
+void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms);
+
+}  // namespace sparse
+
+// Top-k: per chunk the k = keepCount(ratio, count) values of largest magnitude (see topk.cc).
+class TopkCodec final : public Codec {
+ public:
+  // id/name: what the header and errors carry ("topk", or "dgc" when DGC drives it).
+  TopkCodec(uint8_t id, const char* name, double ratio, bool sampled)
+      : id_(id), name_(name), ratio_(ratio), sampled_(sampled) {}
+  // DGC's warm-up changes the ratio between calls (never during one).
+  void setRatio(double ratio) { ratio_ = ratio; }
+  double ratio() const { return ratio_; }
+
+  uint8_t id() const override { return id_; }
+  const char* name() const override { return name_; }
+  size_t maxEncodedBytes(size_t count, DataType dtype) const override;
+  size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+                void* payload) override;
+  void decode(const void* payload, size_t bytes, size_t count, DataType dtype, const ChunkInfo& at,
+              void* dst) override;
+  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
+               DataType dtype, RedOp op, const ChunkInfo& at) override;
+  size_t encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+                        void* payload, float* residual, EncodeNorms* norms) override;
+
+ private:
+  uint8_t id_;
+  const char* name_;
+  double ratio_;
+  bool sampled_;
+};
+
+}  // namespace squeeze

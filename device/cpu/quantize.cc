@@ -1,0 +1,602 @@
+// CPU quantizer kernels (see device/quantize.h). Each block is processed in passes over plain
+// arrays that GCC vectorizes at -O2/-O3, once for baseline x86-64 and once for AVX2 (chosen at
+// run time: the counter hash's 32-bit multiplies need it to be fast): a reduction pass for
+// the block's scale (kept in 8 fixed lanes, so the result does not depend on the vector width),
+// then tiles of kTile values, hot in L1: counter-hash draws into a small buffer, quantize into
+// codes, pack, and for encodeFeedback decode the tile back and update the residual and norms.
+// Decode and decode-add share one loop per codec, templated on where the value goes; "add in
+// place" is its own instantiation so that no loop has to guess whether out and local overlap.
+// The 1-bit sign packing and expansion use SSE2 (baseline on x86-64), which GCC does not derive
+// from the plain loops; the portable loops below them give the same bits. Both instruction sets
+// run the same IEEE operations in the same order (the reductions' 8 lanes are fixed, no FMA),
+// so payloads and decoded values do not depend on the CPU: mixed hosts agree bit for bit.
+#include "device/quantize.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#define SQZ_QUANTIZE_X86 1
+#else
+#define SQZ_QUANTIZE_X86 0
+#endif
+
+// Every kernel below is inlined whole into its entry point's lambda, which dispatch() runs
+// either as is or inside an AVX2 function: GCC then vectorizes the same loops for that target.
+#define SQZ_INLINE inline __attribute__((always_inline))
+#define SQZ_LAMBDA_INLINE __attribute__((always_inline))
+
+namespace squeeze::device {
+namespace {
+
+constexpr size_t kTile = 256;  // values per inner pass; a multiple of 8 (whole code bytes)
+
+// Where decoded values go: stored, added to a separate local array, or added in place.
+enum Sink { kStore, kAdd, kAddInPlace };
+
+SQZ_INLINE float loadScale(const void* scales, size_t i) {
+  float f;
+  std::memcpy(&f, static_cast<const char*>(scales) + 4 * i, 4);
+  return f;
+}
+SQZ_INLINE void storeScale(void* scales, size_t i, float f) {
+  std::memcpy(static_cast<char*>(scales) + 4 * i, &f, 4);
+}
+SQZ_INLINE uint32_t bitsOf(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+SQZ_INLINE float floatOf(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+template <Sink S>
+SQZ_INLINE void put(float* __restrict out, const float* __restrict local, size_t i, float v) {
+  if constexpr (S == kStore) out[i] = v;
+  if constexpr (S == kAdd) out[i] = local[i] + v;
+  if constexpr (S == kAddInPlace) out[i] = out[i] + v;
+}
+
+// max |x[i]| as the largest magnitude bit pattern: exact and order-free (NaN wins over inf).
+SQZ_INLINE float maxAbs(const float* __restrict x, size_t n) {
+  uint32_t lane[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t b = bitsOf(x[i + j]) & 0x7fffffffu;
+      lane[j] = b > lane[j] ? b : lane[j];
+    }
+  uint32_t m = 0;
+  for (; i < n; ++i) {
+    const uint32_t b = bitsOf(x[i]) & 0x7fffffffu;
+    m = b > m ? b : m;
+  }
+  for (int j = 0; j < 8; ++j) m = lane[j] > m ? lane[j] : m;
+  return floatOf(m);
+}
+
+// sqrt(sum x[i]^2), summed in double in 8 fixed lanes (no overflow for any finite float), as a
+// float no larger than FLT_MAX: any scale >= max|v| keeps QSGD unbiased and within its bound.
+SQZ_INLINE float l2Norm(const float* __restrict x, size_t n) {
+  double lane[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += double(x[i + j]) * double(x[i + j]);
+  double s = 0;
+  for (; i < n; ++i) s += double(x[i]) * double(x[i]);
+  for (int j = 0; j < 8; ++j) s += lane[j];
+  return std::fmin(static_cast<float>(std::sqrt(s)), FLT_MAX);  // inf and NaN give FLT_MAX
+}
+
+// r[t] = counterHash(key, first + t) for t < len; split where the index crosses 2^32.
+SQZ_INLINE void fillRandom(uint64_t key, uint64_t first, size_t len, uint32_t* __restrict r) {
+  size_t t = 0;
+  while (t < len) {
+    const uint64_t index = first + t;
+    const uint32_t lo = static_cast<uint32_t>(index);
+    const size_t run = std::min<uint64_t>(len - t, (uint64_t{1} << 32) - lo);
+    const uint32_t k = counterRunKey(key, index >> 32);
+    uint32_t* __restrict o = r + t;
+    for (size_t j = 0; j < run; ++j)
+      o[j] = mix32((lo + static_cast<uint32_t>(j)) * 0x9e3779b9u ^ k);
+    t += run;
+  }
+}
+
+// A uniform draw in [0, 1) on a 2^-24 grid from 32 random bits.
+SQZ_INLINE float uniform24(uint32_t r) {
+  return static_cast<float>(static_cast<int32_t>(r >> 8)) * 0x1p-24f;
+}
+
+// Error feedback of one tile: norms in 8 double lanes, then residual += x - decoded. The
+// residual (the codec handle's own array) never overlaps x or the tile buffer d.
+class FeedbackLanes {
+ public:
+  SQZ_INLINE void tile(const float* __restrict x, const float* __restrict d, size_t n,
+                       float* residual) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) {
+        in_[j] += double(x[i + j]) * double(x[i + j]);
+        sent_[j] += double(d[i + j]) * double(d[i + j]);
+      }
+    for (int j = 0; i < n; ++i, ++j) {
+      in_[j] += double(x[i]) * double(x[i]);
+      sent_[j] += double(d[i]) * double(d[i]);
+    }
+    if (residual)
+      for (size_t k = 0; k < n; ++k) residual[k] += x[k] - d[k];
+  }
+  SQZ_INLINE void flush(Feedback* fb) const {
+    for (int j = 0; j < 8; ++j) {
+      fb->inputSq += in_[j];
+      fb->sentSq += sent_[j];
+    }
+  }
+
+ private:
+  double in_[8] = {}, sent_[8] = {};
+};
+
+// ---- int8 --------------------------------------------------------------------------------
+
+SQZ_INLINE void int8Quantize(const float* __restrict x, size_t n, float divisor,
+                             uint8_t* __restrict c) {
+  for (size_t i = 0; i < n; ++i) {
+    float t = x[i] / divisor;
+    t = t >= -127.0f ? t : -127.0f;  // NaN -> -127: never converted out of range
+    t = t <= 127.0f ? t : 127.0f;
+    t = (t + 0x1.8p23f) - 0x1.8p23f;  // round to nearest even (|t| <= 127)
+    c[i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int32_t>(t)));
+  }
+}
+
+template <Sink S>
+SQZ_INLINE void int8Dequant(const uint8_t* __restrict c, size_t n, float scale,
+                            float* __restrict out, const float* __restrict local) {
+  for (size_t i = 0; i < n; ++i)
+    put<S>(out, local, i, static_cast<float>(static_cast<int8_t>(c[i])) * scale);
+}
+
+template <Sink S>
+SQZ_INLINE void int8Run(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                        float* out, const float* local) {
+  for (size_t b = 0, at = 0; at < n; ++b, at += block)
+    int8Dequant<S>(codes + at, std::min(block, n - at), loadScale(scales, b), out + at,
+                   S == kAdd ? local + at : nullptr);
+}
+
+// ---- QSGD --------------------------------------------------------------------------------
+
+// Signed levels of one tile: c[t] = sign(x) * (floor(a) + [u < frac(a)]) with
+// a = min(|x| / norm * s, s); norm is the block's L2 norm, or 1 for an all-zero block.
+SQZ_INLINE void qsgdLevels(const float* __restrict x, const uint32_t* __restrict r, size_t n,
+                           float norm, float s, int8_t* __restrict c) {
+  for (size_t t = 0; t < n; ++t) {
+    float a = std::fabs(x[t]) / norm * s;  // |x| <= norm: no overflow, even for tiny norms
+    a = a >= 0.0f ? a : 0.0f;              // NaN -> 0
+    a = a <= s ? a : s;
+    const int32_t whole = static_cast<int32_t>(a);
+    const float frac = a - static_cast<float>(whole);
+    const int32_t level = whole + (uniform24(r[t]) < frac ? 1 : 0);
+    c[t] = static_cast<int8_t>(x[t] < 0.0f ? -level : level);
+  }
+}
+
+SQZ_INLINE void packNibbles(const int8_t* __restrict c, size_t n, uint8_t* __restrict out) {
+  const size_t pairs = n / 2;
+  for (size_t j = 0; j < pairs; ++j)
+    out[j] = static_cast<uint8_t>((c[2 * j] & 0x0f) | (c[2 * j + 1] << 4));
+  if (n & 1) out[pairs] = static_cast<uint8_t>(c[n - 1] & 0x0f);
+}
+
+SQZ_INLINE float lowNibble(uint8_t b) {
+  return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(b << 4)) >> 4);
+}
+SQZ_INLINE float highNibble(uint8_t b) { return static_cast<float>(static_cast<int8_t>(b) >> 4); }
+
+template <Sink S>
+SQZ_INLINE void qsgdDequant(const uint8_t* __restrict c, size_t n, int bits, float step,
+                            float* __restrict out, const float* __restrict local) {
+  if (bits == 8) {
+    for (size_t i = 0; i < n; ++i)
+      put<S>(out, local, i, static_cast<float>(static_cast<int8_t>(c[i])) * step);
+    return;
+  }
+  const size_t pairs = n / 2;
+  for (size_t j = 0; j < pairs; ++j) {
+    put<S>(out, local, 2 * j, lowNibble(c[j]) * step);
+    put<S>(out, local, 2 * j + 1, highNibble(c[j]) * step);
+  }
+  if (n & 1) put<S>(out, local, n - 1, lowNibble(c[pairs]) * step);
+}
+
+SQZ_INLINE float qsgdStep(float norm, int levels) { return norm / static_cast<float>(levels); }
+
+template <Sink S>
+SQZ_INLINE void qsgdRun(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                        int levels, int bits, float* out, const float* local) {
+  const size_t stride = packedBytes(block, bits);
+  for (size_t b = 0, at = 0; at < n; ++b, at += block)
+    qsgdDequant<S>(codes + b * stride, std::min(block, n - at), bits,
+                   qsgdStep(loadScale(scales, b), levels), out + at,
+                   S == kAdd ? local + at : nullptr);
+}
+
+// ---- 1-bit -------------------------------------------------------------------------------
+
+// Sums of the values with the sign bit clear and set, and how many have it set, in 8 double
+// lanes (a float sum could overflow; a double one of at most 2^24 floats cannot). Selecting by
+// bit masks keeps the loop branch-free and vectorizable; adding a masked-out +0 or -0 leaves a
+// sum unchanged.
+SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, double* neg,
+                         size_t* nneg) {
+  double sp[8] = {}, sn[8] = {};
+  uint32_t cn[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t b = bitsOf(x[i + j]);
+      const uint32_t m = static_cast<uint32_t>(static_cast<int32_t>(b) >> 31);
+      sp[j] += double(floatOf(b & ~m));
+      sn[j] += double(floatOf(b & m));
+      cn[j] += m & 1;
+    }
+  double p = 0, q = 0;
+  size_t c = 0;
+  for (int j = 0; j < 8; ++j) {
+    p += sp[j];
+    q += sn[j];
+    c += cn[j];
+  }
+  for (; i < n; ++i) {
+    const uint32_t b = bitsOf(x[i]);
+    const uint32_t m = static_cast<uint32_t>(static_cast<int32_t>(b) >> 31);
+    p += double(floatOf(b & ~m));
+    q += double(floatOf(b & m));
+    c += m & 1;
+  }
+  *pos = p;
+  *neg = q;
+  *nneg = c;
+}
+
+// Sign bits of x, 8 to a byte, low bit first.
+SQZ_INLINE void packSigns(const float* __restrict x, size_t n, uint8_t* __restrict out) {
+  const size_t whole = n / 8;
+  size_t j = 0;
+#if defined(__SSE2__)
+  for (; j < whole; ++j)
+    out[j] = static_cast<uint8_t>(_mm_movemask_ps(_mm_loadu_ps(x + 8 * j)) |
+                                  _mm_movemask_ps(_mm_loadu_ps(x + 8 * j + 4)) << 4);
+#endif
+  for (; j < whole; ++j) {
+    uint32_t b = 0;
+    for (int k = 0; k < 8; ++k) b |= (bitsOf(x[8 * j + k]) >> 31) << k;
+    out[j] = static_cast<uint8_t>(b);
+  }
+  if (n % 8) {
+    uint32_t b = 0;
+    for (size_t k = 0; k < n % 8; ++k) b |= (bitsOf(x[8 * whole + k]) >> 31) << k;
+    out[whole] = static_cast<uint8_t>(b);
+  }
+}
+
+template <Sink S>
+SQZ_INLINE void onebitDequant(const uint8_t* __restrict c, size_t n, float pos, float neg,
+                              float* __restrict out, const float* __restrict local) {
+  const size_t whole = n / 8;
+  size_t j = 0;
+#if defined(__SSE2__)
+  const __m128 p = _mm_set1_ps(pos), q = _mm_set1_ps(neg);
+  const __m128i lo = _mm_setr_epi32(1, 2, 4, 8), hi = _mm_setr_epi32(16, 32, 64, 128);
+  for (; j < whole; ++j) {
+    const __m128i b = _mm_set1_epi32(c[j]);
+    const __m128 m0 = _mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(b, lo), lo));
+    const __m128 m1 = _mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(b, hi), hi));
+    __m128 v0 = _mm_or_ps(_mm_and_ps(m0, q), _mm_andnot_ps(m0, p));
+    __m128 v1 = _mm_or_ps(_mm_and_ps(m1, q), _mm_andnot_ps(m1, p));
+    float* o = out + 8 * j;
+    if constexpr (S == kAdd) {
+      v0 = _mm_add_ps(_mm_loadu_ps(local + 8 * j), v0);
+      v1 = _mm_add_ps(_mm_loadu_ps(local + 8 * j + 4), v1);
+    }
+    if constexpr (S == kAddInPlace) {
+      v0 = _mm_add_ps(_mm_loadu_ps(o), v0);
+      v1 = _mm_add_ps(_mm_loadu_ps(o + 4), v1);
+    }
+    _mm_storeu_ps(o, v0);
+    _mm_storeu_ps(o + 4, v1);
+  }
+#endif
+  for (; j < whole; ++j)
+    for (int k = 0; k < 8; ++k) put<S>(out, local, 8 * j + k, (c[j] >> k) & 1 ? neg : pos);
+  for (size_t k = 0; k < n % 8; ++k)
+    put<S>(out, local, 8 * whole + k, (c[whole] >> k) & 1 ? neg : pos);
+}
+
+template <Sink S>
+SQZ_INLINE void onebitRun(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                          float* out, const float* local) {
+  const size_t stride = packedBytes(block, 1);
+  for (size_t b = 0, at = 0; at < n; ++b, at += block)
+    onebitDequant<S>(codes + b * stride, std::min(block, n - at), loadScale(scales, 2 * b),
+                     loadScale(scales, 2 * b + 1), out + at, S == kAdd ? local + at : nullptr);
+}
+
+// ---- TernGrad ----------------------------------------------------------------------------
+
+// 2-bit codes of one tile, packed 4 to a byte: 1 (+s) or 3 (-s) with probability |x| / s;
+// s is the block's max |v|, or 1 for an all-zero block.
+SQZ_INLINE void ternPack(const float* __restrict x, const uint32_t* __restrict r, size_t n, float s,
+                         uint8_t* __restrict out) {
+  uint8_t c[kTile];
+  for (size_t t = 0; t < n; ++t) {
+    const float p = std::fabs(x[t]) / s;  // <= 1, even for tiny s
+    const bool keep = uniform24(r[t]) < p;
+    c[t] = keep ? (x[t] < 0.0f ? 3 : 1) : 0;
+  }
+  const size_t whole = n / 4;
+  for (size_t j = 0; j < whole; ++j)
+    out[j] =
+        static_cast<uint8_t>(c[4 * j] | c[4 * j + 1] << 2 | c[4 * j + 2] << 4 | c[4 * j + 3] << 6);
+  if (n % 4) {
+    uint32_t b = 0;
+    for (size_t k = 0; k < n % 4; ++k) b |= static_cast<uint32_t>(c[4 * whole + k]) << (2 * k);
+    out[whole] = static_cast<uint8_t>(b);
+  }
+}
+
+SQZ_INLINE float ternValue(uint32_t code, float s, float negS) {
+  return code == 1 ? s : (code == 3 ? negS : 0.0f);
+}
+
+template <Sink S>
+SQZ_INLINE void ternDequant(const uint8_t* __restrict c, size_t n, float s, float* __restrict out,
+                            const float* __restrict local) {
+  const float negS = -s;
+  const size_t whole = n / 4;
+  for (size_t j = 0; j < whole; ++j) {
+    const uint32_t b = c[j];
+    for (int k = 0; k < 4; ++k)
+      put<S>(out, local, 4 * j + k, ternValue((b >> (2 * k)) & 3, s, negS));
+  }
+  for (size_t k = 0; k < n % 4; ++k)
+    put<S>(out, local, 4 * whole + k, ternValue((c[whole] >> (2 * k)) & 3u, s, negS));
+}
+
+template <Sink S>
+SQZ_INLINE void ternRun(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                        float* out, const float* local) {
+  const size_t stride = packedBytes(block, 2);
+  for (size_t b = 0, at = 0; at < n; ++b, at += block)
+    ternDequant<S>(codes + b * stride, std::min(block, n - at), loadScale(scales, b), out + at,
+                   S == kAdd ? local + at : nullptr);
+}
+
+SQZ_INLINE void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                           Feedback* feedback) {
+  FeedbackLanes lanes;
+  float d[kTile];
+  for (size_t b = 0, at = 0; at < n; ++b, at += block) {
+    const size_t len = std::min(block, n - at);
+    const float scale = maxAbs(x + at, len) / 127.0f;
+    storeScale(scales, b, scale);
+    // A zero scale (all zeros, or max|v| below 127 * 2^-150) quantizes every value to 0.
+    const float divisor = scale > 0.0f ? scale : 1.0f;
+    for (size_t t0 = 0; t0 < len; t0 += kTile) {
+      const size_t m = std::min(kTile, len - t0), i = at + t0;
+      int8Quantize(x + i, m, divisor, codes + i);
+      if (!feedback) continue;
+      int8Dequant<kStore>(codes + i, m, scale, d, nullptr);
+      lanes.tile(x + i, d, m, feedback->residual ? feedback->residual + i : nullptr);
+    }
+  }
+  if (feedback) lanes.flush(feedback);
+}
+
+SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
+                           uint64_t key, uint64_t index0, void* scales, uint8_t* codes,
+                           Feedback* feedback) {
+  const size_t stride = packedBytes(block, bits);
+  const float s = static_cast<float>(levels);
+  FeedbackLanes lanes;
+  uint32_t r[kTile];
+  int8_t c[kTile];
+  float d[kTile];
+  for (size_t b = 0, at = 0; at < n; ++b, at += block) {
+    const size_t len = std::min(block, n - at);
+    const float norm = l2Norm(x + at, len);
+    storeScale(scales, b, norm);
+    const float divisor = norm > 0.0f ? norm : 1.0f;
+    const float step = qsgdStep(norm, levels);
+    for (size_t t0 = 0; t0 < len; t0 += kTile) {
+      const size_t m = std::min(kTile, len - t0), i = at + t0;
+      uint8_t* out = codes + b * stride + t0 * bits / 8;
+      fillRandom(key, index0 + i, m, r);
+      if (bits == 8) {
+        qsgdLevels(x + i, r, m, divisor, s, reinterpret_cast<int8_t*>(out));
+      } else {
+        qsgdLevels(x + i, r, m, divisor, s, c);
+        packNibbles(c, m, out);
+      }
+      if (!feedback) continue;
+      qsgdDequant<kStore>(out, m, bits, step, d, nullptr);
+      lanes.tile(x + i, d, m, feedback->residual ? feedback->residual + i : nullptr);
+    }
+  }
+  if (feedback) lanes.flush(feedback);
+}
+
+SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                             Feedback* feedback) {
+  const size_t stride = packedBytes(block, 1);
+  FeedbackLanes lanes;
+  float d[kTile];
+  for (size_t b = 0, at = 0; at < n; ++b, at += block) {
+    const size_t len = std::min(block, n - at);
+    double sumPos, sumNeg;
+    size_t nneg;
+    signSums(x + at, len, &sumPos, &sumNeg, &nneg);
+    const size_t npos = len - nneg;
+    const float pos = npos ? static_cast<float>(sumPos / double(npos)) : 0.0f;
+    const float neg = nneg ? static_cast<float>(sumNeg / double(nneg)) : 0.0f;
+    storeScale(scales, 2 * b, pos);
+    storeScale(scales, 2 * b + 1, neg);
+    for (size_t t0 = 0; t0 < len; t0 += kTile) {
+      const size_t m = std::min(kTile, len - t0), i = at + t0;
+      uint8_t* out = codes + b * stride + t0 / 8;
+      packSigns(x + i, m, out);
+      if (!feedback) continue;
+      onebitDequant<kStore>(out, m, pos, neg, d, nullptr);
+      lanes.tile(x + i, d, m, feedback->residual ? feedback->residual + i : nullptr);
+    }
+  }
+  if (feedback) lanes.flush(feedback);
+}
+
+SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t key,
+                               uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) {
+  const size_t stride = packedBytes(block, 2);
+  FeedbackLanes lanes;
+  uint32_t r[kTile];
+  float d[kTile];
+  for (size_t b = 0, at = 0; at < n; ++b, at += block) {
+    const size_t len = std::min(block, n - at);
+    const float s = maxAbs(x + at, len);
+    storeScale(scales, b, s);
+    for (size_t t0 = 0; t0 < len; t0 += kTile) {
+      const size_t m = std::min(kTile, len - t0), i = at + t0;
+      uint8_t* out = codes + b * stride + t0 / 4;
+      fillRandom(key, index0 + i, m, r);
+      ternPack(x + i, r, m, s > 0.0f ? s : 1.0f, out);
+      if (!feedback) continue;
+      ternDequant<kStore>(out, m, s, d, nullptr);
+      lanes.tile(x + i, d, m, feedback->residual ? feedback->residual + i : nullptr);
+    }
+  }
+  if (feedback) lanes.flush(feedback);
+}
+
+// ---- dispatch ----------------------------------------------------------------------------
+
+std::atomic<bool> allowAvx2{true};
+
+bool cpuHasAvx2() {
+#if SQZ_QUANTIZE_X86
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+#else
+  return false;
+#endif
+}
+
+#if SQZ_QUANTIZE_X86
+template <class F>
+__attribute__((target("avx2"))) void runAvx2(F& f) {
+  f();
+}
+#endif
+
+// Runs f (whose whole body is inlined) as AVX2 code where allowed, else as baseline code.
+template <class F>
+void dispatch(F&& f) {
+#if SQZ_QUANTIZE_X86
+  if (cpuHasAvx2() && allowAvx2.load(std::memory_order_relaxed)) return runAvx2(f);
+#endif
+  f();
+}
+
+}  // namespace
+
+// ---- entry points ------------------------------------------------------------------------
+
+void cpuQuantizeAllowAvx2(bool allow) { allowAvx2.store(allow, std::memory_order_relaxed); }
+bool cpuQuantizeUsesAvx2() { return cpuHasAvx2() && allowAvx2.load(std::memory_order_relaxed); }
+
+void cpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                   Feedback* feedback) {
+  dispatch([&]() SQZ_LAMBDA_INLINE { int8Encode(x, n, block, scales, codes, feedback); });
+}
+void cpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out) {
+  dispatch([&]() SQZ_LAMBDA_INLINE { int8Run<kStore>(scales, codes, n, block, out, nullptr); });
+}
+void cpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block) {
+  if (out == local)
+    dispatch(
+        [&]() SQZ_LAMBDA_INLINE { int8Run<kAddInPlace>(scales, codes, n, block, out, nullptr); });
+  else
+    dispatch([&]() SQZ_LAMBDA_INLINE { int8Run<kAdd>(scales, codes, n, block, out, local); });
+}
+
+void cpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
+                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) {
+  dispatch([&]() SQZ_LAMBDA_INLINE {
+    qsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback);
+  });
+}
+void cpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
+                   int bits, float* out) {
+  dispatch([&]() SQZ_LAMBDA_INLINE {
+    qsgdRun<kStore>(scales, codes, n, block, levels, bits, out, nullptr);
+  });
+}
+void cpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, int levels, int bits) {
+  if (out == local)
+    dispatch([&]() SQZ_LAMBDA_INLINE {
+      qsgdRun<kAddInPlace>(scales, codes, n, block, levels, bits, out, nullptr);
+    });
+  else
+    dispatch([&]() SQZ_LAMBDA_INLINE {
+      qsgdRun<kAdd>(scales, codes, n, block, levels, bits, out, local);
+    });
+}
+
+void cpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                     Feedback* feedback) {
+  dispatch([&]() SQZ_LAMBDA_INLINE { onebitEncode(x, n, block, scales, codes, feedback); });
+}
+void cpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out) {
+  dispatch([&]() SQZ_LAMBDA_INLINE { onebitRun<kStore>(scales, codes, n, block, out, nullptr); });
+}
+void cpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                        size_t n, size_t block) {
+  if (out == local)
+    dispatch(
+        [&]() SQZ_LAMBDA_INLINE { onebitRun<kAddInPlace>(scales, codes, n, block, out, nullptr); });
+  else
+    dispatch([&]() SQZ_LAMBDA_INLINE { onebitRun<kAdd>(scales, codes, n, block, out, local); });
+}
+
+void cpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                       void* scales, uint8_t* codes, Feedback* feedback) {
+  dispatch([&]() SQZ_LAMBDA_INLINE {
+    terngradEncode(x, n, block, key, index0, scales, codes, feedback);
+  });
+}
+void cpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                       float* out) {
+  dispatch([&]() SQZ_LAMBDA_INLINE { ternRun<kStore>(scales, codes, n, block, out, nullptr); });
+}
+void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                          size_t n, size_t block) {
+  if (out == local)
+    dispatch(
+        [&]() SQZ_LAMBDA_INLINE { ternRun<kAddInPlace>(scales, codes, n, block, out, nullptr); });
+  else
+    dispatch([&]() SQZ_LAMBDA_INLINE { ternRun<kAdd>(scales, codes, n, block, out, local); });
+}
+
+}  // namespace squeeze::device

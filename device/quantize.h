@@ -1,0 +1,134 @@
+// Kernels of the quantizer codecs (compress/int8.cc, qsgd.cc, onebit.cc, terngrad.cc): encode a
+// chunk of float32 values block by block into per-block scales and packed codes, decode them,
+// and the fused dequantize-add that is their combine. The codec files own the payload layout
+// (header, where the two sections sit); these kernels own what is inside the sections:
+//   scales  `perBlock` float32 per block, block after block, at any alignment (memcpy'd);
+//   codes   block after block, each block's codes packed `bits` per value, low bits first, and
+//           padded to a whole byte, so block b's codes start at b * packedBytes(block, bits).
+// Blocks are counted from the chunk's first value; the last block may be shorter.
+//
+// Randomness (QSGD's stochastic rounding, TernGrad's Bernoulli draws) is counter-based: the
+// draw for global element index i is counterHash(counterKey(seed, call, rank), i), so it does
+// not depend on how the tensor was cut into chunks, and a saved state resumes bit for bit.
+//
+// Every decode, decode-add and fused feedback computes a value with the same float operations,
+// so decodeAdd(local, p) == local + decode(p) bit for bit (no FMA contraction: none is enabled).
+// Decode-add's out must be local itself or not overlap it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace squeeze::device {
+
+// ---- instruction set ----------------------------------------------------------------------
+
+// The kernels run as AVX2 code where the CPU has it and as baseline code otherwise, with the
+// same results bit for bit. For tests and benchmarks: allow(false) forces the baseline code
+// (process-wide; not for use while kernels run on other threads).
+void cpuQuantizeAllowAvx2(bool allow);
+// Whether the AVX2 code runs now.
+bool cpuQuantizeUsesAvx2();
+
+// ---- counter-based random numbers ------------------------------------------------------------
+
+// splitmix64's finalizer: a bijective 64-bit mix.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A bijective 32-bit mix with low bias ("lowbias32", C. Wellons); vectorizes as plain integer
+// multiplies and shifts.
+inline uint32_t mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
+// The stream of one (seed, call, rank).
+inline uint64_t counterKey(uint64_t seed, uint64_t call, int rank) {
+  return mix64(seed ^ mix64(call ^ mix64(static_cast<uint64_t>(static_cast<uint32_t>(rank)) +
+                                         0x9e3779b97f4a7c15ull)));
+}
+
+// 32 random bits for element `index` of stream `key`. Within one 2^32-aligned run of indices
+// the high half of the index is folded into a per-run key, so the per-element work is
+// mix32(low32(index) * golden ^ runKey): distinct indices give distinct inputs to a bijection.
+inline uint32_t counterRunKey(uint64_t key, uint64_t indexHigh) {
+  return static_cast<uint32_t>(mix64(key + indexHigh * 0x9e3779b97f4a7c15ull));
+}
+inline uint32_t counterHash(uint64_t key, uint64_t index) {
+  return mix32(static_cast<uint32_t>(index) * 0x9e3779b9u ^ counterRunKey(key, index >> 32));
+}
+
+// ---- layout ----------------------------------------------------------------------------------
+
+// Number of blocks of a chunk of n values.
+inline size_t blockCount(size_t n, size_t block) { return (n + block - 1) / block; }
+// Bytes of one block of `len` values at `bits` per value.
+inline size_t packedBytes(size_t len, int bits) { return (len * bits + 7) / 8; }
+// Bytes of the code section of a chunk of n values.
+inline size_t packedChunkBytes(size_t n, size_t block, int bits) {
+  if (n == 0) return 0;
+  const size_t full = n / block, rest = n % block;
+  return full * packedBytes(block, bits) + packedBytes(rest, bits);
+}
+
+// ---- error feedback fused into an encode -----------------------------------------------------
+
+// What Codec::encodeFeedback adds to an encode (compress/feedback.cc does the same in separate
+// passes): with `residual` not null, residual[i] += x[i] - decoded[i] for the chunk's values
+// (residual indexed like x, and not overlapping it); and the squared norms of x and of the
+// decoded values are added to inputSq and sentSq. decoded[i] is computed exactly as decode
+// computes it, so the residual is bit for bit x - decode(payload).
+struct Feedback {
+  float* residual = nullptr;
+  double inputSq = 0;
+  double sentSq = 0;
+};
+
+// ---- int8: one scale per block (max|v| / 127), 8-bit two's complement codes ------------------
+// code = round_to_nearest_even(v * 127 / max|v|) clamped to [-127, 127]; value = code * scale.
+void cpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                   Feedback* feedback = nullptr);
+void cpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out);
+// out[i] = local[i] + value[i]; out may alias local.
+void cpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block);
+
+// ---- QSGD: one scale per block (the block's L2 norm), sign * level as `bits`-bit two's
+// complement (bits is 4 when 2 * levels + 1 <= 16, else 8) ------------------------------------
+// level = floor(|v| / norm * levels + u), u uniform in [0, 1) from the counter hash of element
+// index0 + i (drawn as 24 bits, and clamped to levels); value = code * (norm / levels).
+void cpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
+                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback = nullptr);
+void cpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
+                   int bits, float* out);
+void cpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, int levels, int bits);
+
+// ---- 1-bit: one bit per value, its sign bit (1: negative, -0 included), and two scales per
+// block, the mean of the values whose sign bit is clear and the mean of those whose sign bit is
+// set (0 for an empty side) -------------------------------------------------------------------
+void cpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                     Feedback* feedback = nullptr);
+void cpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out);
+void cpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                        size_t n, size_t block);
+
+// ---- TernGrad: one scale per block (s = max|v|), 2 bits per value: 0 -> 0, 1 -> +s, 3 -> -s
+// (2, never written, decodes as 0); the value is kept with probability |v| / s, drawn from the
+// counter hash of element index0 + i as 24 bits ---------------------------------------------
+void cpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                       void* scales, uint8_t* codes, Feedback* feedback = nullptr);
+void cpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                       float* out);
+void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                          size_t n, size_t block);
+
+}  // namespace squeeze::device
