@@ -45,6 +45,9 @@ class CodecHandle {
   DataType dtype() const { return dtype_; }
   const CodecStats& stats() const { return stats_; }
   bool errorFeedback() const { return errorFeedback_; }
+  // The chunk codec the schedule runs (for benchmarks). A composite method (PowerSGD) overrides
+  // allReduce and holds the dense codec of its inner all-reduces here, not its compression.
+  Codec* chunkCodec() const { return chunk_.get(); }
 
   // One compressed all-reduce of in (count values) into out; op is sum or avg. Collective.
   virtual void allReduce(Communicator& comm, const void* in, void* out, RedOp op);

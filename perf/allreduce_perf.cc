@@ -3,7 +3,9 @@
 // Every rank sends and receives `count` elements; in place, the send and receive buffers are
 // the same. Bus bandwidth is algbw * 2(n-1)/n: a ring all-reduce moves each byte 2(n-1)/n times
 // over each rank's link (nccl-tests doc/PERFORMANCE.md), so busbw can be compared with the link
-// speed whatever the rank count. -a picks the algorithm: naive, ps, ring, rhd or tree.
+// speed whatever the rank count. -a picks the algorithm: naive, ps, ring, rhd or tree. -z SPEC
+// times sqzAllReduceCompressed through that codec instead (float, sum or avg; see common.cc);
+// busbw then stays the logical one, of the dense bytes.
 #include "common.h"
 
 namespace {
@@ -24,6 +26,12 @@ void allReduceInitData(const InitArgs& a) {
   squeeze::perf::fillReduced(a.expected, a.recvCount, 0, a.type, a.op, a.nranks, a.seed);
 }
 
+sqzResult_t allReduceRunCompressed(const void* sendbuf, void* recvbuf, size_t count,
+                                   sqzDataType_t type, sqzRedOp_t op, sqzCodec_t codec,
+                                   sqzComm_t comm) {
+  return sqzAllReduceCompressed(sendbuf, recvbuf, count, type, op, codec, comm, nullptr);
+}
+
 double allReduceBusFactor(int nranks) { return 2.0 * (nranks - 1) / nranks; }
 
 sqzResult_t allReduceRun(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
@@ -42,6 +50,7 @@ constexpr squeeze::perf::PerfColl kAllReduce = {
     .initData = allReduceInitData,
     .busFactor = allReduceBusFactor,
     .run = allReduceRun,
+    .runCompressed = allReduceRunCompressed,
 };
 
 }  // namespace

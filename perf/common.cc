@@ -11,6 +11,19 @@
 // not trip over it. With -c N, each timed loop is followed by N checked calls on fresh data,
 // compared bit for bit with locally computed expected values; the wrong-element counts are summed
 // over the ranks so every rank agrees on the outcome.
+//
+// With -z SPEC (collectives with a compressed variant: all-reduce), the sweep is repeated per
+// codec spec through PerfColl::runCompressed. Each size creates one codec, and its warm-up calls
+// (out of place, -w of them) and both timed loops reuse it, as a training loop reuses a bucket's
+// codec; the codec's statistics before and after the timed loops give the wire bytes. Inputs are
+// gradient-like floats (gradientValue), since the small integers of the bitwise checks are exact
+// in fp16 and would hide every codec's error. In place, each call starts from a fresh copy of
+// the input, as a training step brings a fresh gradient (the sum of the previous result would
+// grow n-fold per call and soon overflow); the copies are not timed. Checked calls use a fresh
+// codec on fresh data and measure ||out - exact|| / ||exact|| against the float64 sum (or avg)
+// of every rank's input, computed locally; the lossy result is not counted as wrong, but the
+// replicas must agree bit for bit (DESIGN.md), so #wrong counts the elements on which the ranks'
+// results differ.
 #include "common.h"
 
 #include <getopt.h>
@@ -215,7 +228,8 @@ struct Options {
   std::vector<sqzDataType_t> types{sqzFloat32};
   std::vector<sqzRedOp_t> ops{sqzSum};
   int root = 0;
-  const char* algo = nullptr;  // -a: the SQZ_ALGO value after "<coll>:"
+  const char* algo = nullptr;       // -a: the SQZ_ALGO value after "<coll>:"
+  std::vector<const char*> codecs;  // -z: codec specs, each a sweep through runCompressed
 };
 
 // The launcher rank from the environment, before the communicator exists (for deciding who
@@ -274,6 +288,13 @@ void usage(FILE* out, const PerfColl& coll) {
   else
     std::fprintf(out, "  -a, --algo <name>         not here: %s has no algorithm choice\n",
                  coll.name);
+  if (coll.runCompressed)
+    std::fprintf(
+        out,
+        "  -z, --codec <spec>        time the compressed call through a codec, e.g.\n"
+        "                            fp16, int8, topk:ratio=0.01 (sqz-info lists them);\n"
+        "                            float only, sum or avg; adds the columns codec,\n"
+        "                            wire/rank, ratio and relerr; repeat -z for several\n");
   std::fprintf(out,
                "  -h, --help                this text\n"
                "Run under sqzrun (sqzrun -n 4 %s ...), mpirun, srun or torchrun for several\n"
@@ -346,6 +367,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
       {"op", required_argument, nullptr, 'o'},
       {"root", required_argument, nullptr, 'r'},
       {"algo", required_argument, nullptr, 'a'},
+      {"codec", required_argument, nullptr, 'z'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -353,7 +375,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   optind = 1;
   int c;
   long v;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:h", kLong, nullptr)) != -1) {
     switch (c) {
       case 'b':
         if (!parseSize(optarg, &o->minBytes))
@@ -425,6 +447,15 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
         if (*optarg == '\0') return bad("-a needs an algorithm name, e.g. -a ring");
         o->algo = optarg;
         break;
+      case 'z':
+        if (!coll.runCompressed)
+          return bad(std::string(coll.name) +
+                     " has no compressed variant; drop -z (it is for "
+                     "sqz-allreduce-perf)");
+        if (*optarg == '\0')
+          return bad("-z needs a codec spec, e.g. -z fp16 or -z topk:ratio=0.01");
+        o->codecs.push_back(optarg);
+        break;
       case 'h':
         if (speak) usage(stdout, coll);
         return 0;
@@ -443,6 +474,14 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   if (o->stepFactor > 1 && o->minBytes == 0)
     return bad("-b 0 never grows with -f; start at -b 1 or more, or step with -i");
   if (!coll.usesOp) o->ops.assign(1, sqzSum);
+  if (!o->codecs.empty()) {
+    if (o->types.size() != 1 || o->types[0] != sqzFloat32)
+      return bad("-z compresses float32 gradients: drop -d or pass -d float");
+    for (sqzRedOp_t op : o->ops)
+      if (op != sqzSum && op != sqzAvg)
+        return bad(std::string("-z reduces with sum or avg, not ") + opName(op) +
+                   ": pass -o sum or -o avg");
+  }
   return -1;
 }
 
@@ -475,6 +514,15 @@ class Bench {
   void startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
   void timeTest(sqzDataType_t type, sqzRedOp_t op);
   void benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
+  // -z: the same, through codec_ (see the comment at the top).
+  void checkSpecs();
+  sqzCodec_t createCodec(const char* spec);
+  void destroyCodec(sqzCodec_t* codec);
+  void initGradient(bool inPlace, uint64_t seed);
+  double timeCompressed(sqzRedOp_t op, bool inPlace);
+  int64_t checkCompressed(sqzRedOp_t op, bool inPlace, double* relErr);
+  void benchCompressed(sqzRedOp_t op, bool inPlace);
+  void printCodecColumns();
   void initData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, uint64_t seed);
   int64_t checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes);
   // printf on rank 0 only.
@@ -494,6 +542,12 @@ class Bench {
   int errors_ = 0;  // calls with wrong results, over all ranks
   double bwSum_ = 0;
   int bwCount_ = 0;
+  // -z: the spec of the current sweep, the current size's codec, and what the row reports.
+  const char* spec_ = nullptr;
+  sqzCodec_t codec_ = nullptr;
+  double codecSums_[3] = {};  // this rank's timed calls' wire bytes, dense bytes, calls
+  double relErr_ = -1;        // largest over this size's checked calls; < 0: none
+  int codecWidth_ = 5;        // width of the codec column: the longest spec
 };
 
 void Bench::print(const char* fmt, ...) const {
@@ -569,15 +623,40 @@ void Bench::printHeader() {
     print("%s", line);
   }
   print("#\n");
+  if (!o_.codecs.empty()) {
+    print(
+        "# -z: %s through a codec, one per size, reused by the warm-up and timed calls; inputs\n"
+        "#   are gradient-like floats; in place, each call starts from a fresh copy of the input\n"
+        "#   (untimed). time, algbw and busbw count the dense bytes, as without -z.\n"
+        "#   #wrong:    elements on which the ranks' results differ (replicas must agree bit\n"
+        "#              for bit); the lossy result itself is not counted as wrong.\n"
+        "#   wire/rank: payload bytes a rank sent per call over the timed calls (codec stats),\n"
+        "#              averaged over the ranks.\n"
+        "#   ratio:     dense bytes / wire bytes over the same calls, all ranks.\n"
+        "#   relerr:    ||out - exact|| / ||exact||, exact = the float64 %s of every rank's\n"
+        "#              input, the largest over the checked calls (each with a fresh codec).\n"
+        "#\n",
+        coll_.name, opName(o_.ops[0]));
+  }
   print(
       "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
       "\n",
       "", "", "", "", "");
-  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %s\n", "size", "count",
+  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  ", "size", "count",
         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-        "#wrong", "algo");
-  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
-        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+        "#wrong");
+  if (o_.codecs.empty()) {
+    print("%s\n", "algo");
+  } else {
+    print("%-6s  %-*s  %10s  %7s  %9s\n", "algo", codecWidth_, "codec", "wire/rank", "ratio",
+          "relerr");
+  }
+  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s", "(B)", "(elements)",
+        "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  if (o_.codecs.empty())
+    print("\n");
+  else
+    print("  %-6s  %-*s  %10s  %7s  %9s\n", "", codecWidth_, "", "(B)", "", "");
 }
 
 void Bench::setup(size_t bytes, sqzDataType_t type) {
@@ -590,7 +669,10 @@ void Bench::startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   const void* sendPtr =
       inPlace ? recv + counts_.sendInplaceOffset * esz * rank_ : static_cast<char*>(send_.ptr);
   void* recvPtr = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
-  check(coll_.run(sendPtr, recvPtr, counts_.paramCount, type, op, root_, comm_));
+  if (codec_)
+    check(coll_.runCompressed(sendPtr, recvPtr, counts_.paramCount, type, op, codec_, comm_));
+  else
+    check(coll_.run(sendPtr, recvPtr, counts_.paramCount, type, op, root_, comm_));
 }
 
 // Writes this rank's input (and the expected output) through the collective's initData.
@@ -690,25 +772,227 @@ void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   ++bwCount_;
 }
 
+// ---- -z: the compressed call -------------------------------------------------------------------
+
+// Creates every -z codec once before the header, so a bad spec stops the run with the library's
+// message (on rank 0; every rank fails alike, creation being deterministic) instead of halfway
+// through a table.
+void Bench::checkSpecs() {
+  size_t count = std::max<size_t>(1, o_.minBytes / sizeof(float));
+  for (const char* spec : o_.codecs) {
+    codecWidth_ = std::max(codecWidth_, static_cast<int>(std::strlen(spec)));
+    sqzCodec_t codec = nullptr;
+    sqzResult_t r = sqzCodecCreate(&codec, spec, count, sqzFloat32, comm_);
+    if (r != sqzSuccess) {
+      if (rank_ == 0) {
+        const char* detail = sqzGetLastError(comm_);
+        std::fprintf(stderr, "%s: -z '%s': %s: %s\n", coll_.program, spec, sqzGetErrorString(r),
+                     detail && *detail ? detail : "(no details)");
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+    check(sqzCodecDestroy(codec));
+  }
+}
+
+sqzCodec_t Bench::createCodec(const char* spec) {
+  sqzCodec_t codec = nullptr;
+  check(sqzCodecCreate(&codec, spec, counts_.paramCount, sqzFloat32, comm_));
+  return codec;
+}
+
+void Bench::destroyCodec(sqzCodec_t* codec) {
+  check(sqzCodecDestroy(*codec));
+  *codec = nullptr;
+}
+
+// This rank's gradient-like input into the send buffer, which also keeps it for in place, where
+// it is copied into the receive buffer before each call.
+void Bench::initGradient(bool inPlace, uint64_t seed) {
+  fillGradient(static_cast<float*>(send_.ptr), counts_.sendCount, 0, rank_, seed);
+  if (inPlace)
+    std::memcpy(static_cast<char*>(recv_.ptr) + counts_.sendInplaceOffset * sizeof(float) * rank_,
+                send_.ptr, counts_.sendCount * sizeof(float));
+}
+
+// Seconds per call (this rank's average); adds the timed calls' codec statistics to codecSums_
+// and records the algorithm.
+double Bench::timeCompressed(sqzRedOp_t op, bool inPlace) {
+  const size_t bytes = counts_.sendCount * sizeof(float);
+  char* inPlaceInput =
+      static_cast<char*>(recv_.ptr) + counts_.sendInplaceOffset * sizeof(float) * rank_;
+  initGradient(inPlace, 0);
+  startColl(sqzFloat32, op, inPlace);  // untimed: brings every rank to this call
+  barrier();
+
+  sqzCodecStats_t before, after;
+  check(sqzCodecGetStats(codec_, &before));
+  double sec = 0;
+  if (!inPlace) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) startColl(sqzFloat32, op, false);
+    auto t1 = std::chrono::steady_clock::now();
+    sec = std::chrono::duration<double>(t1 - t0).count();
+  } else {
+    for (int i = 0; i < o_.iters; ++i) {
+      std::memcpy(inPlaceInput, send_.ptr, bytes);  // a fresh gradient, untimed
+      auto t0 = std::chrono::steady_clock::now();
+      startColl(sqzFloat32, op, true);
+      auto t1 = std::chrono::steady_clock::now();
+      sec += std::chrono::duration<double>(t1 - t0).count();
+    }
+  }
+  const char* algo = nullptr;
+  check(sqzCommGetLastAlgorithm(comm_, &algo));
+  algo_[inPlace] = counts_.paramCount > 0 && algo && *algo ? algo : "-";
+  check(sqzCodecGetStats(codec_, &after));
+  codecSums_[0] += static_cast<double>(after.wireBytes - before.wireBytes);
+  codecSums_[1] += static_cast<double>(after.denseBytes - before.denseBytes);
+  codecSums_[2] += static_cast<double>(after.calls - before.calls);
+  return sec / o_.iters;
+}
+
+// One call with a fresh codec on fresh data. Sets *relErr to ||out - exact|| / ||exact|| (0 when
+// exact is all zeros and out matches) and returns the number of elements on which the ranks'
+// results are not bitwise equal (the same on every rank).
+int64_t Bench::checkCompressed(sqzRedOp_t op, bool inPlace, double* relErr) {
+  const size_t n = counts_.recvCount;
+  char* recv = static_cast<char*>(recv_.ptr);
+  sqzCodec_t timed = codec_;
+  codec_ = createCodec(spec_);
+  std::memset(recv, kPoison, std::max(counts_.recvCount, counts_.sendCount) * sizeof(float));
+  const uint64_t seed = ++seed_;
+  initGradient(inPlace, seed);
+  startColl(sqzFloat32, op, inPlace);
+  destroyCodec(&codec_);
+  codec_ = timed;
+
+  const size_t outOffset = inPlace ? counts_.recvInplaceOffset * rank_ : 0;
+  const float* got = reinterpret_cast<const float*>(recv) + outOffset;
+  double errSq = 0, exactSq = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double exact = 0;
+    for (int r = 0; r < nranks_; ++r) exact += static_cast<double>(gradientValue(i, r, seed));
+    if (op == sqzAvg) exact /= nranks_;
+    double d = static_cast<double>(got[i]) - exact;
+    errSq += d * d;
+    exactSq += exact * exact;
+  }
+  *relErr = exactSq > 0 ? std::sqrt(errSq / exactSq) : std::sqrt(errSq);
+  check(sqzAllReduce(relErr, relErr, 1, sqzFloat64, sqzMax, comm_, nullptr));
+
+  // Bitwise agreement: the max and min over the ranks of each result's bits, as int32 (the
+  // expected and send buffers are free now; each holds n floats).
+  int32_t* hi = static_cast<int32_t*>(expected_.ptr);
+  int32_t* lo = static_cast<int32_t*>(send_.ptr);
+  check(sqzAllReduce(got, hi, n, sqzInt32, sqzMax, comm_, nullptr));
+  check(sqzAllReduce(got, lo, n, sqzInt32, sqzMin, comm_, nullptr));
+  int64_t differ = 0;
+  size_t first = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (hi[i] != lo[i]) {
+      if (first == n) first = i;
+      ++differ;
+    }
+  }
+  if (differ && rank_ == 0)
+    std::fprintf(stderr,
+                 "%s: %zu B float %s %s -z %s: the ranks' results differ on %" PRId64
+                 " elements, first at %zu (bits 0x%08x .. 0x%08x)\n",
+                 coll_.program, n * sizeof(float), opName(op),
+                 inPlace ? "in-place" : "out-of-place", spec_, differ, first,
+                 static_cast<unsigned>(lo[first]), static_cast<unsigned>(hi[first]));
+  return differ;
+}
+
+void Bench::benchCompressed(sqzRedOp_t op, bool inPlace) {
+  const size_t bytes = std::max(counts_.sendCount, counts_.recvCount) * sizeof(float);
+  double sec = timeCompressed(op, inPlace);
+  check(sqzAllReduce(&sec, &sec, 1, sqzFloat64, sqzMax, comm_, nullptr));
+  double algBw = sec > 0 ? static_cast<double>(bytes) / 1.0e9 / sec : 0.0;
+  double busBw = algBw * coll_.busFactor(nranks_);
+
+  int64_t differ = 0;
+  for (int c = 0; c < o_.check; ++c) {
+    double err = 0;
+    differ += checkCompressed(op, inPlace, &err);
+    if (!std::isnan(relErr_) && !(err <= relErr_)) relErr_ = err;  // NaN sticks
+  }
+  if (differ) ++errors_;
+
+  double us = sec * 1.0e6;
+  print("  %7.*f  %6.2f  %6.2f", us >= 10000.0 ? 0 : us >= 100.0 ? 1 : 2, us, algBw, busBw);
+  if (o_.check)
+    print("  %5" PRId64, differ);
+  else
+    print("  %5s", "N/A");
+  bwSum_ += busBw;
+  ++bwCount_;
+}
+
+// codec, wire/rank, ratio, relerr (see printHeader), and the end of the row.
+void Bench::printCodecColumns() {
+  double sums[3] = {codecSums_[0], codecSums_[1], codecSums_[2]};
+  check(sqzAllReduce(sums, sums, 3, sqzFloat64, sqzSum, comm_, nullptr));
+  print("  %-*s", codecWidth_, spec_);
+  if (sums[2] > 0)
+    print("  %10.0f", sums[0] / sums[2]);
+  else
+    print("  %10s", "N/A");
+  if (sums[0] > 0)
+    print("  %7.2f", sums[1] / sums[0]);
+  else
+    print("  %7s", "N/A");  // one rank sends nothing
+  if (relErr_ >= 0 || std::isnan(relErr_))
+    print("  %9.2e\n", relErr_);
+  else
+    print("  %9s\n", "N/A");
+}
+
 void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
   barrier();
-  // Warm up at the largest, then the smallest size (out of place), as nccl-tests does.
+  // Warm up at the largest, then the smallest size (out of place), as nccl-tests does; with -z
+  // through a codec made for the purpose (each size also warms up its own codec below).
   for (size_t bytes : {o_.maxBytes, o_.minBytes}) {
     setup(bytes, type);
+    if (spec_) {
+      codec_ = createCodec(spec_);
+      initGradient(false, 0);
+    }
     for (int i = 0; i < o_.warmup; ++i) startColl(type, op, false);
+    if (spec_) destroyCodec(&codec_);
   }
   for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
     setup(size, type);
     size_t esz = typeSize(type);
+    if (spec_) {
+      codec_ = createCodec(spec_);
+      initGradient(false, 0);
+      for (int i = 0; i < o_.warmup; ++i) startColl(type, op, false);
+      std::fill(std::begin(codecSums_), std::end(codecSums_), 0.0);
+      relErr_ = -1;
+    }
     print("%12zu  %12zu  %8s  %6s  %6d", std::max(counts_.sendCount, counts_.recvCount) * esz,
           counts_.paramCount, typeName(type), coll_.usesOp ? opName(op) : "none", root_);
-    benchTime(type, op, false);
-    benchTime(type, op, true);
+    if (spec_) {
+      benchCompressed(op, false);
+      benchCompressed(op, true);
+      destroyCodec(&codec_);
+    } else {
+      benchTime(type, op, false);
+      benchTime(type, op, true);
+    }
     // One word; "out-of-place/in-place" in the unlikely case that the two differ.
-    if (algo_[1].empty() || algo_[1] == algo_[0])
-      print("  %s\n", algo_[0].c_str());
-    else
-      print("  %s/%s\n", algo_[0].c_str(), algo_[1].c_str());
+    std::string algo =
+        algo_[1].empty() || algo_[1] == algo_[0] ? algo_[0] : algo_[0] + "/" + algo_[1];
+    if (spec_) {
+      print("  %-6s", algo.c_str());
+      printCodecColumns();
+    } else {
+      print("  %s\n", algo.c_str());
+    }
     if (o_.stepFactor > 1) {
       if (size > o_.maxBytes / o_.stepFactor) break;
       size *= o_.stepFactor;
@@ -731,6 +1015,7 @@ int Bench::run() {
     }
     root_ = o_.root;
   }
+  if (!o_.codecs.empty()) checkSpecs();
   printHeader();
 
   // Buffers for the largest size of any datatype (counts of 1-byte elements are byte counts).
@@ -742,7 +1027,14 @@ int Bench::run() {
   if (o_.check) allocate(&expected_, maxCounts.recvCount, "expected");
 
   for (sqzDataType_t type : o_.types)
-    for (sqzRedOp_t op : o_.ops) timeTest(type, op);
+    for (sqzRedOp_t op : o_.ops) {
+      if (o_.codecs.empty()) timeTest(type, op);
+      for (const char* spec : o_.codecs) {
+        spec_ = spec;
+        timeTest(type, op);
+      }
+      spec_ = nullptr;
+    }
 
   check(sqzCommDestroy(comm_));
   comm_ = nullptr;
@@ -816,6 +1108,26 @@ void fillReduced(void* buf, size_t count, size_t first, sqzDataType_t type, sqzR
       storeInt(type, b, i, acc / nranks);  // truncates toward zero
     }
   });
+}
+
+float gradientValue(size_t j, int rank, uint64_t seed) {
+  // Four 16-bit uniforms summed: mean 2, variance 1/3, so (sum - 2) * sqrt(3) is roughly
+  // standard normal (and bounded by 2 sqrt(3), so no outlier dominates a norm by chance).
+  auto normal = [](uint64_t h) {
+    double sum = 0;
+    for (int k = 0; k < 4; ++k) sum += static_cast<double>((h >> (16 * k)) & 0xffffu) / 65536.0;
+    return (sum - 2.0) * 1.7320508075688772;
+  };
+  constexpr uint64_t kShared = 0x9d1c3f27a5b4e681ull;  // not a rank: the ranks' common part
+  uint64_t shared = hash3(j, kShared, seed);
+  double scale = std::exp2(-8.0 * static_cast<double>(shared >> 40) / 16777216.0);
+  double common = normal(mix(shared));
+  double noise = normal(hash3(j, static_cast<uint64_t>(rank) + 1, seed ^ 0x6a09e667f3bcc909ull));
+  return static_cast<float>(scale * (0.5 * common + noise));
+}
+
+void fillGradient(float* buf, size_t count, size_t first, int rank, uint64_t seed) {
+  for (size_t i = 0; i < count; ++i) buf[i] = gradientValue(first + i, rank, seed);
 }
 
 uint16_t floatToHalf(float f) {

@@ -7,6 +7,8 @@
 // creates the communicator (from the launcher's environment, or a single rank without one),
 // sweeps the sizes, times out-of-place and in-place calls, checks the results bit for bit, and
 // prints nccl-tests' table on rank 0, with the algorithm the library used as the last column.
+// A collective with a compressed variant (all-reduce) also takes -z SPEC: it then times that
+// variant through a codec and adds the codec's columns (wire bytes, ratio, relative error).
 //
 // Only the public C API (squeeze/squeeze.h) is used, so the binaries measure what users get.
 #pragma once
@@ -70,6 +72,10 @@ struct PerfColl {
   /// The call under test; the driver reports a non-success result and exits.
   sqzResult_t (*run)(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                      sqzRedOp_t op, int root, sqzComm_t comm);
+  /// The call through a codec (-z), e.g. sqzAllReduceCompressed; nullptr (leave it out of the
+  /// initializer): the collective has no compressed variant and -z is rejected.
+  sqzResult_t (*runCompressed)(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
+                               sqzRedOp_t op, sqzCodec_t codec, sqzComm_t comm);
 };
 
 /// Runs the benchmark; returns the process exit status (0 ok, 1 wrong results or a library
@@ -101,6 +107,17 @@ void fillReduced(void* buf, size_t count, size_t first, sqzDataType_t type, sqzR
 /// block that lands at the wrong place or comes from the wrong rank is caught.
 void fillPattern(void* buf, size_t count, size_t first, sqzDataType_t type, int rank,
                  uint64_t seed);
+
+/// Gradient-like float32 input for the compressed runs (-z), where small integers would make
+/// every codec look exact (fp16 carries them without error): element j of rank `rank` is
+/// s_j * (m_j / 2 + n_{j,rank}), with a per-element scale s_j log-uniform in [2^-8, 1] and a
+/// component m_j shared by the ranks (both the same on every rank), and per-rank noise n; m and
+/// n are roughly standard normal. Deterministic from (j, rank, seed), so any rank can compute
+/// every rank's input and hence the exact sum.
+float gradientValue(size_t j, int rank, uint64_t seed);
+
+/// Writes gradientValue(first + i, rank, seed) into buf[i] for i < count.
+void fillGradient(float* buf, size_t count, size_t first, int rank, uint64_t seed);
 
 // ---- 16-bit floating point (round to nearest even; NaN stays NaN) -------------------------
 uint16_t floatToHalf(float f);
