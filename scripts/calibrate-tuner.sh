@@ -3,22 +3,24 @@
 # tcp at 8 B, 64 KiB, 1 MiB, 16 MiB and 256 MiB (out-of-place time, median of REPS runs of the
 # perf binary), then prints the table of the tuner's pick against the fastest algorithm and the
 # efficiency rows that algorithms/calibration.cc holds, fit to these measurements.
-# Usage: scripts/calibrate-tuner.sh [REPS]   (default 3; about 10 minutes on 2 cores)
+# Usage: scripts/calibrate-tuner.sh [REPS] [TRANSPORTS]   (defaults 3, "tcp shm"; about 5
+# minutes on 2 cores). The raw measurements stay in build/calibrate-tuner.txt.
 # Run it on an idle machine: anything else running skews the timings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${1:-3}
+TRANSPORTS=${2:-tcp shm}
 SQZRUN=build/src/launcher/sqzrun
 PERF=build/perf/sqz-allreduce-perf
 [ -x "$PERF" ] || scripts/build.sh
 export SQZ_SOCKET_IFNAME=lo
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+out=build/calibrate-tuner.txt
+: >"$out"
 # size, timed iterations, warm-up iterations: small sizes need many warm-up calls before the
 # scheduler settles (the first ~50 calls at 64 KiB over shm take 10x longer).
 specs="8:50:50 64K:50:50 1M:20:10 16M:5:2 256M:3:1"
 for rep in $(seq 1 "$REPS"); do
-  for t in tcp shm; do
+  for t in $TRANSPORTS; do
     for a in auto naive ps ring rhd tree; do
       args=()
       [ "$a" != auto ] && args=(-a "$a")

@@ -55,6 +55,8 @@ def main():
         times[(t, algo, int(size))].append(float(us))
         ran[(t, algo, int(size))] = who
     for t in ("tcp", "shm"):
+        if not any(k[0] == t for k in times):
+            continue
         sizes = sorted({k[2] for k in times if k[0] == t})
         print(f"\n{t}: out-of-place time (us), median of {len(times[(t, 'naive', sizes[0])])} runs")
         print("| size | " + " | ".join(ALGOS) + " | tuner pick | pick's time | pick vs fastest |")
