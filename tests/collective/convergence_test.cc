@@ -31,8 +31,8 @@
 // error feedback top-k and PowerSGD end ~70-80% above dense, so the 5% bound separates them.
 //
 // Codecs that are not registered fail the test with sqzCodecCreate's message naming them; an
-// ef=0 run a codec refuses at creation (DGC keeps its velocity in the residual) is printed as
-// NOT RUN. Runtime: about 3 s on 2 cores (the all-reduces dominate; a document costs ~1k adds).
+// ef=0 run a codec refused at creation would be printed as NOT RUN (none does today: DGC with
+// ef=0 drops its unsent velocity each call). Runtime: about 3 s on 2 cores (the all-reduces dominate; a document costs ~1k adds).
 #include <gtest/gtest.h>
 #include <squeeze/squeeze.h>
 
@@ -143,8 +143,7 @@ struct RunSpec {
   Optimizer opt;  // what the training loop applies to the all-reduced gradient
   float lr;
   bool asserted;         // within kTolerance of its baseline's loss
-  bool reportOnly;       // an ef=0 run: a codec may refuse it (DGC keeps its velocity in the
-                         // residual); the refusal is printed, not failed
+  bool reportOnly;       // an ef=0 run: printed, not asserted (a refusal is printed too)
   const char* baseline;  // "sgd" or "momentum": which dense run it is compared with
 };
 
