@@ -15,95 +15,35 @@
 // Round-trip bound: |x - D(C(x))| <= s per element (the value and its code share a sign and
 // |v| <= s); unbiased up to the 2^-24 grid of the draws (bias <= 2^-24 s). A block holding inf
 // or NaN decodes to zeros or non-finite values.
-#include <cmath>
-#include <cstring>
-
-#include "common/error.h"
+#include "compress/block_quant.h"
 #include "compress/codecs.h"
-#include "device/quantize.h"
 
 namespace squeeze {
 namespace {
 
-constexpr size_t kHeaderBytes = 8;
-
-class TerngradCodec final : public Codec {
+class TerngradCodec final : public BlockQuantCodec {
  public:
-  TerngradCodec(size_t block, uint64_t seed) : block_(block), seed_(seed) {}
-  uint8_t id() const override { return 6; }
-  const char* name() const override { return "terngrad"; }
-  size_t maxEncodedBytes(size_t count, DataType) const override { return bytesFor(count); }
+  TerngradCodec(size_t block, uint64_t seed)
+      : BlockQuantCodec(6, "terngrad", block, 0, nullptr, 1), seed_(seed) {}
 
-  size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
-                void* payload) override {
-    return write(src, count, at, payload, nullptr);
+ protected:
+  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
+                    device::Feedback* feedback) const override {
+    device::cpuTerngradEncode(x, n, block_, device::counterKey(seed_, at.call, at.rank), at.offset,
+                              scales, codes, feedback);
   }
-  // The fused error feedback (device::Feedback): one pass instead of encode + decode + update.
-  size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
-                        float* residual, EncodeNorms* norms) override {
-    device::Feedback feedback{residual};
-    const size_t bytes = write(src, count, at, payload, &feedback);
-    if (norms) {
-      norms->inputSq += feedback.inputSq;
-      norms->sentSq += feedback.sentSq;
-    }
-    return bytes;
+  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out) const override {
+    device::cpuTerngradDecode(scales, codes, n, block_, out);
   }
-  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
-              void* dst) override {
-    check(payload, bytes, count);
-    const auto* p = static_cast<const unsigned char*>(payload);
-    device::cpuTerngradDecode(p + kHeaderBytes, p + codesAt(count), count, block_,
-                              static_cast<float*>(dst));
+  void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
+                       size_t n) const override {
+    device::cpuTerngradDecodeAdd(out, local, scales, codes, n, block_);
   }
-  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
-               DataType, RedOp, const ChunkInfo&) override {
-    check(payload, bytes, count);
-    const auto* p = static_cast<const unsigned char*>(payload);
-    device::cpuTerngradDecodeAdd(static_cast<float*>(out), static_cast<const float*>(local),
-                                 p + kHeaderBytes, p + codesAt(count), count, block_);
-  }
+  size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 2); }
 
  private:
-  size_t write(const void* src, size_t count, const ChunkInfo& at, void* payload,
-               device::Feedback* feedback) const {
-    auto* p = static_cast<unsigned char*>(payload);
-    const uint32_t header[2] = {static_cast<uint32_t>(block_), 0};
-    std::memcpy(p, header, kHeaderBytes);
-    device::cpuTerngradEncode(static_cast<const float*>(src), count, block_,
-                              device::counterKey(seed_, at.call, at.rank), at.offset,
-                              p + kHeaderBytes, p + codesAt(count), feedback);
-    return bytesFor(count);
-  }
-  size_t codesAt(size_t count) const {
-    return kHeaderBytes + 4 * device::blockCount(count, block_);
-  }
-  size_t bytesFor(size_t count) const {
-    return codesAt(count) + device::packedChunkBytes(count, block_, 2);
-  }
-  void check(const void* payload, size_t bytes, size_t count) const {
-    if (bytes != bytesFor(count))
-      raise(ErrorCode::kRemote, "terngrad payload of ", bytes, " bytes for ", count,
-            " values; expected ", bytesFor(count));
-    uint32_t header[2];
-    std::memcpy(header, payload, kHeaderBytes);
-    if (header[0] != block_ || header[1] != 0)
-      raise(ErrorCode::kRemote, "terngrad payload encoded with block=", header[0],
-            " where this rank uses block=", block_,
-            "; every rank must create the codec with "
-            "the same spec");
-  }
-  size_t block_;
   uint64_t seed_;
 };
-
-double wholeKey(const CodecSpec& spec, const char* key, double def, double lo, double hi) {
-  const double v = spec.get(key, def, lo, hi);
-  if (v != std::floor(v))
-    raise(ErrorCode::kInvalidArgument, "codec terngrad: ", key, " = ", v,
-          " is not a whole number; write e.g. ", key, "=", def, ".");
-  return v;
-}
 
 }  // namespace
 

@@ -1,0 +1,121 @@
+// The frame the block quantizers share (int8, qsgd, onebit, terngrad): the payload layout, its
+// checks, and the Codec calls over a codec's device kernels.
+//
+// Payload (native byte order, any alignment):
+//   uint32 block, uint32 setting     the sender's settings (qsgd: levels; others 0), checked
+//                                    against the receiver's, so ranks with different specs are
+//                                    told instead of decoding garbage
+//   float32 scales[scalesPerBlock * ceil(count / block)]
+//   codes (codeBytes(count) bytes; each codec's own packing)
+// encodeFeedback is fused in the kernels (device::Feedback): one pass instead of the generic
+// encode + decode + residual update.
+#pragma once
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "compress/codec.h"
+#include "compress/spec.h"
+#include "device/quantize.h"
+
+namespace squeeze {
+
+class BlockQuantCodec : public Codec {
+ public:
+  static constexpr size_t kHeaderBytes = 8;
+
+  BlockQuantCodec(uint8_t id, const char* name, size_t block, uint32_t setting,
+                  const char* settingName, size_t scalesPerBlock)
+      : block_(block), id_(id), name_(name), setting_(setting), settingName_(settingName),
+        scalesPerBlock_(scalesPerBlock) {}
+
+  uint8_t id() const override { return id_; }
+  const char* name() const override { return name_; }
+  size_t maxEncodedBytes(size_t count, DataType) const override { return bytesFor(count); }
+
+  size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
+                void* payload) override {
+    return write(src, count, at, payload, nullptr);
+  }
+  size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
+                        float* residual, EncodeNorms* norms) override {
+    device::Feedback feedback{residual};
+    const size_t bytes = write(src, count, at, payload, &feedback);
+    if (norms) {
+      norms->inputSq += feedback.inputSq;
+      norms->sentSq += feedback.sentSq;
+    }
+    return bytes;
+  }
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+              void* dst) override {
+    check(payload, bytes, count);
+    const auto* p = static_cast<const unsigned char*>(payload);
+    decodeKernel(p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst));
+  }
+  void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
+               DataType, RedOp, const ChunkInfo&) override {
+    check(payload, bytes, count);
+    const auto* p = static_cast<const unsigned char*>(payload);
+    decodeAddKernel(static_cast<float*>(out), static_cast<const float*>(local), p + kHeaderBytes,
+                    p + codesAt(count), count);
+  }
+
+ protected:
+  virtual void encodeKernel(const float* x, size_t count, const ChunkInfo& at, void* scales,
+                            uint8_t* codes, device::Feedback* feedback) const = 0;
+  virtual void decodeKernel(const void* scales, const uint8_t* codes, size_t count,
+                            float* out) const = 0;
+  // out[i] = local[i] + value[i]; out may alias local.
+  virtual void decodeAddKernel(float* out, const float* local, const void* scales,
+                               const uint8_t* codes, size_t count) const = 0;
+  virtual size_t codeBytes(size_t count) const = 0;
+
+  size_t block_;
+
+ private:
+  size_t write(const void* src, size_t count, const ChunkInfo& at, void* payload,
+               device::Feedback* feedback) const {
+    auto* p = static_cast<unsigned char*>(payload);
+    const uint32_t header[2] = {static_cast<uint32_t>(block_), setting_};
+    std::memcpy(p, header, kHeaderBytes);
+    encodeKernel(static_cast<const float*>(src), count, at, p + kHeaderBytes, p + codesAt(count),
+                 feedback);
+    return bytesFor(count);
+  }
+  size_t codesAt(size_t count) const {
+    return kHeaderBytes + 4 * scalesPerBlock_ * device::blockCount(count, block_);
+  }
+  size_t bytesFor(size_t count) const { return codesAt(count) + codeBytes(count); }
+  void check(const void* payload, size_t bytes, size_t count) const {
+    if (bytes != bytesFor(count))
+      raise(ErrorCode::kRemote, name_, " payload of ", bytes, " bytes for ", count,
+            " values; expected ", bytesFor(count));
+    uint32_t header[2];
+    std::memcpy(header, payload, kHeaderBytes);
+    if (header[0] != block_ || header[1] != setting_)
+      raise(ErrorCode::kRemote, name_, " payload encoded with block=", header[0],
+            settingName_ ? strCat(", ", settingName_, "=", header[1]) : std::string(),
+            " where this rank uses block=", block_,
+            settingName_ ? strCat(", ", settingName_, "=", setting_) : std::string(),
+            "; every rank must create the codec with the same spec");
+  }
+
+  uint8_t id_;
+  const char* name_;
+  uint32_t setting_;
+  const char* settingName_;
+  size_t scalesPerBlock_;
+};
+
+// A whole-number key of a block quantizer's spec, in [lo, hi].
+inline double wholeKey(const CodecSpec& spec, const char* key, double def, double lo, double hi) {
+  const double v = spec.get(key, def, lo, hi);
+  if (v != std::floor(v))
+    raise(ErrorCode::kInvalidArgument, "codec ", spec.method, ": ", key, " = ", v,
+          " is not a whole number; write e.g. ", key, "=", def, ".");
+  return v;
+}
+
+}  // namespace squeeze
