@@ -51,7 +51,9 @@ TEST(CastKernels, WidenMatchesScalarForEveryPattern) {
       }
       ASSERT_EQ(bitsOf(out[i]), bitsOf(ref)) << "pattern " << i;
       float refSum = 0.5f + ref;
-      if (!std::isnan(refSum)) ASSERT_EQ(bitsOf(sum[i]), bitsOf(refSum)) << "pattern " << i;
+      if (!std::isnan(refSum)) {
+        ASSERT_EQ(bitsOf(sum[i]), bitsOf(refSum)) << "pattern " << i;
+      }
     }
   }
 }
