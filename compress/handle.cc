@@ -31,13 +31,13 @@ void CodecHandle::prepare(const float* g, float* x, int) {
   }
 }
 
-void CodecHandle::runChunked(Communicator& comm, float* x, RedOp op, Codec& codec,
-                             CodecCall& call) {
+void CodecHandle::runChunked(Communicator& comm, const void* in, void* out, size_t count, RedOp op,
+                             Codec& codec, CodecCall& call) {
   CollRequest req;
   req.kind = CollKind::kAllReduce;
-  req.sendbuf = x;
-  req.recvbuf = x;
-  req.count = count_;
+  req.sendbuf = in;
+  req.recvbuf = out;
+  req.count = count;
   req.dtype = dtype_;
   req.op = op;
   req.codec = &codec;
@@ -49,23 +49,14 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
   CodecCall call;
   call.call = calls_;
   if (chunk_->rawWire()) {  // dense: exactly sqzAllReduce, any datatype and op
-    CollRequest req;
-    req.kind = CollKind::kAllReduce;
-    req.sendbuf = in;
-    req.recvbuf = out;
-    req.count = count_;
-    req.dtype = dtype_;
-    req.op = op;
-    req.codec = chunk_.get();
-    req.codecCall = &call;
-    comm.collective(req);
+    runChunked(comm, in, out, count_, op, *chunk_, call);
   } else {
     float* x = static_cast<float*>(out);
     prepare(static_cast<const float*>(in), x, comm.size());
     call.residual = errorFeedback_ ? residual_.data() : nullptr;
     const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
     const bool tooSmall = double(count_) * dataTypeSize(dtype_) < minBytes;
-    runChunked(comm, x, op, tooSmall ? denseCodec() : *chunk_, call);
+    runChunked(comm, x, x, count_, op, tooSmall ? denseCodec() : *chunk_, call);
     finish(x);
   }
   account(call);

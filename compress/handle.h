@@ -63,8 +63,9 @@ class CodecHandle {
   virtual void finish(float* out) { (void)out; }
   // Arrays saved and loaded with the state, beyond the residual (e.g. DGC's momentum).
   virtual std::vector<std::pair<std::string, std::vector<float>*>> extraState() { return {}; }
-  // Runs the schedule over comm with `codec` on x (in place), filling call.
-  void runChunked(Communicator& comm, float* x, RedOp op, Codec& codec, CodecCall& call);
+  // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.
+  void runChunked(Communicator& comm, const void* in, void* out, size_t count, RedOp op,
+                  Codec& codec, CodecCall& call);
   // Adds a call's figures to the statistics.
   void account(const CodecCall& call);
 

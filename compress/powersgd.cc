@@ -129,16 +129,7 @@ class PowerSgdHandle final : public CodecHandle {
  private:
   // One dense all-reduce of buf (count floats) in place, counted in call.
   void dense(Communicator& comm, float* buf, size_t count, RedOp op, CodecCall& call) {
-    CollRequest req;
-    req.kind = CollKind::kAllReduce;
-    req.sendbuf = buf;
-    req.recvbuf = buf;
-    req.count = count;
-    req.dtype = DataType::kFloat32;
-    req.op = op;
-    req.codec = chunk_.get();  // the dense codec
-    req.codecCall = &call;
-    comm.collective(req);
+    runChunked(comm, buf, buf, count, op, *chunk_, call);  // chunk_ is the dense codec
   }
 
   void lowRank(Communicator& comm, float* x, RedOp op, CodecCall& call, Clock::time_point t0) {
