@@ -11,7 +11,6 @@
 // encode + decode + residual update.
 #pragma once
 
-#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -108,14 +107,5 @@ class BlockQuantCodec : public Codec {
   const char* settingName_;
   size_t scalesPerBlock_;
 };
-
-// A whole-number key of a block quantizer's spec, in [lo, hi].
-inline double wholeKey(const CodecSpec& spec, const char* key, double def, double lo, double hi) {
-  const double v = spec.get(key, def, lo, hi);
-  if (v != std::floor(v))
-    raise(ErrorCode::kInvalidArgument, "codec ", spec.method, ": ", key, " = ", v,
-          " is not a whole number; write e.g. ", key, "=", def, ".");
-  return v;
-}
 
 }  // namespace squeeze

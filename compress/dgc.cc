@@ -118,18 +118,10 @@ class DgcHandle final : public CodecHandle {
 
 std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, DataType dtype) {
   DgcParams p;
-  p.ratio = spec.get("ratio", 0.001, 0, 1);
-  if (!(p.ratio > 0))
-    raise(ErrorCode::kInvalidArgument,
-          "codec dgc: ratio must be above 0 (the fraction of "
-          "values sent after warm-up, e.g. dgc:ratio=0.001).");
+  p.ratio = spec.getRatio(0.001);
   p.momentum = spec.get("momentum", 0.9, 0, 1);
   p.clip = spec.get("clip", 0, 0, 1e300);
-  const double warmup = spec.get("warmup", 0, 0, 1e15);
-  if (warmup != std::floor(warmup))
-    raise(ErrorCode::kInvalidArgument, "codec dgc: warmup = ", warmup,
-          " must be a whole number "
-          "of calls.");
+  const double warmup = spec.getWhole("warmup", 0, 0, 1e15);
   p.warmup = static_cast<uint64_t>(warmup);
   const double sample = spec.get("sample", 1, 0, 1);
   if (sample != 0 && sample != 1)

@@ -41,7 +41,7 @@ class Int8Codec final : public BlockQuantCodec {
 }  // namespace
 
 std::unique_ptr<Codec> makeInt8Codec(const CodecSpec& spec) {
-  return std::make_unique<Int8Codec>(static_cast<size_t>(wholeKey(spec, "block", 256, 1, 1 << 24)));
+  return std::make_unique<Int8Codec>(static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)));
 }
 
 }  // namespace squeeze

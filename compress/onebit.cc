@@ -49,7 +49,7 @@ class OnebitCodec final : public BlockQuantCodec {
 
 std::unique_ptr<Codec> makeOnebitCodec(const CodecSpec& spec) {
   return std::make_unique<OnebitCodec>(
-      static_cast<size_t>(wholeKey(spec, "block", 256, 1, 1 << 24)));
+      static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)));
 }
 
 }  // namespace squeeze

@@ -64,13 +64,6 @@ float normalAt(uint64_t seed, uint64_t index) {
   return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
-size_t wholeKey(const CodecSpec& spec, const char* key, double def, double lo, double hi) {
-  const double v = spec.get(key, def, lo, hi);
-  if (v != std::floor(v))
-    raise(ErrorCode::kInvalidArgument, "codec powersgd: ", key, " = ", v,
-          " must be a whole number.");
-  return static_cast<size_t>(v);
-}
 
 using Clock = std::chrono::steady_clock;
 double secondsSince(Clock::time_point t0) {
@@ -87,9 +80,9 @@ class PowerSgdHandle final : public CodecHandle {
       residual_.assign(count_, 0.0f);
     else
       residual_.clear();
-    rank_ = wholeKey(spec_, "rank", 4, 1, 65536);
-    const size_t cols = wholeKey(spec_, "cols", 0, 0, 0x1p40);
-    const uint64_t seed = wholeKey(spec_, "seed", 0, 0, 0x1p53);
+    rank_ = static_cast<size_t>(spec_.getWhole("rank", 4, 1, 65536));
+    const size_t cols = static_cast<size_t>(spec_.getWhole("cols", 0, 0, 0x1p40));
+    const uint64_t seed = static_cast<size_t>(spec_.getWhole("seed", 0, 0, 0x1p53));
     if (count_ == 0) return;
     m_ = cols ? cols : static_cast<size_t>(std::ceil(std::sqrt(double(count_))));
     while (!cols && m_ * m_ < count_) ++m_;  // exact ceil(sqrt) despite rounding

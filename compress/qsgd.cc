@@ -53,9 +53,9 @@ class QsgdCodec final : public BlockQuantCodec {
 }  // namespace
 
 std::unique_ptr<Codec> makeQsgdCodec(const CodecSpec& spec) {
-  return std::make_unique<QsgdCodec>(static_cast<size_t>(wholeKey(spec, "block", 512, 1, 1 << 24)),
-                                     static_cast<int>(wholeKey(spec, "levels", 16, 1, 127)),
-                                     static_cast<uint64_t>(wholeKey(spec, "seed", 0, 0, 0x1p53)));
+  return std::make_unique<QsgdCodec>(static_cast<size_t>(spec.getWhole("block", 512, 1, 1 << 24)),
+                                     static_cast<int>(spec.getWhole("levels", 16, 1, 127)),
+                                     static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53)));
 }
 
 }  // namespace squeeze

@@ -90,14 +90,8 @@ class RandkCodec final : public Codec {
 }  // namespace
 
 std::unique_ptr<Codec> makeRandkCodec(const CodecSpec& spec) {
-  const double ratio = spec.get("ratio", 0.01, 0, 1);
-  if (!(ratio > 0))
-    raise(ErrorCode::kInvalidArgument,
-          "codec randk: ratio must be above 0 (the fraction of "
-          "values sent, e.g. randk:ratio=0.01).");
-  const double seed = spec.get("seed", 0, 0, 9007199254740992.0);
-  if (seed != static_cast<double>(static_cast<uint64_t>(seed)))
-    raise(ErrorCode::kInvalidArgument, "codec randk: seed = ", seed, " must be a whole number.");
+  const double ratio = spec.getRatio(0.01);
+  const double seed = spec.getWhole("seed", 0, 0, 9007199254740992.0);
   return std::make_unique<RandkCodec>(ratio, static_cast<uint64_t>(seed));
 }
 

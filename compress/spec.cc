@@ -98,4 +98,20 @@ double CodecSpec::get(const char* key, double def, double lo, double hi) const {
   return v;
 }
 
+double CodecSpec::getWhole(const char* key, double def, double lo, double hi) const {
+  const double v = get(key, def, lo, hi);
+  if (v != std::floor(v))
+    raise(ErrorCode::kInvalidArgument, "codec ", method, ": ", key, " = ", v,
+          " is not a whole number; write e.g. ", key, "=", def, ".");
+  return v;
+}
+
+double CodecSpec::getRatio(double def) const {
+  const double ratio = get("ratio", def, 0, 1);
+  if (!(ratio > 0))
+    raise(ErrorCode::kInvalidArgument, "codec ", method, ": ratio must be above 0 (the fraction "
+          "of values sent, e.g. ", method, ":ratio=", def, ").");
+  return ratio;
+}
+
 }  // namespace squeeze

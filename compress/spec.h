@@ -23,6 +23,10 @@ struct CodecSpec {
 
   // value of key or def; and checks lo <= value <= hi, naming the key when not.
   double get(const char* key, double def, double lo, double hi) const;
+  // As get, and the value must be a whole number.
+  double getWhole(const char* key, double def, double lo, double hi) const;
+  // The sparsifiers' ratio: the fraction of values sent, in (0, 1].
+  double getRatio(double def) const;
 };
 
 // Every key a spec may carry, in canonical order.

@@ -49,8 +49,8 @@ class TerngradCodec final : public BlockQuantCodec {
 
 std::unique_ptr<Codec> makeTerngradCodec(const CodecSpec& spec) {
   return std::make_unique<TerngradCodec>(
-      static_cast<size_t>(wholeKey(spec, "block", 256, 1, 1 << 24)),
-      static_cast<uint64_t>(wholeKey(spec, "seed", 0, 0, 0x1p53)));
+      static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)),
+      static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53)));
 }
 
 }  // namespace squeeze

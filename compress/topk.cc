@@ -168,11 +168,7 @@ size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType dtype, 
 }
 
 std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
-  const double ratio = spec.get("ratio", 0.01, 0, 1);
-  if (!(ratio > 0))
-    raise(ErrorCode::kInvalidArgument,
-          "codec topk: ratio must be above 0 (the fraction of "
-          "values sent, e.g. topk:ratio=0.01).");
+  const double ratio = spec.getRatio(0.01);
   const double sample = spec.get("sample", 0, 0, 1);
   if (sample != 0 && sample != 1)
     raise(ErrorCode::kInvalidArgument, "codec topk: sample = ", sample,
