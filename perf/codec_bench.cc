@@ -22,6 +22,11 @@
 // 64M-value chunk against std::nth_element for the same k over a copy of the 64M magnitudes.
 // Speeds are printed, never asserted.
 //
+// -J FILE also writes the table as JSON (perf/common.h's writer, format "squeeze-perf/1" with
+// "collective": "codec-bench"): one row per codec ("kind": "codec", the printed columns as
+// payload_bytes, ratio, encode_gbps, encode_ef_gbps, combine_gbps, decode_gbps; null for "-"),
+// and with -S the two selection rows ("kind": "selection").
+//
 // This binary links the internal archive (sqz_core): it reaches codecs below the C API.
 #include <getopt.h>
 
@@ -38,6 +43,7 @@
 #include <string>
 #include <vector>
 
+#include "common.h"
 #include "common/error.h"
 #include "compress/codec.h"
 #include "compress/codecs.h"
@@ -68,6 +74,7 @@ struct Options {
   int reps = 5;
   bool selection = false;
   std::vector<std::string> specs;  // empty: every registered method
+  const char* jsonPath = nullptr;  // -J: the rows as JSON to this file
 };
 
 void usage(FILE* out) {
@@ -84,6 +91,8 @@ void usage(FILE* out) {
                "                        of one chunk of 64M floats against std::nth_element of\n"
                "                        the same k over the 64M magnitudes (allocates ~0.5 GB,\n"
                "                        hence opt-in)\n"
+               "  -J, --json <file>     also write the rows as JSON (format squeeze-perf/1)\n"
+               "                        to <file>\n"
                "  -h, --help            this text\n",
                kProgram);
 }
@@ -113,13 +122,17 @@ int parseOptions(int argc, char** argv, Options* o) {
     return 2;
   };
   static const option kLong[] = {
-      {"size", required_argument, nullptr, 's'},  {"reps", required_argument, nullptr, 'r'},
-      {"codec", required_argument, nullptr, 'z'}, {"selection", no_argument, nullptr, 'S'},
-      {"help", no_argument, nullptr, 'h'},        {nullptr, 0, nullptr, 0},
+      {"size", required_argument, nullptr, 's'},
+      {"reps", required_argument, nullptr, 'r'},
+      {"codec", required_argument, nullptr, 'z'},
+      {"selection", no_argument, nullptr, 'S'},
+      {"json", required_argument, nullptr, 'J'},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0},
   };
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":s:r:z:Sh", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":s:r:z:SJ:h", kLong, nullptr)) != -1) {
     switch (c) {
       case 's':
         if (!parseCount(optarg, &o->count))
@@ -140,6 +153,10 @@ int parseOptions(int argc, char** argv, Options* o) {
         break;
       case 'S':
         o->selection = true;
+        break;
+      case 'J':
+        if (*optarg == '\0') return bad("-J needs a file name, e.g. -J codecs.json");
+        o->jsonPath = optarg;
         break;
       case 'h':
         usage(stdout);
@@ -211,9 +228,25 @@ double gbps(size_t count, double sec) {
 
 // ---- The table ---------------------------------------------------------------------------------
 
+// One row of the -J file: a codec's figures ("codec"), or one line of the -S comparison
+// ("selection"). Negative figures (printed "-") and NaN are written as null.
+struct JsonRow {
+  const char* kind = "codec";
+  std::string name;  // the codec spec, or the selection method
+  double payload = NAN;
+  double ratio = NAN;
+  double encode = -1, encodeFeedback = -1, combine = -1, decode = -1;  // GB/s
+  double timeMs = NAN;                                                 // selection rows
+  double speedup = NAN;  // selection: std::nth_element's time over top-k's
+  size_t k = 0;          // selection: values kept
+  std::string note, error;
+};
+
 class Bench {
  public:
-  explicit Bench(const Options& o) : o_(o), x_(o.count), other_(o.count) {
+  /// json: the -J file, open, or nullptr without -J.
+  Bench(const Options& o, perf::JsonFile* json, const perf::JsonRunInfo& runInfo)
+      : o_(o), x_(o.count), other_(o.count), json_(json), runInfo_(runInfo) {
     fillGradient(x_, 0);
     fillGradient(other_, 1);
   }
@@ -222,6 +255,8 @@ class Bench {
 
  private:
   void row(const std::string& text);
+  void failedRow(const std::string& name, const std::string& error);
+  int writeJson();
   void chunkRow(const std::string& name, Codec& codec);
   void compositeRow(const std::string& name, const CodecSpec& spec);
   void printFigures(const std::string& name, double payload, double enc, double encFb, double comb,
@@ -232,6 +267,9 @@ class Bench {
   std::vector<float> x_, other_;
   int width_ = 10;
   int failures_ = 0;
+  perf::JsonFile* json_;
+  perf::JsonRunInfo runInfo_;
+  std::vector<JsonRow> rows_;
 };
 
 // "-" for a figure that does not apply.
@@ -248,6 +286,24 @@ void Bench::printFigures(const std::string& name, double payload, double enc, do
   std::printf("%-*s  %12.0f  %8.2f  %8s  %8s  %8s  %8s%s%s\n", width_, name.c_str(), payload,
               payload > 0 ? dense / payload : 0.0, figure(enc).c_str(), figure(encFb).c_str(),
               figure(comb).c_str(), figure(dec).c_str(), note ? "  " : "", note ? note : "");
+  JsonRow& row = rows_.emplace_back();
+  row.name = name;
+  row.payload = payload;
+  if (payload > 0) row.ratio = dense / payload;
+  row.encode = enc;
+  row.encodeFeedback = encFb;
+  row.combine = comb;
+  row.decode = dec;
+  if (note) row.note = note;
+}
+
+// A codec row that was not timed: printed as such, and an error row in the JSON.
+void Bench::failedRow(const std::string& name, const std::string& error) {
+  std::printf("%-*s  not timed: %s\n", width_, name.c_str(), error.c_str());
+  ++failures_;
+  JsonRow& row = rows_.emplace_back();
+  row.name = name;
+  row.error = error;
 }
 
 void Bench::chunkRow(const std::string& name, Codec& codec) {
@@ -287,9 +343,9 @@ void Bench::compositeRow(const std::string& name, const CodecSpec& spec) {
   sqzUniqueId id;
   sqzComm_t comm = nullptr;
   auto fail = [&](const char* what, sqzResult_t r) {
-    std::printf("%-*s  not timed: %s: %s: %s\n", width_, name.c_str(), what, sqzGetErrorString(r),
-                sqzGetLastError(comm));
-    ++failures_;
+    const char* detail = sqzGetLastError(comm);
+    failedRow(name, std::string(what) + ": " + sqzGetErrorString(r) + ": " +
+                        (detail ? detail : "(null)"));
   };
   sqzResult_t r = sqzGetUniqueId(&id);
   if (r != sqzSuccess) return fail("sqzGetUniqueId", r);
@@ -356,21 +412,26 @@ void Bench::row(const std::string& text) {
     else
       chunkRow(text, *chunk);
   } catch (const Error& e) {
-    std::printf("%-*s  not timed: %s\n", width_, text.c_str(), e.what());
-    ++failures_;
+    failedRow(text, e.what());
   }
 }
 
 void Bench::selectionRow() {
   bool registered = false;
   for (const CodecMethod& m : codecMethods()) registered |= std::strcmp(m.name, "topk") == 0;
+  const size_t n = kSelectionCount;
+  const std::string text = "topk:ratio=0.001,sample=1";
+  JsonRow topkRow;
+  topkRow.kind = "selection";
+  topkRow.name = text + " encode";
   if (!registered) {
     std::printf("# selection: topk is not registered (compress/registry.cc); row skipped\n");
+    topkRow.error = "topk is not registered (compress/registry.cc)";
+    rows_.push_back(topkRow);
     return;
   }
-  const size_t n = kSelectionCount;
   const size_t k = keepCount(kSelectionRatio, n);
-  const std::string text = "topk:ratio=0.001,sample=1";
+  topkRow.k = k;
   std::printf(
       "#\n# selection: top-k of %zu float32 values at ratio %g (k = %zu), one chunk, "
       "median of %d runs\n",
@@ -389,9 +450,14 @@ void Bench::selectionRow() {
     });
     std::printf("#   %-40s %10.1f ms  (payload %zu B)\n", (text + " encode").c_str(), topkSec * 1e3,
                 bytes);
+    topkRow.timeMs = topkSec * 1e3;
+    topkRow.payload = static_cast<double>(bytes);
+    topkRow.ratio = bytes > 0 ? static_cast<double>(n) * sizeof(float) / bytes : NAN;
   } catch (const Error& e) {
     std::printf("#   %s: not timed: %s\n", text.c_str(), e.what());
     ++failures_;
+    topkRow.error = e.what();
+    rows_.push_back(topkRow);
     return;
   }
   std::vector<float> mags(n);
@@ -408,6 +474,65 @@ void Bench::selectionRow() {
   double speedup = topkSec > 0 ? nthSec / topkSec : 0;
   std::printf("#   speedup %.2fx (the issue asks for >= 3x: %s)\n", speedup,
               speedup >= 3 ? "met" : "NOT met");
+  if (topkSec > 0) topkRow.speedup = speedup;
+  rows_.push_back(topkRow);
+  JsonRow& nthRow = rows_.emplace_back();
+  nthRow.kind = "selection";
+  nthRow.name = "std::nth_element on a copy of |x|";
+  nthRow.k = k;
+  nthRow.timeMs = nthSec * 1e3;
+}
+
+// Returns 0, or 2 (with a message) when the file cannot be written.
+int Bench::writeJson() {
+  perf::JsonWriter w;
+  perf::writeJsonPreamble(w, runInfo_);
+  w.key("values").integer(static_cast<int64_t>(o_.count));
+  w.key("reps").integer(o_.reps);
+  auto speed = [&](const char* key, double gbs) {
+    if (gbs < 0)
+      w.key(key).null();
+    else
+      w.key(key).number(gbs);
+  };
+  auto textOrNull = [&](const char* key, const std::string& text) {
+    w.key(key).stringOrNull(text.empty() ? nullptr : text.c_str());
+  };
+  w.key("rows").beginArray();
+  for (const JsonRow& row : rows_) {
+    w.beginObject();
+    w.key("kind").string(row.kind);
+    if (std::strcmp(row.kind, "codec") == 0) {
+      w.key("codec").string(row.name);
+      w.key("values").integer(static_cast<int64_t>(o_.count));
+      w.key("payload_bytes").number(row.payload);
+      w.key("ratio").number(row.ratio);
+      speed("encode_gbps", row.encode);
+      speed("encode_ef_gbps", row.encodeFeedback);
+      speed("combine_gbps", row.combine);
+      speed("decode_gbps", row.decode);
+      textOrNull("note", row.note);
+    } else {
+      w.key("method").string(row.name);
+      w.key("values").integer(static_cast<int64_t>(kSelectionCount));
+      w.key("k").integer(static_cast<int64_t>(row.k));
+      w.key("time_ms").number(row.timeMs);
+      w.key("payload_bytes").number(row.payload);
+      w.key("ratio").number(row.ratio);
+      w.key("speedup").number(row.speedup);
+    }
+    textOrNull("error", row.error);
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+  std::string why;
+  if (!json_->commit(w.text(), &why)) {
+    std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", kProgram, o_.jsonPath,
+                 why.c_str());
+    return 2;
+  }
+  return 0;
 }
 
 int Bench::run() {
@@ -446,6 +571,10 @@ int Bench::run() {
     for (const CodecMethod& m : codecMethods()) registered |= std::strcmp(m.name, "topk") == 0;
     if (!registered) std::printf("# topk is not registered (compress/registry.cc)\n");
   }
+  if (json_) {
+    int status = writeJson();
+    if (status) return status;
+  }
   return failures_ ? 1 : 0;
 }
 
@@ -457,6 +586,24 @@ int main(int argc, char** argv) {
   squeeze::Options o;
   int status = squeeze::parseOptions(argc, argv, &o);
   if (status >= 0) return status;
-  squeeze::Bench bench(o);
+  // -J: opened now, so a path that cannot be written stops the run before any timing.
+  squeeze::perf::JsonFile json;
+  squeeze::perf::JsonRunInfo runInfo;
+  if (o.jsonPath) {
+    std::string why;
+    if (!json.open(o.jsonPath, &why)) {
+      std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", squeeze::kProgram, o.jsonPath,
+                   why.c_str());
+      return 2;
+    }
+    runInfo.program = squeeze::kProgram;
+    runInfo.collective = "codec-bench";
+    runInfo.nranks = 1;
+    runInfo.hosts = {squeeze::perf::hostName()};
+    runInfo.argc = argc;
+    runInfo.argv = argv;
+    runInfo.started = std::time(nullptr);
+  }
+  squeeze::Bench bench(o, o.jsonPath ? &json : nullptr, runInfo);
   return bench.run();
 }

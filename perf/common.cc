@@ -24,6 +24,11 @@
 // of every rank's input, computed locally; the lossy result is not counted as wrong, but the
 // replicas must agree bit for bit (DESIGN.md), so #wrong counts the elements on which the ranks'
 // results differ.
+//
+// With -J FILE, every rank keeps the rows it computed (each printed row is an out-of-place and an
+// in-place JSON row), the ranks' host names are gathered once after the header, and at the end
+// rank 0 writes the file (see JsonFile in common.h). Without -J nothing of this runs, so the
+// printed output and the collectives called are what they were.
 #include "common.h"
 
 #include <getopt.h>
@@ -230,6 +235,7 @@ struct Options {
   int root = 0;
   const char* algo = nullptr;       // -a: the SQZ_ALGO value after "<coll>:"
   std::vector<const char*> codecs;  // -z: codec specs, each a sweep through runCompressed
+  const char* jsonPath = nullptr;   // -J: the rows as JSON to this file (rank 0)
 };
 
 // The launcher rank from the environment, before the communicator exists (for deciding who
@@ -296,6 +302,8 @@ void usage(FILE* out, const PerfColl& coll) {
         "                            float only, sum or avg; adds the columns codec,\n"
         "                            wire/rank, ratio and relerr; repeat -z for several\n");
   std::fprintf(out,
+               "  -J, --json <file>         also write the rows as JSON (format squeeze-perf/1)\n"
+               "                            to <file>, from rank 0; plot them with perf/plot.py\n"
                "  -h, --help                this text\n"
                "Run under sqzrun (sqzrun -n 4 %s ...), mpirun, srun or torchrun for several\n"
                "ranks; without a launcher it runs as a single rank.\n",
@@ -368,6 +376,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
       {"root", required_argument, nullptr, 'r'},
       {"algo", required_argument, nullptr, 'a'},
       {"codec", required_argument, nullptr, 'z'},
+      {"json", required_argument, nullptr, 'J'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -375,7 +384,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   optind = 1;
   int c;
   long v;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:h", kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:J:h", kLong, nullptr)) != -1) {
     switch (c) {
       case 'b':
         if (!parseSize(optarg, &o->minBytes))
@@ -456,6 +465,10 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
           return bad("-z needs a codec spec, e.g. -z fp16 or -z topk:ratio=0.01");
         o->codecs.push_back(optarg);
         break;
+      case 'J':
+        if (*optarg == '\0') return bad("-J needs a file name, e.g. -J allreduce.json");
+        o->jsonPath = optarg;
+        break;
       case 'h':
         if (speak) usage(stdout, coll);
         return 0;
@@ -495,14 +508,38 @@ struct Buffer {
   ~Buffer() { std::free(ptr); }
 };
 
+// One row of the -J file: the out-of-place or the in-place half of a printed row.
+struct JsonRow {
+  size_t size = 0;
+  size_t count = 0;
+  const char* type = "";
+  const char* redop = "";
+  int root = -1;
+  bool inPlace = false;
+  double timeUs = 0;
+  double algBw = 0;
+  double busBw = 0;
+  int64_t wrong = -1;  // < 0: not checked (null)
+  std::string algo;
+  const char* codec = nullptr;  // -z only, like the three below; NaN: null
+  double wirePerRank = NAN;
+  double ratio = NAN;
+  double relErr = NAN;
+};
+
 class Bench {
  public:
-  Bench(const PerfColl& coll, const Options& o) : coll_(coll), o_(o) {}
+  /// json: the -J file; open (PATH.tmp) on the rank that writes it, closed elsewhere.
+  Bench(const PerfColl& coll, const Options& o, JsonFile* json, const JsonRunInfo& runInfo)
+      : coll_(coll), o_(o), json_(json), runInfo_(runInfo) {}
 
   int run();
 
  private:
   [[noreturn]] void libraryError(sqzResult_t r) const;
+  // Ends the process at once (no destructors: the library's threads may still be running),
+  // removing the -J file's PATH.tmp first.
+  [[noreturn]] void exitNow(int status) const;
   void check(sqzResult_t r) const {
     if (r != sqzSuccess) libraryError(r);
   }
@@ -522,7 +559,12 @@ class Bench {
   double timeCompressed(sqzRedOp_t op, bool inPlace);
   int64_t checkCompressed(sqzRedOp_t op, bool inPlace, double* relErr);
   void benchCompressed(sqzRedOp_t op, bool inPlace);
-  void printCodecColumns();
+  void printCodecColumns(size_t firstRow);
+  // -J
+  void addJsonRow(sqzDataType_t type, sqzRedOp_t op, bool inPlace, double sec, double algBw,
+                  double busBw, int64_t wrong);
+  void gatherHosts();
+  int writeJson();
   void initData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, uint64_t seed);
   int64_t checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes);
   // printf on rank 0 only.
@@ -548,6 +590,10 @@ class Bench {
   double codecSums_[3] = {};  // this rank's timed calls' wire bytes, dense bytes, calls
   double relErr_ = -1;        // largest over this size's checked calls; < 0: none
   int codecWidth_ = 5;        // width of the codec column: the longest spec
+  // -J: what rank 0 writes at the end.
+  JsonFile* json_;
+  JsonRunInfo runInfo_;
+  std::vector<JsonRow> rows_;
 };
 
 void Bench::print(const char* fmt, ...) const {
@@ -566,8 +612,14 @@ void Bench::libraryError(sqzResult_t r) const {
   std::fprintf(stderr, "%s: rank %s: %s: %s\n", coll_.program, who.c_str(), sqzGetErrorString(r),
                detail && *detail ? detail : "(no details)");
   std::fflush(stderr);
-  // No destructors: the library's threads may still be running.
-  std::_Exit(1);
+  exitNow(1);
+}
+
+void Bench::exitNow(int status) const {
+  if (json_) json_->discard();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(status);
 }
 
 void Bench::initComm() {
@@ -591,7 +643,7 @@ void Bench::allocate(Buffer* b, size_t bytes, const char* what) {
                  "%s: rank %d: cannot allocate %zu bytes for the %s buffer: out of memory "
                  "(lower -e)\n",
                  coll_.program, rank_, rounded, what);
-    std::_Exit(1);
+    exitNow(1);
   }
   std::memset(b->ptr, 0, rounded);  // touch the pages now, not in the first timed call
 }
@@ -761,6 +813,7 @@ void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
     if (wrong) break;
   }
   if (wrong) ++errors_;
+  if (o_.jsonPath) addJsonRow(type, op, inPlace, sec, algBw, busBw, o_.check ? wrong : -1);
 
   double us = sec * 1.0e6;
   print("  %7.*f  %6.2f  %6.2f", us >= 10000.0 ? 0 : us >= 100.0 ? 1 : 2, us, algBw, busBw);
@@ -789,9 +842,7 @@ void Bench::checkSpecs() {
         std::fprintf(stderr, "%s: -z '%s': %s: %s\n", coll_.program, spec, sqzGetErrorString(r),
                      detail && *detail ? detail : "(no details)");
       }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      std::_Exit(2);
+      exitNow(2);
     }
     check(sqzCodecDestroy(codec));
   }
@@ -921,6 +972,7 @@ void Bench::benchCompressed(sqzRedOp_t op, bool inPlace) {
     if (!std::isnan(relErr_) && !(err <= relErr_)) relErr_ = err;  // NaN sticks
   }
   if (differ) ++errors_;
+  if (o_.jsonPath) addJsonRow(sqzFloat32, op, inPlace, sec, algBw, busBw, o_.check ? differ : -1);
 
   double us = sec * 1.0e6;
   print("  %7.*f  %6.2f  %6.2f", us >= 10000.0 ? 0 : us >= 100.0 ? 1 : 2, us, algBw, busBw);
@@ -933,9 +985,17 @@ void Bench::benchCompressed(sqzRedOp_t op, bool inPlace) {
 }
 
 // codec, wire/rank, ratio, relerr (see printHeader), and the end of the row.
-void Bench::printCodecColumns() {
+// Also sets the codec members of this size's JSON rows, rows_[firstRow ..].
+void Bench::printCodecColumns(size_t firstRow) {
   double sums[3] = {codecSums_[0], codecSums_[1], codecSums_[2]};
   check(sqzAllReduce(sums, sums, 3, sqzFloat64, sqzSum, comm_, nullptr));
+  for (size_t i = firstRow; i < rows_.size(); ++i) {
+    JsonRow& row = rows_[i];
+    row.codec = spec_;
+    if (sums[2] > 0) row.wirePerRank = sums[0] / sums[2];
+    if (sums[0] > 0) row.ratio = sums[1] / sums[0];
+    if (relErr_ >= 0) row.relErr = relErr_;  // NaN (printed "nan") stays NaN: null
+  }
   print("  %-*s", codecWidth_, spec_);
   if (sums[2] > 0)
     print("  %10.0f", sums[0] / sums[2]);
@@ -974,6 +1034,7 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
       std::fill(std::begin(codecSums_), std::end(codecSums_), 0.0);
       relErr_ = -1;
     }
+    const size_t firstRow = rows_.size();
     print("%12zu  %12zu  %8s  %6s  %6d", std::max(counts_.sendCount, counts_.recvCount) * esz,
           counts_.paramCount, typeName(type), coll_.usesOp ? opName(op) : "none", root_);
     if (spec_) {
@@ -989,7 +1050,7 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
         algo_[1].empty() || algo_[1] == algo_[0] ? algo_[0] : algo_[0] + "/" + algo_[1];
     if (spec_) {
       print("  %-6s", algo.c_str());
-      printCodecColumns();
+      printCodecColumns(firstRow);
     } else {
       print("  %s\n", algo.c_str());
     }
@@ -1010,13 +1071,13 @@ int Bench::run() {
       if (rank_ == 0)
         std::fprintf(stderr, "%s: root %d is not a rank (there are %d ranks)\n", coll_.program,
                      o_.root, nranks_);
-      std::fflush(stdout);
-      std::_Exit(2);
+      exitNow(2);
     }
     root_ = o_.root;
   }
   if (!o_.codecs.empty()) checkSpecs();
   printHeader();
+  if (o_.jsonPath) gatherHosts();
 
   // Buffers for the largest size of any datatype (counts of 1-byte elements are byte counts).
   CollCounts maxCounts;
@@ -1042,7 +1103,87 @@ int Bench::run() {
   print("# Avg bus bandwidth    : %g \n", bwCount_ ? bwSum_ / bwCount_ : 0.0);
   print("#\n");
   std::fflush(stdout);
+  if (o_.jsonPath && rank_ == 0) {
+    int status = writeJson();
+    if (status) return status;
+  }
   return errors_ ? 1 : 0;
+}
+
+// ---- -J: the rows as JSON ----------------------------------------------------------------------
+
+void Bench::addJsonRow(sqzDataType_t type, sqzRedOp_t op, bool inPlace, double sec, double algBw,
+                       double busBw, int64_t wrong) {
+  JsonRow row;
+  row.size = std::max(counts_.sendCount, counts_.recvCount) * typeSize(type);
+  row.count = counts_.paramCount;
+  row.type = typeName(type);
+  row.redop = coll_.usesOp ? opName(op) : "none";
+  row.root = root_;
+  row.inPlace = inPlace;
+  row.timeUs = sec * 1.0e6;
+  row.algBw = algBw;
+  row.busBw = busBw;
+  row.wrong = wrong;
+  row.algo = algo_[inPlace];
+  rows_.push_back(std::move(row));
+}
+
+// Every rank's host name into runInfo_.hosts, gathered as the header's rank lines are: each rank
+// writes its slot and a byte-wise max all-reduce assembles them.
+void Bench::gatherHosts() {
+  constexpr size_t kHostBytes = 256;
+  std::vector<unsigned char> names(static_cast<size_t>(nranks_) * kHostBytes, 0);
+  std::string host = hostName().substr(0, kHostBytes - 1);
+  std::memcpy(&names[static_cast<size_t>(rank_) * kHostBytes], host.data(), host.size());
+  check(sqzAllReduce(names.data(), names.data(), names.size(), sqzUint8, sqzMax, comm_, nullptr));
+  runInfo_.nranks = nranks_;
+  runInfo_.hosts.clear();
+  for (int r = 0; r < nranks_; ++r)
+    runInfo_.hosts.emplace_back(reinterpret_cast<const char*>(&names[r * kHostBytes]));
+}
+
+// Rank 0, at the end: returns 0, or 2 (with a message) when the file cannot be written.
+int Bench::writeJson() {
+  std::string why;
+  if (!json_->isOpen() && !json_->open(o_.jsonPath, &why)) {
+    std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", coll_.program, o_.jsonPath,
+                 why.c_str());
+    return 2;
+  }
+  JsonWriter w;
+  writeJsonPreamble(w, runInfo_);
+  w.key("rows").beginArray();
+  for (const JsonRow& row : rows_) {
+    w.beginObject();
+    w.key("size").integer(static_cast<int64_t>(row.size));
+    w.key("count").integer(static_cast<int64_t>(row.count));
+    w.key("type").string(row.type);
+    w.key("redop").string(row.redop);
+    w.key("root").integer(row.root);
+    w.key("inplace").boolean(row.inPlace);
+    w.key("time_us").number(row.timeUs);
+    w.key("algbw").number(row.algBw);
+    w.key("busbw").number(row.busBw);
+    if (row.wrong >= 0)
+      w.key("wrong").integer(row.wrong);
+    else
+      w.key("wrong").null();
+    w.key("algo").string(row.algo);
+    w.key("codec").stringOrNull(row.codec);
+    w.key("wire_per_rank").number(row.wirePerRank);
+    w.key("ratio").number(row.ratio);
+    w.key("relerr").number(row.relErr);
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+  if (!json_->commit(w.text(), &why)) {
+    std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", coll_.program, o_.jsonPath,
+                 why.c_str());
+    return 2;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -1196,7 +1337,33 @@ int perfMain(int argc, char** argv, const PerfColl& coll) {
       return 1;
     }
   }
-  Bench bench(coll, o);
+  // -J: opened now, on the rank that writes it, so a path that cannot be written stops the run
+  // before any collective (the other ranks are stopped by the launcher when this one exits).
+  JsonFile json;
+  JsonRunInfo runInfo;
+  if (o.jsonPath) {
+    if (launcherRank() <= 0) {
+      std::string why;
+      if (!json.open(o.jsonPath, &why)) {
+        std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", coll.program, o.jsonPath,
+                     why.c_str());
+        return 2;
+      }
+    }
+    // "sqz-allreduce-perf" -> "allreduce"
+    std::string_view name = coll.program;
+    if (name.rfind("sqz-", 0) == 0) name.remove_prefix(4);
+    if (name.size() > 5 && name.substr(name.size() - 5) == "-perf") name.remove_suffix(5);
+    runInfo.program = coll.program;
+    runInfo.collective = name;
+    // What the library was told: SQZ_TRANSPORT, else its default (src/common/params.h).
+    const char* transport = std::getenv("SQZ_TRANSPORT");
+    runInfo.transport = transport && *transport ? transport : "shm,tcp";
+    runInfo.argc = argc;
+    runInfo.argv = argv;
+    runInfo.started = std::time(nullptr);
+  }
+  Bench bench(coll, o, &json, runInfo);
   return bench.run();
 }
 
