@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Squeeze builds and tests with, when they are missing. Runs apt-get
 # as root (or through sudo); prints what to install and fails when it can do neither.
+# --compare also installs the peers perf/compare/ measures Squeeze against (Gloo, Open MPI,
+# PyTorch); the default install leaves them out.
 set -euo pipefail
+
+compare=0
+for arg in "$@"; do
+  case "$arg" in
+    --compare) compare=1 ;;
+    *)
+      echo "install-deps: unknown argument '$arg' (the only one is --compare)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -14,6 +27,13 @@ have_cmd pkg-config || need+=(pkg-config)
 have_pkg libgtest-dev || need+=(libgtest-dev)
 have_pkg libgmock-dev || need+=(libgmock-dev)
 have_pkg libhwloc-dev || need+=(libhwloc-dev)
+need_compare() {
+  local pkg
+  for pkg in libgloo-dev libopenmpi-dev openmpi-bin python3-torch python3-numpy; do
+    have_pkg "$pkg" || need+=("$pkg")
+  done
+}
+if ((compare)); then need_compare; fi
 
 if ((${#need[@]} == 0)); then exit 0; fi
 echo "install-deps: installing ${need[*]}"
