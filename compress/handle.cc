@@ -72,9 +72,14 @@ void CodecHandle::account(const CodecCall& call) {
   stats_.encodeSeconds += call.encodeSeconds;
   stats_.combineSeconds += call.combineSeconds;
   stats_.decodeSeconds += call.decodeSeconds;
+}
+
+CodecStats CodecHandle::stats() const {
+  CodecStats s = stats_;
   double sq = 0;
   for (float v : residual_) sq += double(v) * v;
-  stats_.residualNorm = std::sqrt(sq);
+  s.residualNorm = std::sqrt(sq);
+  return s;
 }
 
 // State format (native byte order; checkpoints move between runs, not architectures):

@@ -43,7 +43,9 @@ class CodecHandle {
   const CodecSpec& spec() const { return spec_; }
   size_t count() const { return count_; }
   DataType dtype() const { return dtype_; }
-  const CodecStats& stats() const { return stats_; }
+  // The residual's norm is computed here, when asked, not after every call: it is a pass over
+  // the whole tensor that would otherwise cost as much as the encode.
+  CodecStats stats() const;
   bool errorFeedback() const { return errorFeedback_; }
   // The chunk codec the schedule runs (for benchmarks). A composite method (PowerSGD) overrides
   // allReduce and holds the dense codec of its inner all-reduces here, not its compression.

@@ -568,7 +568,7 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
 
 sqzResult_t sqzCodecGetStats(sqzCodec_t codec, sqzCodecStats_t* stats) {
   return apiGuard(nullptr, [&] {
-    const CodecStats& s = checkCodec(codec, "sqzCodecGetStats")->impl->stats();
+    const CodecStats s = checkCodec(codec, "sqzCodecGetStats")->impl->stats();
     if (!stats) raise(ErrorCode::kInvalidArgument, "sqzCodecGetStats: stats is NULL.");
     stats->calls = s.calls;
     stats->wireBytes = s.wireBytes;
