@@ -25,7 +25,8 @@ struct CostModel {
   AlgoEfficiency allReduce[5];  // indexed by AlgoId
 };
 
-// The model for transport "tcp" or "shm" with the measured efficiencies (calibration.cc).
+// The model for "shm" or "tcp" (ranks on one host) with the measured efficiencies
+// (calibration.cc), or for "net" (tcp between hosts, measured on the network lab).
 CostModel calibratedModel(const std::string& transport, double alpha, double beta, double gamma);
 
 }  // namespace squeeze

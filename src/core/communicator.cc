@@ -58,9 +58,13 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->peers_ = connectPeers(rank, table.peers, comm->listener_, id.secret, comm->commHash_,
                               config);
   comm->listener_.close();  // every peer is connected; nothing more to accept
-  bool anyTcp = false;
+  // Every rank must price algorithms alike or they would pick different schedules: whether the
+  // ranks span hosts comes from the rendezvous table, the same on every rank.
+  bool anyTcp = false, manyHosts = false;
   for (const auto& c : comm->peers_.conns) anyTcp |= c && std::string(c->transportName()) == "tcp";
-  comm->tuner_ = std::make_unique<Tuner>(config.algoSpec, anyTcp ? config.tcpModel : config.shmModel);
+  for (const PeerInfo& p : table.peers) manyHosts |= p.hostId != table.peers[0].hostId;
+  comm->tuner_ = std::make_unique<Tuner>(
+      config.algoSpec, manyHosts ? config.netModel : anyTcp ? config.tcpModel : config.shmModel);
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)

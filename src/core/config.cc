@@ -47,6 +47,7 @@ CommConfig CommConfig::fromParams(const Params& p) {
   const double gamma = 1 / (p.reduceGbps * 1e9);
   c.tcpModel = calibratedModel("tcp", p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma);
   c.shmModel = calibratedModel("shm", p.shmLatencyUs * 1e-6, 1 / (p.shmGbps * 1e9), gamma);
+  c.netModel = calibratedModel("net", p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma);
   return c;
 }
 

@@ -22,6 +22,7 @@ struct CommConfig {
   size_t codecMinBytes = 16 << 10;
   CostModel tcpModel = calibratedModel("tcp", 40e-6, 1 / 1.2e9, 1 / 4e9);
   CostModel shmModel = calibratedModel("shm", 8e-6, 1 / 2.5e9, 1 / 4e9);
+  CostModel netModel = calibratedModel("net", 40e-6, 1 / 1.2e9, 1 / 4e9);  // ranks on >1 host
 
   // Validates ranges; throws Error(kInvalidArgument) naming the setting and the allowed range.
   static CommConfig fromParams(const Params& p);

@@ -139,7 +139,9 @@ void printTuning() {
   std::vector<size_t> sizes;
   for (size_t b = 8; b <= (256u << 20); b *= 8) sizes.push_back(b);
   sizes.push_back(256u << 20);
-  for (auto [name, model] : {std::pair{"tcp", config.tcpModel}, std::pair{"shm", config.shmModel}}) {
+  for (auto [name, model] : {std::pair{"tcp between hosts", config.netModel},
+                             std::pair{"tcp on one host", config.tcpModel},
+                             std::pair{"shm", config.shmModel}}) {
     Tuner tuner("", model);
     for (CollKind k : {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
                        CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kAlltoAll}) {
