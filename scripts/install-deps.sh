@@ -27,6 +27,8 @@ have_cmd pkg-config || need+=(pkg-config)
 have_pkg libgtest-dev || need+=(libgtest-dev)
 have_pkg libgmock-dev || need+=(libgmock-dev)
 have_pkg libhwloc-dev || need+=(libhwloc-dev)
+have_pkg python3-matplotlib || need+=(python3-matplotlib)  # perf/plot.py and its test
+have_cmd ip || need+=(iproute2)                             # the network lab (tests/netlab/)
 need_compare() {
   local pkg
   for pkg in libgloo-dev libopenmpi-dev openmpi-bin python3-torch python3-numpy; do
