@@ -22,7 +22,7 @@
 // 64M-value chunk against std::nth_element for the same k over a copy of the 64M magnitudes.
 // Speeds are printed, never asserted.
 //
-// -J FILE also writes the table as JSON (perf/common.h's writer, format "squeeze-perf/1" with
+// -J FILE also writes the table as JSON (perf/table.h's writer, format "squeeze-perf/1" with
 // "collective": "codec-bench"): one row per codec ("kind": "codec", the printed columns as
 // payload_bytes, ratio, encode_gbps, encode_ef_gbps, combine_gbps, decode_gbps; null for "-"),
 // and with -S the two selection rows ("kind": "selection").
@@ -43,7 +43,6 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
 #include "common/error.h"
 #include "compress/codec.h"
 #include "compress/codecs.h"
@@ -51,6 +50,7 @@
 #include "compress/spec.h"
 #include "compress/topk.h"
 #include "squeeze/squeeze.h"
+#include "table.h"
 
 namespace squeeze {
 namespace {
@@ -97,20 +97,13 @@ void usage(FILE* out) {
                kProgram);
 }
 
+// Values, not bytes: the K/M/G of the perf drivers' sizes, no B; at most 4G (u32 indices in
+// sparse payloads).
 bool parseCount(const char* text, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(text, &end);
-  if (end == text || errno != 0 || !(v >= 1)) return false;
-  double unit = 1;
-  if (*end == 'k' || *end == 'K')
-    unit = 1024.0, ++end;
-  else if (*end == 'm' || *end == 'M')
-    unit = 1024.0 * 1024, ++end;
-  else if (*end == 'g' || *end == 'G')
-    unit = 1024.0 * 1024 * 1024, ++end;
-  if (*end != '\0' || v * unit > 4.0e9) return false;  // u32 indices in sparse payloads
-  *out = static_cast<size_t>(v * unit);
+  size_t count = 0;
+  if (!perf::parseSize(text, &count, /*byteSuffix=*/false) || count < 1 || count > 4000000000u)
+    return false;
+  *out = count;
   return true;
 }
 

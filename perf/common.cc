@@ -50,7 +50,6 @@
 namespace squeeze::perf {
 namespace {
 
-constexpr size_t kAlignment = 4096;
 constexpr int kRankLineBytes = 160;
 constexpr unsigned char kPoison = 0xA5;  // never an expected byte pattern (see common.h)
 
@@ -222,20 +221,12 @@ void fillPeriodic(void* buf, size_t count, size_t first, sqzDataType_t type, Val
 
 // ---- Options -----------------------------------------------------------------------------------
 
-struct Options {
-  size_t minBytes = 32u << 20;
-  size_t maxBytes = 32u << 20;
-  size_t stepBytes = 1u << 20;
-  size_t stepFactor = 2;  // > 1: multiply; 1: add stepBytes
-  int iters = 20;
-  int warmup = 5;
-  int check = 1;
+struct Options : SweepOptions {
   std::vector<sqzDataType_t> types{sqzFloat32};
   std::vector<sqzRedOp_t> ops{sqzSum};
   int root = 0;
   const char* algo = nullptr;       // -a: the SQZ_ALGO value after "<coll>:"
   std::vector<const char*> codecs;  // -z: codec specs, each a sweep through runCompressed
-  const char* jsonPath = nullptr;   // -J: the rows as JSON to this file (rank 0)
 };
 
 // The launcher rank from the environment, before the communicator exists (for deciding who
@@ -271,19 +262,12 @@ void usage(FILE* out, const PerfColl& coll) {
   const char* program = coll.program;
   std::fprintf(out,
                "Usage: %s [options]\n"
-               "  -b, --minbytes <size>     smallest size in bytes (default 32M; K/M/G suffixes)\n"
-               "  -e, --maxbytes <size>     largest size in bytes (default 32M)\n"
-               "  -f, --stepfactor <n>      multiply the size by n each step (default 2;\n"
-               "                            1 means add -i bytes instead)\n"
-               "  -i, --stepbytes <size>    add this many bytes each step (instead of -f)\n"
-               "  -n, --iters <n>           timed iterations per size (default 20)\n"
-               "  -w, --warmup_iters <n>    warm-up iterations (default 5)\n"
-               "  -c, --check <n>           checked calls per size, 0 to skip (default 1)\n"
+               "%s"
                "  -d, --datatype <type>     int8 uint8 int32 uint32 int64 uint64 half float\n"
                "                            double bfloat16, or all (default float)\n"
                "  -o, --op <op>             sum prod max min avg, or all (default sum)\n"
                "  -r, --root <rank>         root rank of rooted collectives (default 0)\n",
-               program);
+               program, kSweepUsage);
   if (coll.algoColl)
     std::fprintf(
         out,
@@ -310,49 +294,6 @@ void usage(FILE* out, const PerfColl& coll) {
                program);
 }
 
-// Parses "<number>[K|M|G][B]"; returns false on anything else.
-bool parseSize(const char* text, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(text, &end);
-  if (end == text || errno != 0 || !(v >= 0)) return false;
-  double unit = 1;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      unit = 1024.0;
-      ++end;
-      break;
-    case 'm':
-    case 'M':
-      unit = 1024.0 * 1024;
-      ++end;
-      break;
-    case 'g':
-    case 'G':
-      unit = 1024.0 * 1024 * 1024;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0') return false;
-  double bytes = v * unit;
-  if (bytes > 4.0e18) return false;
-  *out = static_cast<size_t>(bytes);
-  return true;
-}
-
-bool parseInt(const char* text, long lo, long hi, long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 0);
-  if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 // Returns -1 when the flags are fine, else the exit status (0 for -h, 2 for errors).
 int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   const bool speak = launcherRank() <= 0;
@@ -363,62 +304,19 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
     }
     return 2;
   };
-  static const option kLong[] = {
-      {"minbytes", required_argument, nullptr, 'b'},
-      {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepfactor", required_argument, nullptr, 'f'},
-      {"stepbytes", required_argument, nullptr, 'i'},
-      {"iters", required_argument, nullptr, 'n'},
-      {"warmup_iters", required_argument, nullptr, 'w'},
-      {"check", required_argument, nullptr, 'c'},
-      {"datatype", required_argument, nullptr, 'd'},
-      {"op", required_argument, nullptr, 'o'},
-      {"root", required_argument, nullptr, 'r'},
-      {"algo", required_argument, nullptr, 'a'},
-      {"codec", required_argument, nullptr, 'z'},
-      {"json", required_argument, nullptr, 'J'},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0},
-  };
-  opterr = 0;
-  optind = 1;
-  int c;
+  FlagReader flags(argc, argv, "d:o:r:a:z:h",
+                   {
+                       {"datatype", required_argument, nullptr, 'd'},
+                       {"op", required_argument, nullptr, 'o'},
+                       {"root", required_argument, nullptr, 'r'},
+                       {"algo", required_argument, nullptr, 'a'},
+                       {"codec", required_argument, nullptr, 'z'},
+                       {"help", no_argument, nullptr, 'h'},
+                   },
+                   o);
   long v;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:J:h", kLong, nullptr)) != -1) {
+  for (int c; (c = flags.next()) != -1;) {
     switch (c) {
-      case 'b':
-        if (!parseSize(optarg, &o->minBytes))
-          return bad(std::string("invalid size '") + optarg + "' for -b (minbytes)");
-        break;
-      case 'e':
-        if (!parseSize(optarg, &o->maxBytes))
-          return bad(std::string("invalid size '") + optarg + "' for -e (maxbytes)");
-        break;
-      case 'f':
-        if (!parseInt(optarg, 1, 1 << 20, &v))
-          return bad(std::string("invalid step factor '") + optarg + "' for -f (need >= 1)");
-        o->stepFactor = static_cast<size_t>(v);
-        break;
-      case 'i':
-        if (!parseSize(optarg, &o->stepBytes) || o->stepBytes == 0)
-          return bad(std::string("invalid step '") + optarg + "' for -i (need > 0 bytes)");
-        o->stepFactor = 1;
-        break;
-      case 'n':
-        if (!parseInt(optarg, 1, 1 << 30, &v))
-          return bad(std::string("invalid iteration count '") + optarg + "' for -n (need >= 1)");
-        o->iters = static_cast<int>(v);
-        break;
-      case 'w':
-        if (!parseInt(optarg, 0, 1 << 30, &v))
-          return bad(std::string("invalid warm-up count '") + optarg + "' for -w (need >= 0)");
-        o->warmup = static_cast<int>(v);
-        break;
-      case 'c':
-        if (!parseInt(optarg, 0, 1 << 20, &v))
-          return bad(std::string("invalid check count '") + optarg + "' for -c (need 0 or 1)");
-        o->check = static_cast<int>(v);
-        break;
       case 'd': {
         o->types.clear();
         if (std::strcmp(optarg, "all") == 0) {
@@ -465,25 +363,13 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
           return bad("-z needs a codec spec, e.g. -z fp16 or -z topk:ratio=0.01");
         o->codecs.push_back(optarg);
         break;
-      case 'J':
-        if (*optarg == '\0') return bad("-J needs a file name, e.g. -J allreduce.json");
-        o->jsonPath = optarg;
-        break;
       case 'h':
         if (speak) usage(stdout, coll);
         return 0;
-      case ':':
-        return bad(std::string("option '") + argv[optind - 1] + "' needs a value");
-      case '?':
       default:
-        if (optopt != 0) return bad(std::string("unknown option '-") + char(optopt) + "'");
-        return bad(std::string("unknown option '") + argv[optind - 1] + "'");
+        return bad(flags.error());
     }
   }
-  if (optind < argc) return bad(std::string("unexpected argument '") + argv[optind] + "'");
-  if (o->minBytes > o->maxBytes)
-    return bad("minbytes (" + std::to_string(o->minBytes) + ") is larger than maxbytes (" +
-               std::to_string(o->maxBytes) + ")");
   if (o->stepFactor > 1 && o->minBytes == 0)
     return bad("-b 0 never grows with -f; start at -b 1 or more, or step with -i");
   if (!coll.usesOp) o->ops.assign(1, sqzSum);
@@ -500,32 +386,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
 
 // ---- Running -----------------------------------------------------------------------------------
 
-struct Buffer {
-  void* ptr = nullptr;
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { std::free(ptr); }
-};
-
-// One row of the -J file: the out-of-place or the in-place half of a printed row.
-struct JsonRow {
-  size_t size = 0;
-  size_t count = 0;
-  const char* type = "";
-  const char* redop = "";
-  int root = -1;
-  bool inPlace = false;
-  double timeUs = 0;
-  double algBw = 0;
-  double busBw = 0;
-  int64_t wrong = -1;  // < 0: not checked (null)
-  std::string algo;
-  const char* codec = nullptr;  // -z only, like the three below; NaN: null
-  double wirePerRank = NAN;
-  double ratio = NAN;
-  double relErr = NAN;
-};
+using Buffer = AlignedBuffer;
 
 class Bench {
  public:
@@ -567,8 +428,6 @@ class Bench {
   int writeJson();
   void initData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, uint64_t seed);
   int64_t checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes);
-  // printf on rank 0 only.
-  void print(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
 
   const PerfColl& coll_;
   const Options& o_;
@@ -595,14 +454,6 @@ class Bench {
   JsonRunInfo runInfo_;
   std::vector<JsonRow> rows_;
 };
-
-void Bench::print(const char* fmt, ...) const {
-  if (rank_ != 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-}
 
 void Bench::libraryError(sqzResult_t r) const {
   const char* detail = sqzGetLastError(comm_);
@@ -635,17 +486,14 @@ void Bench::initComm() {
 }
 
 void Bench::allocate(Buffer* b, size_t bytes, const char* what) {
-  size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
-  b->ptr = std::aligned_alloc(kAlignment, rounded);
-  if (!b->ptr) {
+  if (!b->allocate(bytes)) {
     std::fflush(stdout);
     std::fprintf(stderr,
                  "%s: rank %d: cannot allocate %zu bytes for the %s buffer: out of memory "
                  "(lower -e)\n",
-                 coll_.program, rank_, rounded, what);
+                 coll_.program, rank_, AlignedBuffer::roundedBytes(bytes), what);
     exitNow(1);
   }
-  std::memset(b->ptr, 0, rounded);  // touch the pages now, not in the first timed call
 }
 
 void Bench::barrier() {
@@ -653,12 +501,7 @@ void Bench::barrier() {
 }
 
 void Bench::printHeader() {
-  print(
-      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
-      "agg iters: 1 validation: %d graph: 0\n",
-      o_.minBytes, o_.maxBytes, o_.stepFactor > 1 ? o_.stepFactor : o_.stepBytes,
-      o_.stepFactor > 1 ? "factor" : "bytes", o_.warmup, o_.iters, o_.check);
-  print("#\n# Using devices\n");
+  printOnRoot(rank_, "%s", headerLines(o_).c_str());
 
   // One line per rank, gathered to rank 0: each rank writes its slot, the others stay zero, and
   // a byte-wise max all-reduce assembles the table.
@@ -666,17 +509,18 @@ void Bench::printHeader() {
   if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
   std::vector<unsigned char> lines(static_cast<size_t>(nranks_) * kRankLineBytes, 0);
   std::snprintf(reinterpret_cast<char*>(&lines[static_cast<size_t>(rank_) * kRankLineBytes]),
-                kRankLineBytes, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [host memory]\n",
-                rank_, 0, static_cast<int>(getpid()), host, 0);
+                kRankLineBytes, "%s",
+                rankLine(rank_, std::to_string(getpid()).c_str(), host).c_str());
   check(sqzAllReduce(lines.data(), lines.data(), lines.size(), sqzUint8, sqzMax, comm_, nullptr));
   for (int r = 0; r < nranks_; ++r) {
     char* line = reinterpret_cast<char*>(&lines[static_cast<size_t>(r) * kRankLineBytes]);
     line[kRankLineBytes - 1] = '\0';
-    print("%s", line);
+    printOnRoot(rank_, "%s", line);
   }
-  print("#\n");
+  printOnRoot(rank_, "#\n");
   if (!o_.codecs.empty()) {
-    print(
+    printOnRoot(
+        rank_,
         "# -z: %s through a codec, one per size, reused by the warm-up and timed calls; inputs\n"
         "#   are gradient-like floats; in place, each call starts from a fresh copy of the input\n"
         "#   (untimed). time, algbw and busbw count the dense bytes, as without -z.\n"
@@ -690,25 +534,18 @@ void Bench::printHeader() {
         "#\n",
         coll_.name, opName(o_.ops[0]));
   }
-  print(
-      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
-      "\n",
-      "", "", "", "", "");
-  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  ", "size", "count",
-        "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-        "#wrong");
+  printOnRoot(rank_, "%s%s", columnGroupLine().c_str(), columnNames().c_str());
   if (o_.codecs.empty()) {
-    print("%s\n", "algo");
+    printOnRoot(rank_, "%s\n", "algo");
   } else {
-    print("%-6s  %-*s  %10s  %7s  %9s\n", "algo", codecWidth_, "codec", "wire/rank", "ratio",
-          "relerr");
+    printOnRoot(rank_, "%-6s  %-*s  %10s  %7s  %9s\n", "algo", codecWidth_, "codec", "wire/rank",
+                "ratio", "relerr");
   }
-  print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s", "(B)", "(elements)",
-        "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  printOnRoot(rank_, "%s", columnUnits().c_str());
   if (o_.codecs.empty())
-    print("\n");
+    printOnRoot(rank_, "\n");
   else
-    print("  %-6s  %-*s  %10s  %7s  %9s\n", "", codecWidth_, "", "(B)", "", "");
+    printOnRoot(rank_, "  %-6s  %-*s  %10s  %7s  %9s\n", "", codecWidth_, "", "(B)", "", "");
 }
 
 void Bench::setup(size_t bytes, sqzDataType_t type) {
@@ -784,7 +621,7 @@ void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   size_t esz = typeSize(type);
   size_t bytes = std::max(counts_.sendCount, counts_.recvCount) * esz;
   if (inPlace && !coll_.inPlace) {
-    print("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+    printOnRoot(rank_, "%s", naCells().c_str());
     algo_[inPlace].clear();
     return;
   }
@@ -815,12 +652,7 @@ void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   if (wrong) ++errors_;
   if (o_.jsonPath) addJsonRow(type, op, inPlace, sec, algBw, busBw, o_.check ? wrong : -1);
 
-  double us = sec * 1.0e6;
-  print("  %7.*f  %6.2f  %6.2f", us >= 10000.0 ? 0 : us >= 100.0 ? 1 : 2, us, algBw, busBw);
-  if (o_.check)
-    print("  %5" PRId64, wrong);
-  else
-    print("  %5s", "N/A");
+  printOnRoot(rank_, "%s", timedCells(sec * 1.0e6, algBw, busBw, o_.check ? wrong : -1).c_str());
   bwSum_ += busBw;
   ++bwCount_;
 }
@@ -974,12 +806,7 @@ void Bench::benchCompressed(sqzRedOp_t op, bool inPlace) {
   if (differ) ++errors_;
   if (o_.jsonPath) addJsonRow(sqzFloat32, op, inPlace, sec, algBw, busBw, o_.check ? differ : -1);
 
-  double us = sec * 1.0e6;
-  print("  %7.*f  %6.2f  %6.2f", us >= 10000.0 ? 0 : us >= 100.0 ? 1 : 2, us, algBw, busBw);
-  if (o_.check)
-    print("  %5" PRId64, differ);
-  else
-    print("  %5s", "N/A");
+  printOnRoot(rank_, "%s", timedCells(sec * 1.0e6, algBw, busBw, o_.check ? differ : -1).c_str());
   bwSum_ += busBw;
   ++bwCount_;
 }
@@ -996,19 +823,19 @@ void Bench::printCodecColumns(size_t firstRow) {
     if (sums[0] > 0) row.ratio = sums[1] / sums[0];
     if (relErr_ >= 0) row.relErr = relErr_;  // NaN (printed "nan") stays NaN: null
   }
-  print("  %-*s", codecWidth_, spec_);
+  printOnRoot(rank_, "  %-*s", codecWidth_, spec_);
   if (sums[2] > 0)
-    print("  %10.0f", sums[0] / sums[2]);
+    printOnRoot(rank_, "  %10.0f", sums[0] / sums[2]);
   else
-    print("  %10s", "N/A");
+    printOnRoot(rank_, "  %10s", "N/A");
   if (sums[0] > 0)
-    print("  %7.2f", sums[1] / sums[0]);
+    printOnRoot(rank_, "  %7.2f", sums[1] / sums[0]);
   else
-    print("  %7s", "N/A");  // one rank sends nothing
+    printOnRoot(rank_, "  %7s", "N/A");  // one rank sends nothing
   if (relErr_ >= 0 || std::isnan(relErr_))
-    print("  %9.2e\n", relErr_);
+    printOnRoot(rank_, "  %9.2e\n", relErr_);
   else
-    print("  %9s\n", "N/A");
+    printOnRoot(rank_, "  %9s\n", "N/A");
 }
 
 void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
@@ -1035,8 +862,10 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
       relErr_ = -1;
     }
     const size_t firstRow = rows_.size();
-    print("%12zu  %12zu  %8s  %6s  %6d", std::max(counts_.sendCount, counts_.recvCount) * esz,
-          counts_.paramCount, typeName(type), coll_.usesOp ? opName(op) : "none", root_);
+    printOnRoot(rank_, "%s",
+                rowStart(std::max(counts_.sendCount, counts_.recvCount) * esz, counts_.paramCount,
+                         typeName(type), coll_.usesOp ? opName(op) : "none", root_)
+                    .c_str());
     if (spec_) {
       benchCompressed(op, false);
       benchCompressed(op, true);
@@ -1049,18 +878,12 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
     std::string algo =
         algo_[1].empty() || algo_[1] == algo_[0] ? algo_[0] : algo_[0] + "/" + algo_[1];
     if (spec_) {
-      print("  %-6s", algo.c_str());
+      printOnRoot(rank_, "  %-6s", algo.c_str());
       printCodecColumns(firstRow);
     } else {
-      print("  %s\n", algo.c_str());
+      printOnRoot(rank_, "  %s\n", algo.c_str());
     }
-    if (o_.stepFactor > 1) {
-      if (size > o_.maxBytes / o_.stepFactor) break;
-      size *= o_.stepFactor;
-    } else {
-      if (size > o_.maxBytes - o_.stepBytes) break;
-      size += o_.stepBytes;
-    }
+    if (!nextSize(o_, &size)) break;
   }
 }
 
@@ -1099,9 +922,7 @@ int Bench::run() {
 
   check(sqzCommDestroy(comm_));
   comm_ = nullptr;
-  print("# Out of bounds values : %d %s\n", errors_, errors_ ? "FAILED" : "OK");
-  print("# Avg bus bandwidth    : %g \n", bwCount_ ? bwSum_ / bwCount_ : 0.0);
-  print("#\n");
+  printOnRoot(rank_, "%s", summaryLines(errors_, bwSum_, bwCount_).c_str());
   std::fflush(stdout);
   if (o_.jsonPath && rank_ == 0) {
     int status = writeJson();
@@ -1153,30 +974,7 @@ int Bench::writeJson() {
   }
   JsonWriter w;
   writeJsonPreamble(w, runInfo_);
-  w.key("rows").beginArray();
-  for (const JsonRow& row : rows_) {
-    w.beginObject();
-    w.key("size").integer(static_cast<int64_t>(row.size));
-    w.key("count").integer(static_cast<int64_t>(row.count));
-    w.key("type").string(row.type);
-    w.key("redop").string(row.redop);
-    w.key("root").integer(row.root);
-    w.key("inplace").boolean(row.inPlace);
-    w.key("time_us").number(row.timeUs);
-    w.key("algbw").number(row.algBw);
-    w.key("busbw").number(row.busBw);
-    if (row.wrong >= 0)
-      w.key("wrong").integer(row.wrong);
-    else
-      w.key("wrong").null();
-    w.key("algo").string(row.algo);
-    w.key("codec").stringOrNull(row.codec);
-    w.key("wire_per_rank").number(row.wirePerRank);
-    w.key("ratio").number(row.ratio);
-    w.key("relerr").number(row.relErr);
-    w.endObject();
-  }
-  w.endArray();
+  writeJsonRows(w, rows_);
   w.endObject();
   if (!json_->commit(w.text(), &why)) {
     std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", coll_.program, o_.jsonPath,

@@ -6,7 +6,8 @@
 // few helper reductions the timing and checks need) and, per table section, a Target (how to set
 // up and make one all-reduce call of a given size). The driver here parses the flags, owns the
 // buffers, sweeps the sizes, times and checks the calls, prints the table on rank 0 and writes
-// the JSON. Only float32 sum is measured: that is what the comparison is about.
+// the JSON, in the lines and rows of perf/table.h. Only float32 sum is measured: that is what the
+// comparison is about.
 #pragma once
 
 #include <cstddef>
@@ -15,20 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "../table.h"
+
 namespace squeeze::compare {
 
-/// The flags (see usage() in compare_common.cc); defaults as sqz-allreduce-perf's.
-struct Options {
-  size_t minBytes = 32u << 20;
-  size_t maxBytes = 32u << 20;
-  size_t stepFactor = 2;
-  size_t stepBytes = 1u << 20;
-  int iters = 20;
-  int warmup = 5;
-  int check = 1;
-  std::string jsonPath;  // -J: empty for none
-  std::string algo;      // -A (drivers that take it; empty otherwise)
-  std::string store;     // --store (drivers that take it; empty otherwise)
+/// The flags (see usage() in compare_common.cc): sqz-allreduce-perf's sweep, and the drivers'.
+struct Options : perf::SweepOptions {
+  std::string algo;   // -A (drivers that take it; empty otherwise)
+  std::string store;  // --store (drivers that take it; empty otherwise)
 };
 
 /// What a driver accepts beyond the common flags.

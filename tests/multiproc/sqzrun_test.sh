@@ -15,15 +15,9 @@ if [ $# -ne 2 ]; then
 fi
 mode=$1
 bin=$2
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sqzrun_test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-failures=0
+# shellcheck source=../checks.sh
+source "$(dirname "$0")/../checks.sh" sqzrun_test
 
-pass() { echo "PASS: $*"; }
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 show() {  # indents a captured output file into the log
   sed 's/^/    | /' "$1"

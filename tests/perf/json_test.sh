@@ -17,14 +17,8 @@ if ! [ -x "$py" ]; then
   exit 77
 fi
 export SQZ_SOCKET_IFNAME=lo
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/perf_json_test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass() { echo "PASS: $*"; }
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=../checks.sh
+source "$(dirname "$0")/../checks.sh" perf_json_test
 
 # check_perf JSON PRINTED NRANKS [CODEC...]: the file against the table printed next to it. Each
 # printed row is an out-of-place and an in-place JSON row; every figure, formatted as the binary

@@ -16,14 +16,8 @@ if ! why=$("$py" -c 'import matplotlib' 2>&1); then
   exit 77
 fi
 export SQZ_SOCKET_IFNAME=lo
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/perf_plot_test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass() { echo "PASS: $*"; }
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=../checks.sh
+source "$(dirname "$0")/../checks.sh" perf_plot_test
 
 sweep=(-b 8 -e 64K -f 8 -n 2 -w 1)
 if ! timeout 15 "$perf" "${sweep[@]}" -J "$tmp/plain.json" >/dev/null 2>"$tmp/err" ||
