@@ -116,6 +116,7 @@ struct Reader {
   }
   void bytes(void* dst, size_t n) {
     need(n);
+    if (n == 0) return;  // dst may be an empty array's null data()
     std::memcpy(dst, p, n);
     p += n;
     left -= n;

@@ -35,6 +35,13 @@
 namespace sqztest {
 namespace {
 
+// memcmp equality that allows empty buffers, whose data() may be null (memcmp's arguments must
+// not be, even for 0 bytes).
+bool sameBytes(const void* a, const void* b, size_t n) {
+  return n == 0 || std::memcmp(a, b, n) == 0;
+}
+
+
 // 65537 elements: 32+ pieces of float32 and 8+ pieces of int8 at kChunkBytes, with a remainder.
 constexpr size_t kLargeCount = 65537;
 constexpr int kChunkBytes = 8192;
@@ -269,7 +276,7 @@ void runCase(sqzComm_t comm, int rank, int nranks, size_t k, const Case& c,
 
   auto expectUnchanged = [&](const OffsetBuffer& b, const std::vector<unsigned char>& before,
                              const char* what) {
-    if (std::memcmp(b.data(), before.data(), before.size()) != 0)
+    if (!sameBytes(b.data(), before.data(), before.size()))
       o.untouched = std::string(what) + " was modified";
     else if (!b.guardIntact())
       o.untouched = std::string(what) + ": written past its end";
@@ -324,7 +331,7 @@ void runCase(sqzComm_t comm, int rank, int nranks, size_t k, const Case& c,
       if (o.rc != sqzSuccess) return;
       o.mismatch = compare(c.dtype, recv.data(), want.data(), n);
       o.guardBroken = !recv.guardIntact();
-      o.sendModified = std::memcmp(send.data(), sendCopy.data(), bytes) != 0 || !send.guardIntact();
+      o.sendModified = !sameBytes(send.data(), sendCopy.data(), bytes) || !send.guardIntact();
       o.digest = squeeze::sha256(recv.data(), bytes);
       return;
     }
@@ -354,7 +361,7 @@ void runCase(sqzComm_t comm, int rank, int nranks, size_t k, const Case& c,
       o.rc = sqzReduce(send.data(), nullRecv ? nullptr : recv.data(), n, c.dtype, c.op, c.root,
                        comm, nullptr);
       if (o.rc != sqzSuccess) return;
-      o.sendModified = std::memcmp(send.data(), sendCopy.data(), bytes) != 0 || !send.guardIntact();
+      o.sendModified = !sameBytes(send.data(), sendCopy.data(), bytes) || !send.guardIntact();
       if (isRoot) {
         o.mismatch = compare(c.dtype, recv.data(), expect, n);
         o.guardBroken = !recv.guardIntact();
@@ -386,7 +393,7 @@ void runCase(sqzComm_t comm, int rank, int nranks, size_t k, const Case& c,
       o.guardBroken = !all.guardIntact();
       if (!c.inPlace)
         o.sendModified =
-            std::memcmp(send.data(), sendCopy.data(), bytes) != 0 || !send.guardIntact();
+            !sameBytes(send.data(), sendCopy.data(), bytes) || !send.guardIntact();
       o.digest = squeeze::sha256(all.data(), P * bytes);
       return;
     }
@@ -411,7 +418,7 @@ void runCase(sqzComm_t comm, int rank, int nranks, size_t k, const Case& c,
       o.mismatch = compare(c.dtype, recv.data(), expect, n, R * n);
       o.guardBroken = !recv.guardIntact();
       o.sendModified =
-          std::memcmp(send.data(), sendCopy.data(), P * bytes) != 0 || !send.guardIntact();
+          !sameBytes(send.data(), sendCopy.data(), P * bytes) || !send.guardIntact();
       return;
     }
 
@@ -431,7 +438,7 @@ void runCase(sqzComm_t comm, int rank, int nranks, size_t k, const Case& c,
       o.mismatch = compare(c.dtype, recv.data(), want.data(), P * n);
       o.guardBroken = !recv.guardIntact();
       o.sendModified =
-          std::memcmp(send.data(), sendCopy.data(), P * bytes) != 0 || !send.guardIntact();
+          !sameBytes(send.data(), sendCopy.data(), P * bytes) || !send.guardIntact();
       return;
     }
   }

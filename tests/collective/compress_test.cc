@@ -63,7 +63,7 @@ std::vector<float> residualOf(sqzCodec_t codec) {
   uint64_t len;
   std::memcpy(&len, &buf[at], 8);
   std::vector<float> r(len);
-  std::memcpy(r.data(), &buf[at + 8], len * sizeof(float));
+  if (len) std::memcpy(r.data(), &buf[at + 8], len * sizeof(float));
   return r;
 }
 
