@@ -38,6 +38,10 @@ struct ServerProof {
   uint8_t proof[32];
 };
 
+static_assert(sizeof(ServerChallenge) == ServerHandshake::kChallengeBytes);
+static_assert(sizeof(ClientHello) == ServerHandshake::kHelloBytes);
+static_assert(sizeof(ServerProof) == ServerHandshake::kProofBytes);
+
 Digest prove(const Secret& secret, char role, const uint8_t nonce[16], const ClientHello& h) {
   uint8_t msg[1 + 16 + 8 + 4 + 1 + 2];
   size_t o = 0;
@@ -86,26 +90,29 @@ void authenticateAsClient(Socket& s, const Secret& secret, const Hello& hello, D
           "SQZ_SECRET values).");
 }
 
-Hello authenticateAsServer(Socket& s, const Secret& secret, Deadline deadline) {
+ServerHandshake::ServerHandshake() {
   ServerChallenge ch{};
   ch.magic = kAuthMagic;
   ch.version = kAuthVersion;
   randomNonce(ch.nonce);
-  s.sendAll(&ch, sizeof ch, deadline, "authentication: sending the challenge");
+  std::memcpy(challenge_, &ch, sizeof ch);
+}
+
+Hello ServerHandshake::verify(const Secret& secret, const std::string& from) {
   ClientHello h{};
-  s.recvAll(&h, sizeof h, deadline, "authentication: reading the hello");
+  std::memcpy(&h, hello_, sizeof h);
   if (h.magic != kAuthMagic || h.version != kAuthVersion)
-    raise(ErrorCode::kRemote, "authentication: ", s.peerAddr().toString(),
-          " sent a hello that is not Squeeze's (magic ", h.magic, ")");
+    raise(ErrorCode::kRemote, "authentication: ", from, " sent a hello that is not Squeeze's"
+          " (magic ", h.magic, ", version ", h.version, ")");
+  ServerChallenge ch{};
+  std::memcpy(&ch, challenge_, sizeof ch);
   Digest expect = prove(secret, 'C', ch.nonce, h);
   if (!constantTimeEqual(h.proof, expect.data(), 32))
-    raise(ErrorCode::kInvalidUsage, "authentication: a connection from ",
-          s.peerAddr().toString(), " claiming rank ", h.rank,
-          " does not know this job's secret (a different unique id or SQZ_SECRET); ignored.");
-  ServerProof sp{};
+    raise(ErrorCode::kInvalidUsage, "authentication: a connection from ", from, " claiming rank ",
+          h.rank, " does not know this job's secret (a different unique id or SQZ_SECRET);"
+          " ignored.");
   Digest mine = prove(secret, 'S', h.nonce, h);
-  std::memcpy(sp.proof, mine.data(), 32);
-  s.sendAll(&sp, sizeof sp, deadline, "authentication: sending the proof");
+  std::memcpy(proof_, mine.data(), sizeof proof_);
   Hello out;
   out.commHash = h.commHash;
   out.rank = h.rank;

@@ -14,7 +14,7 @@
 #include <map>
 #include <thread>
 
-#include "bootstrap/auth.h"
+#include "bootstrap/acceptor.h"
 #include "common/error.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -23,7 +23,6 @@ namespace squeeze {
 namespace {
 
 constexpr int kMaxRanks = 1 << 16;
-constexpr int kHandshakeCapMs = 5000;  // a silent client cannot stall the root for longer
 
 struct PeerRecord {
   int32_t rank;
@@ -84,7 +83,11 @@ PeerInfo fromRecord(const PeerRecord& r) {
 class RootServer {
  public:
   RootServer(Socket listener, UniqueIdData id, int maxRounds, int timeoutMs)
-      : listener_(std::move(listener)), id_(id), maxRounds_(maxRounds), timeoutMs_(timeoutMs) {}
+      : listener_(std::move(listener)),
+        id_(id),
+        maxRounds_(maxRounds),
+        timeoutMs_(timeoutMs),
+        acceptor_(listener_, id_.secret, strCat("rendezvous root ", listener_.localAddr().toString())) {}
 
   void run() {
     uint64_t round = 0;
@@ -112,21 +115,22 @@ class RootServer {
     Deadline roundDeadline = Deadline::max();
     std::string failure;
     while (nranks < 0 || static_cast<int>(joined.size()) < nranks) {
-      auto s = listener_.acceptOne(roundDeadline);
-      if (!s) {
+      auto peer = acceptor_.next(roundDeadline);
+      if (!peer) {
         failure = strCat("only ", joined.size(), " of ", nranks,
                          " ranks reached the rendezvous before the timeout (", timeoutMs_,
                          " ms); the missing ranks never started or were given another id");
         break;
       }
-      Joined j{std::move(*s), {}};
+      Joined j{std::move(peer->sock), {}};
+      if (peer->hello.purpose != LinkPurpose::kRendezvous || peer->hello.commHash != id_.nonce) {
+        SQZ_WARN(kInit, "rendezvous root: dropped a connection that is not a rendezvous of this id");
+        continue;
+      }
       try {
-        Deadline hs = std::min(roundDeadline, deadlineAfterMs(std::min(timeoutMs_, kHandshakeCapMs)));
-        Hello hello = authenticateAsServer(j.sock, id_.secret, hs);
-        if (hello.purpose != LinkPurpose::kRendezvous || hello.commHash != id_.nonce) {
-          SQZ_WARN(kInit, "rendezvous root: dropped a connection that is not a rendezvous of this id");
-          continue;
-        }
+        // The client proved the secret: it is one of ours, and sends its request at once.
+        Deadline hs = std::min(roundDeadline,
+                               deadlineAfterMs(std::min(timeoutMs_, AuthAcceptor::kHandshakeCapMs)));
         j.sock.recvAll(&j.req, sizeof j.req, hs, "rendezvous: reading the join request");
       } catch (const std::exception& e) {
         SQZ_WARN(kInit, "rendezvous root: dropped a connection: ", e.what());
@@ -201,6 +205,7 @@ class RootServer {
   UniqueIdData id_;
   int maxRounds_;
   int timeoutMs_;
+  AuthAcceptor acceptor_;  // refers to listener_ and id_.secret: declared after them
 };
 
 }  // namespace

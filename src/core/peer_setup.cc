@@ -4,21 +4,22 @@
 #include <map>
 #include <tuple>
 
-#include "bootstrap/auth.h"
+#include "bootstrap/acceptor.h"
 #include "common/error.h"
 #include "common/logging.h"
 
 namespace squeeze {
 namespace {
 
-constexpr int kHandshakeCapMs = 5000;
-
 // Accepts authenticated sockets and hands them out by (rank, purpose, index), whatever order
 // they arrive in.
 class PeerAcceptor {
  public:
   PeerAcceptor(Socket& listener, const Secret& secret, uint64_t commHash, int myRank)
-      : listener_(listener), secret_(secret), commHash_(commHash), myRank_(myRank) {}
+      : listener_(listener),
+        acceptor_(listener, secret, strCat("rank ", myRank, "'s listener")),
+        commHash_(commHash),
+        myRank_(myRank) {}
 
   Socket take(int rank, LinkPurpose purpose, uint16_t index, Deadline deadline) {
     const Key key{rank, static_cast<int>(purpose), index};
@@ -29,31 +30,26 @@ class PeerAcceptor {
         stash_.erase(it);
         return s;
       }
-      auto s = listener_.acceptOne(deadline);
-      if (!s)
+      auto peer = acceptor_.next(deadline);
+      if (!peer)
         raise(ErrorCode::kTimeout, "rank ", myRank_, " waited for rank ", rank,
               " to connect until the timeout; that rank is not running, is stuck, or cannot "
               "reach ", listener_.localAddr().toString(),
               " (check SQZ_SOCKET_IFNAME on both sides)");
-      try {
-        Deadline hs = std::min(deadline, deadlineAfterMs(kHandshakeCapMs));
-        Hello h = authenticateAsServer(*s, secret_, hs);
-        if (h.commHash != commHash_) {
-          SQZ_WARN(kInit, "rank ", myRank_, ": dropped a connection from rank ", h.rank,
-                   " of another communicator");
-          continue;
-        }
-        stash_[Key{h.rank, static_cast<int>(h.purpose), h.index}] = std::move(*s);
-      } catch (const Error& e) {
-        SQZ_WARN(kInit, "rank ", myRank_, ": dropped an incoming connection: ", e.what());
+      const Hello& h = peer->hello;
+      if (h.commHash != commHash_) {
+        SQZ_WARN(kInit, "rank ", myRank_, ": dropped a connection from rank ", h.rank,
+                 " of another communicator");
+        continue;
       }
+      stash_[Key{h.rank, static_cast<int>(h.purpose), h.index}] = std::move(peer->sock);
     }
   }
 
  private:
   using Key = std::tuple<int, int, int>;
   Socket& listener_;
-  const Secret& secret_;
+  AuthAcceptor acceptor_;
   uint64_t commHash_;
   int myRank_;
   std::map<Key, Socket> stash_;
