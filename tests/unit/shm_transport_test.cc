@@ -32,7 +32,8 @@ constexpr int kTimeoutMs = 30000;
 // A PeerLink over one end of a socketpair; every wait is bounded by kTimeoutMs.
 class SocketPairLink : public PeerLink {
  public:
-  explicit SocketPairLink(int fd) : fd_(fd) {}
+  // watchFd: this side's end of the pair's liveness socket, handed out by openDataSocket.
+  explicit SocketPairLink(int fd, int watchFd = -1) : fd_(fd), watchFd_(watchFd) {}
   ~SocketPairLink() override { ::close(fd_); }
 
   void sendBytes(const void* data, size_t n) override {
@@ -58,8 +59,11 @@ class SocketPairLink : public PeerLink {
       n -= static_cast<size_t>(k);
     }
   }
-  Socket openDataSocket(uint16_t) override {
-    raise(ErrorCode::kInternal, "the shm transport must not open data sockets");
+  Socket openDataSocket(uint16_t index) override {
+    if (index != 0 || watchFd_ < 0)
+      raise(ErrorCode::kInternal, "the shm transport opens one data socket (its liveness watch),"
+            " index 0; asked for index ", index);
+    return Socket(std::exchange(watchFd_, -1));
   }
 
  private:
@@ -69,6 +73,7 @@ class SocketPairLink : public PeerLink {
     if (rc == 0) raise(ErrorCode::kTimeout, "test link timed out");
   }
   int fd_;
+  int watchFd_;
 };
 
 uint64_t uniqueHash() {
@@ -138,9 +143,11 @@ class ShmTransportTest : public ::testing::Test {
       transport_[r] = createShmTransport(TransportContext{r, nranks, hash_, config_});
       ASSERT_STREQ(transport_[r]->name(), "shm");
     }
-    int sv[2];
+    int sv[2], wv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    SocketPairLink link0(sv[0]), link1(sv[1]);
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, wv), 0);
+    watch0_ = ::dup(wv[0]);  // lets a test end rank 0's "process" without closing its ring
+    SocketPairLink link0(sv[0], wv[0]), link1(sv[1], wv[1]);
     std::exception_ptr err[2];
     auto run = [&](int r, PeerLink& link) {
       try {
@@ -161,6 +168,7 @@ class ShmTransportTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (watch0_ >= 0) ::close(watch0_);
     conn_[0].reset();
     conn_[1].reset();
     transport_[0].reset();
@@ -225,6 +233,7 @@ class ShmTransportTest : public ::testing::Test {
   PeerInfo info_[2];
   std::unique_ptr<Transport> transport_[2];
   std::unique_ptr<Connection> conn_[2];
+  int watch0_ = -1;  // a duplicate of rank 0's end of the liveness socket
 };
 
 TEST_F(ShmTransportTest, CanConnectOnlyOnTheSameHost) {
@@ -408,6 +417,37 @@ TEST_F(ShmTransportTest, DestroyingAConnectionClosesIt) {
   EXPECT_FALSE(s.done);
   conn_[1].reset();
   EXPECT_THROW(conn_[0]->progress(), Error);
+}
+
+// A peer process that dies writes no 'closed' flag: its end of the liveness socket, closed by the
+// kernel, is what tells. Simulated here by shutting rank 0's end without touching its ring.
+TEST_F(ShmTransportTest, APeerProcessThatDiesIsNoticedWithoutItsClosedFlag) {
+  connectPair(64 << 10);
+  std::vector<uint8_t> buf(10);
+  TransferRequest r;
+  conn_[1]->irecv(makeHeader(hash_, 0, 1, 0, 0), buf.data(), buf.size(), &r);
+  EXPECT_FALSE(conn_[1]->progress());  // rank 0 is alive and silent: no error
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::shutdown(watch0_, SHUT_RDWR);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  WaitSources ws;
+  conn_[1]->addWaitSources(ws);
+  std::string what;
+  try {
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+      const uint32_t snap = ws.doorbell->snapshot();
+      if (!conn_[1]->progress()) waitForActivity(ws, snap, 20);
+    }
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kRemote);
+    what = e.what();
+  }
+  killer.join();
+  EXPECT_NE(what.find("rank 0 exited or was killed"), std::string::npos) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2))
+      << "a dead peer was not noticed promptly";
 }
 
 TEST(ShmTransportRegistry, ShmComesBeforeTcp) {

@@ -52,6 +52,9 @@ constexpr size_t kMaxNameBytes = 255;
 constexpr uint64_t kPairMagic = 0x52494150'5a515153ull;  // "SQQZPAIR"
 constexpr uint32_t kPairVersion = 1;
 constexpr uint32_t kAckMagic = 0x4b434153;  // "SACK"
+constexpr int kLivenessCheckMs = 100;
+// The one data socket of an shm pair: the liveness watch (shm moves no data over sockets).
+constexpr uint16_t kWatchSocketIndex = 0;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "ring counters live in shared memory");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "ring flags live in shared memory");
@@ -243,7 +246,7 @@ struct RingView {
 class ShmConnection : public Connection {
  public:
   ShmConnection(int myRank, int peerRank, size_t ringBytes, Mapping pair, Mapping peerBellMap,
-                std::shared_ptr<BellSegment> selfBell)
+                std::shared_ptr<BellSegment> selfBell, Socket watch)
       : myRank_(myRank),
         peerRank_(peerRank),
         ringBytes_(ringBytes),
@@ -251,7 +254,8 @@ class ShmConnection : public Connection {
         pair_(std::move(pair)),
         peerBellMap_(std::move(peerBellMap)),
         peerBell_(reinterpret_cast<Doorbell*>(peerBellMap_.data())),
-        selfBell_(std::move(selfBell)) {
+        selfBell_(std::move(selfBell)),
+        watch_(std::move(watch)) {
     auto* hdr = reinterpret_cast<PairHeader*>(pair_.data());
     const bool lo = myRank_ < peerRank_;
     const size_t stride = roundUpToPage(ringBytes_);
@@ -293,7 +297,8 @@ class ShmConnection : public Connection {
     if (shut_.load(std::memory_order_acquire)) return false;
     try {
       // Read the flag before the head: everything the peer wrote before closing is then visible.
-      const bool peerClosed = in_.ctl->closed.load(std::memory_order_acquire) != 0;
+      const bool peerClosed =
+          in_.ctl->closed.load(std::memory_order_acquire) != 0 || peerProcessGone();
       bool moved = pushSends();
       moved |= pullRecvs();
       // A send to a closed peer can never be read; a receive fails once the ring is drained.
@@ -301,8 +306,10 @@ class ShmConnection : public Connection {
           (!sends_.empty() ||
            (!recvs_.empty() && in_.ctl->head.load(std::memory_order_acquire) == tail_)))
         raise(ErrorCode::kRemote, "rank ", peerRank_,
-              " closed the shared-memory connection to rank ", myRank_, " with ", recvs_.size(),
-              " receive(s) and ", sends_.size(), " send(s) still pending on rank ", myRank_);
+              watchClosed_ ? " exited or was killed (its process closed the liveness socket to rank "
+                           : " closed the shared-memory connection to rank ",
+              myRank_, watchClosed_ ? ")" : "", " with ", recvs_.size(), " receive(s) and ",
+              sends_.size(), " send(s) still pending on rank ", myRank_);
       return moved;
     } catch (...) {
       error_ = std::current_exception();
@@ -315,6 +322,7 @@ class ShmConnection : public Connection {
   void shutdown() override {
     markClosed();
     shut_.store(true, std::memory_order_release);
+    watch_.shutdownBoth();
   }
 
  private:
@@ -334,6 +342,20 @@ class ShmConnection : public Connection {
     uint64_t total;  // kHeaderBytes until the header is in, then header + payload
     TransferRequest* req;
   };
+
+  // Liveness: shared memory tells nothing when a peer dies, but the kernel closes the peer's end of
+  // the watch socket with its process. Looked at every kLivenessCheckMs at most: a recv that
+  // peeks, which costs nothing while the ring is busy.
+  bool peerProcessGone() {
+    if (watchClosed_) return true;
+    const Deadline now = Clock::now();
+    if (now < nextLivenessCheck_) return false;
+    nextLivenessCheck_ = now + std::chrono::milliseconds(kLivenessCheckMs);
+    char byte;
+    const ssize_t n = ::recv(watch_.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    watchClosed_ = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return watchClosed_;
+  }
 
   void markClosed() {
     if (closedSent_.exchange(true)) return;
@@ -464,6 +486,9 @@ class ShmConnection : public Connection {
   std::atomic<bool> shut_{false};
   std::atomic<bool> closedSent_{false};
   std::exception_ptr error_;  // the first error progress() threw; rethrown ever after
+  Socket watch_;  // carries no data: it closes when the peer's process ends
+  bool watchClosed_ = false;
+  Deadline nextLivenessCheck_{};
 };
 
 class ShmTransport : public Transport {
@@ -547,9 +572,10 @@ class ShmTransport : public Transport {
         raise(ErrorCode::kRemote, "rank ", peer, " sent a bad shm setup acknowledgement");
       noteBellMapped();
     }
+    Socket watch = link.openDataSocket(kWatchSocketIndex);
     SQZ_INFO(kTransport, "shm connection to rank ", peer, ", ring ", formatBytes(ringBytes));
     return std::make_unique<ShmConnection>(myRank_, peer, ringBytes, std::move(pair),
-                                           std::move(peerBell), bell_);
+                                           std::move(peerBell), bell_, std::move(watch));
   }
 
  private:
