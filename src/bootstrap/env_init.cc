@@ -27,21 +27,27 @@ int parseInt(const char* key, const char* value) {
   return static_cast<int>(v);
 }
 
+// SQZ_SECRET is required: an unauthenticated rendezvous lets anyone who can reach the port join
+// the job or feed it data. "none" is the explicit, logged opt-out for a trusted network.
 Secret secretFrom(const Params& p, const std::string& rootAddr, int rank) {
   Secret s{};
-  if (!p.secret.empty()) {
-    if (!fromHex(p.secret, s.data(), s.size()))
-      raise(ErrorCode::kInvalidArgument, "SQZ_SECRET must be 32 hex digits (128 bits), e.g. from "
-            "'head -c16 /dev/urandom | xxd -p'.");
+  if (p.secret.empty())
+    raise(ErrorCode::kInvalidUsage, "SQZ_ROOT rendezvous at ", rootAddr, " needs SQZ_SECRET: "
+          "set the same 32 random hex digits on every rank (e.g. export SQZ_SECRET=$(head -c16 "
+          "/dev/urandom | xxd -p) before launching), or SQZ_SECRET=none to run unauthenticated "
+          "on a network you trust; sqzrun and sqzGetUniqueId make a secret for you.");
+  if (p.secret == "none") {
+    if (rank == 0)
+      SQZ_WARN(kInit, "SQZ_SECRET=none: the rendezvous at ", rootAddr,
+               " is unauthenticated (anyone who can reach it can join the job).");
+    std::string seed = "sqz-unauthenticated|" + rootAddr;
+    Digest d = sha256(seed.data(), seed.size());
+    std::memcpy(s.data(), d.data(), s.size());
     return s;
   }
-  if (rank == 0)
-    SQZ_WARN(kInit, "no SQZ_SECRET: the rendezvous at ", rootAddr,
-             " is unauthenticated (anyone who can reach it can join). Set the same random "
-             "SQZ_SECRET on every rank, or use sqzrun / sqzGetUniqueId.");
-  std::string seed = "sqz-unauthenticated|" + rootAddr;
-  Digest d = sha256(seed.data(), seed.size());
-  std::memcpy(s.data(), d.data(), s.size());
+  if (!fromHex(p.secret, s.data(), s.size()))
+    raise(ErrorCode::kInvalidArgument, "SQZ_SECRET must be 32 hex digits (128 bits), e.g. from "
+          "'head -c16 /dev/urandom | xxd -p', or 'none'; it is not (its value is not shown).");
   return s;
 }
 

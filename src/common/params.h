@@ -51,7 +51,7 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(root, kString, "SQZ_ROOT", "",                                                             \
     "Launcher: host:port of the rendezvous, hosted by rank 0 (else MASTER_ADDR:MASTER_PORT).") \
   X(secret, kString, "SQZ_SECRET", "",                                                         \
-    "Launcher: 32 hex digits, the job secret for SQZ_ROOT rendezvous (unset: unauthenticated).")
+    "Launcher: 32 hex digits, the job secret SQZ_ROOT rendezvous requires (none: unauthenticated).")
 
 struct Params {
 #define SQZ_PARAM_FIELD_kInt int64_t

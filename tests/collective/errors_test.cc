@@ -513,7 +513,7 @@ TEST(InitFromEnv, RootNobodyListensOn) {
   env.set("SQZ_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str());
   env.set("SQZ_TIMEOUT_MS", "2000");
   env.unset("SQZ_UNIQUE_ID");
-  env.unset("SQZ_SECRET");
+  env.set("SQZ_SECRET", "00112233445566778899aabbccddeeff");
   sqzComm_t comm = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   sqzResult_t rc = sqzCommInitFromEnv(&comm, nullptr);
@@ -534,6 +534,34 @@ TEST(InitFromEnv, NoLauncherEnvironment) {
   sqzComm_t comm = nullptr;
   SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidUsage, nullptr);
   EXPECT_EQ(comm, nullptr);
+}
+
+// An SQZ_ROOT rendezvous without a secret would let anyone who reaches the port join the job.
+TEST(InitFromEnv, RootWithoutSecretIsRefused) {
+  ScopedEnv env;
+  env.unset("SQZ_UNIQUE_ID");
+  env.unset("SQZ_SECRET");
+  env.set("SQZ_RANK", "0");
+  env.set("SQZ_WORLD_SIZE", "2");
+  env.set("SQZ_ROOT", "127.0.0.1:1");
+  sqzComm_t comm = nullptr;
+  SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidUsage, nullptr);
+  EXPECT_NE(std::string(sqzGetLastError(nullptr)).find("SQZ_SECRET"), std::string::npos)
+      << sqzGetLastError(nullptr);
+  EXPECT_EQ(comm, nullptr);
+}
+
+TEST(InitFromEnv, MalformedSecretIsRefusedWithoutEchoingIt) {
+  ScopedEnv env;
+  env.unset("SQZ_UNIQUE_ID");
+  env.set("SQZ_SECRET", "0123456789abcdefXYZ");
+  env.set("SQZ_RANK", "1");
+  env.set("SQZ_WORLD_SIZE", "2");
+  env.set("SQZ_ROOT", "127.0.0.1:1");
+  sqzComm_t comm = nullptr;
+  SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidArgument, nullptr);
+  EXPECT_EQ(std::string(sqzGetLastError(nullptr)).find("0123456789abcdef"), std::string::npos)
+      << "the error repeats the secret: " << sqzGetLastError(nullptr);
 }
 
 TEST(InitFromEnv, RankOutOfRange) {
