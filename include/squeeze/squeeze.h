@@ -76,7 +76,10 @@ typedef enum {
   sqzDouble = 8,
   sqzBfloat16 = 9,
   sqzNumTypes = 10,
-  sqzDataTypeForce32 = 0x7fffffff /* every int is a value of the type; checked at run time */
+  /* With these two, every int is a valid value of the type (C's enum range rules), so a wrong
+   * value passed in is a run-time error from Squeeze, not undefined behaviour. */
+  sqzDataTypeMinInt32 = -0x7fffffff - 1,
+  sqzDataTypeForce32 = 0x7fffffff
 } sqzDataType_t;
 
 /**
@@ -90,6 +93,7 @@ typedef enum {
   sqzMin = 3,
   sqzAvg = 4,
   sqzNumOps = 5,
+  sqzRedOpMinInt32 = -0x7fffffff - 1, /* every int is a valid value; see sqzDataType_t */
   sqzRedOpForce32 = 0x7fffffff
 } sqzRedOp_t;
 
