@@ -21,6 +21,10 @@ struct CodecMethod {
 };
 
 const std::vector<CodecMethod>& codecMethods();
+// The method called `name`, or null.
+const CodecMethod* findCodecMethod(const std::string& name);
+// The name of the method with header id `id`, or null for an id no method has.
+const char* codecMethodName(uint8_t id);
 
 // Chunk codecs (cast.cc, int8.cc, qsgd.cc, onebit.cc, terngrad.cc, topk.cc, randk.cc,
 // threshold.cc).

@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "common/strings.h"
+#include "compress/codecs.h"
 #include "core/communicator.h"
 
 namespace squeeze {
@@ -14,6 +16,13 @@ namespace squeeze {
 CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
                          std::unique_ptr<Codec> chunk)
     : spec_(spec), count_(count), dtype_(dtype), chunk_(std::move(chunk)) {
+  const CodecMethod* method = findCodecMethod(spec_.method);
+  methodId_ = method ? method->id : 0;  // createCodecHandle has checked the method
+  if (methodId_ != 0) {  // dense has no settings: its calls are plain calls
+    const std::string canonical = spec_.str();
+    const Digest digest = sha256(canonical.data(), canonical.size());
+    std::memcpy(&specHash_, digest.data(), sizeof specHash_);
+  }
   const bool lossy = !chunk_ || !chunk_->rawWire();
   errorFeedback_ = lossy && spec_.get("ef", 1, 0, 1) != 0;
   if (errorFeedback_) residual_.assign(count_, 0.0f);
@@ -42,6 +51,8 @@ void CodecHandle::runChunked(Communicator& comm, const void* in, void* out, size
   req.op = op;
   req.codec = &codec;
   req.codecCall = &call;
+  req.codecMethod = methodId_;
+  req.specHash = specHash_;
   comm.collective(req);
 }
 

@@ -78,6 +78,9 @@ class CodecHandle {
   bool errorFeedback_;
   std::vector<float> residual_;  // error feedback; empty when off
   uint64_t calls_ = 0;
+  // Carried in every call's message headers, so ranks whose codecs differ are told so.
+  uint8_t methodId_ = 0;
+  uint32_t specHash_ = 0;
   CodecStats stats_;
 };
 

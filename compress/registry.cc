@@ -38,11 +38,21 @@ std::string codecMethodList() {
   return out;
 }
 
+const CodecMethod* findCodecMethod(const std::string& name) {
+  for (const auto& m : codecMethods())
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+const char* codecMethodName(uint8_t id) {
+  for (const auto& m : codecMethods())
+    if (id == m.id) return m.name;
+  return nullptr;
+}
+
 std::unique_ptr<CodecHandle> createCodecHandle(const CodecSpec& spec, size_t count,
                                                DataType dtype) {
-  const CodecMethod* method = nullptr;
-  for (const auto& m : codecMethods())
-    if (spec.method == m.name) method = &m;
+  const CodecMethod* method = findCodecMethod(spec.method);
   if (!method)
     raise(ErrorCode::kInvalidArgument, "unknown codec method '", spec.method, "'; choose from ",
           codecMethodList(), ".");

@@ -35,6 +35,9 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(algo, kString, "SQZ_ALGO", "",                                                             \
     "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
     " Empty: the tuner's cost model decides.")                                                 \
+  X(checkMode, kString, "SQZ_CHECK_MODE", "headers",                                           \
+    "Call agreement: 'headers' checks every message's header (free); 'full' also exchanges "    \
+    "each call's description around a ring first (one latency), catching a different root.")  \
   X(codecMinBytes, kBytes, "SQZ_CODEC_MIN_BYTES", "16K",                                      \
     "Compressed all-reduce: tensors smaller than this travel dense (codec key min_bytes).")   \
   X(tcpLatencyUs, kDouble, "SQZ_TCP_LATENCY_US", "40", "Tuner: tcp latency per message (us).")  \

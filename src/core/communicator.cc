@@ -192,6 +192,8 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt) {
   WireHeader base;
   base.coll = static_cast<uint8_t>(req.kind);
   base.codec = req.codec->id();
+  base.method = req.codecMethod;
+  base.specHash = req.specHash;
   base.dtype = static_cast<uint8_t>(req.dtype);
   base.op = static_cast<uint8_t>(req.op);
   base.commHash = commHash_;
@@ -200,6 +202,12 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt) {
   base.root = req.root;
   ExecContext ctx{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_};
   try {
+    if (config_.fullCheck && !prebuilt && nranks_ > 1) {
+      CollRequest agree = req;  // the same call, its description on empty dense messages
+      agree.codec = &denseCodec();
+      agree.codecCall = nullptr;
+      executor_.run(agree, agreementSchedule(rank_, nranks_), base, ctx);
+    }
     executor_.run(req, sched, base, ctx);
   } catch (const Error& e) {
     fail(e);

@@ -44,6 +44,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
   c.shmBufferBytes = p.shmBufferBytes;
   c.socketIfname = p.socketIfname;
   c.algoSpec = p.algo;
+  if (p.checkMode != "headers" && p.checkMode != "full")
+    raise(ErrorCode::kInvalidArgument, "SQZ_CHECK_MODE='", p.checkMode,
+          "' is not a check mode; use 'headers' (the default) or 'full'.");
+  c.fullCheck = p.checkMode == "full";
   const double gamma = 1 / (p.reduceGbps * 1e9);
   c.tcpModel = calibratedModel("tcp", p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma);
   c.shmModel = calibratedModel("shm", p.shmLatencyUs * 1e-6, 1 / (p.shmGbps * 1e9), gamma);

@@ -19,6 +19,7 @@ struct CommConfig {
   size_t shmBufferBytes = 4 << 20;
   std::string socketIfname;
   std::string algoSpec;  // SQZ_ALGO
+  bool fullCheck = false;  // SQZ_CHECK_MODE=full
   size_t codecMinBytes = 16 << 10;
   CostModel tcpModel = calibratedModel("tcp", 40e-6, 1 / 1.2e9, 1 / 4e9);
   CostModel shmModel = calibratedModel("shm", 8e-6, 1 / 2.5e9, 1 / 4e9);

@@ -106,4 +106,18 @@ inline Schedule localOnlySchedule(const CollRequest& req) {
   return s;
 }
 
+// The step of an agreement message (never an algorithm's step).
+constexpr uint32_t kAgreementStep = UINT32_MAX;
+
+// SQZ_CHECK_MODE=full: before a call, each rank sends an empty message to the next rank and
+// receives one from the previous. The headers carry the call's description, so ranks that
+// disagree in a way the call's own messages would not show (each names itself the root of a
+// reduce: both only receive) are told so: if any two ranks differ, two neighbours do.
+inline Schedule agreementSchedule(int rank, int nranks) {
+  Schedule s;
+  s.add(spanOp(OpKind::kSend, (rank + 1) % nranks, kAgreementStep, 0, 0));
+  s.add(spanOp(OpKind::kRecvFinal, (rank + nranks - 1) % nranks, kAgreementStep, 0, 0));
+  return s;
+}
+
 }  // namespace squeeze

@@ -44,6 +44,11 @@ struct CollRequest {
   int root = 0;
   Codec* codec = nullptr;  // never null once the communicator has accepted the call
   CodecCall* codecCall = nullptr;  // compressed calls: residual, call number, statistics
+  // Which codec method made the call, for the mismatch check: its id (0: dense, as a plain call
+  // is) and a hash of its canonical spec (0 for dense). The method differs from `codec` when it
+  // runs dense inner calls (PowerSGD) or falls back to dense for a small tensor.
+  uint8_t codecMethod = 0;
+  uint32_t specHash = 0;
   void* stream = nullptr;
 
   bool inPlace() const { return sendbuf == recvbuf; }

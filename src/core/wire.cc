@@ -3,16 +3,31 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "compress/codecs.h"
 #include "core/types.h"
 
 namespace squeeze {
+namespace {
+
+std::string codecName(uint8_t id) {
+  const char* name = codecMethodName(id);
+  return name ? name : strCat("#", int(id));
+}
+
+// "topk", or "powersgd (dense on the wire)" when the method sends another chunk codec.
+std::string describeCodec(const WireHeader& h) {
+  if (h.method == h.codec) return codecName(h.method);
+  return strCat(codecName(h.method), " (", codecName(h.codec), " on the wire)");
+}
+
+}  // namespace
 
 std::string describeCall(const WireHeader& h) {
   std::string call = strCat(collKindName(static_cast<CollKind>(h.coll)), " #", h.seq,
                             " count=", h.count, " ",
                             h.dtype < kNumDataTypes ? dataTypeName(DataType(h.dtype)) : "?", " ",
                             h.op < kNumRedOps ? redOpName(RedOp(h.op)) : "?");
-  return strCat(call, " root=", h.root, " codec=", int(h.codec));
+  return strCat(call, " root=", h.root, " codec=", describeCodec(h));
 }
 
 void checkHeader(const WireHeader& expected, const WireHeader& got, size_t capacity, int myRank) {
@@ -26,12 +41,18 @@ void checkHeader(const WireHeader& expected, const WireHeader& got, size_t capac
           " the connection to rank ", peer, " (sender says rank ", got.srcRank, ")");
   if (got.seq != expected.seq || got.coll != expected.coll || got.count != expected.count ||
       got.dtype != expected.dtype || got.op != expected.op || got.root != expected.root ||
-      got.codec != expected.codec)
+      got.codec != expected.codec || got.method != expected.method)
     raise(ErrorCode::kInvalidUsage, "ranks disagree on the collective call: rank ", myRank,
           " is in ", describeCall(expected), " but rank ", peer, " sent data for ",
           describeCall(got),
           ". Every rank must make the same calls in the same order with the same count, "
-          "datatype, op and root.");
+          "datatype, op, root and codec.");
+  if (got.specHash != expected.specHash)
+    raise(ErrorCode::kInvalidUsage, "ranks disagree on the codec's settings: rank ", myRank,
+          " and rank ", peer, " are both in ", describeCall(expected), " but created the codec "
+          "with different settings (spec hashes ", toHex(&expected.specHash, 4), " and ",
+          toHex(&got.specHash, 4), "). Create it from the same spec string (or "
+          "sqzCodecConfig_t) on every rank.");
   if (got.step != expected.step || got.offset != expected.offset)
     raise(ErrorCode::kInternal, "rank ", myRank, " expected step ", expected.step, " offset ",
           expected.offset, " from rank ", peer, " in ", describeCall(expected), " but got step ",

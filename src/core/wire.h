@@ -1,26 +1,29 @@
 // The fixed header in front of every data message, and its validation. The receiver compares
 // the header with what its own schedule expects *before* it reads a payload byte or trusts a
-// size, so ranks that disagree (different collective, count, datatype, op, sequence number) get a
-// sentence naming both sides instead of garbage or a hang.
+// size, so ranks that disagree (different collective, count, datatype, op, root, codec, sequence
+// number) get a sentence naming both sides instead of garbage or a hang.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "core/types.h"
+
 namespace squeeze {
 
 constexpr uint32_t kWireMagic = 0x57515a53;  // "SZQW" little-endian
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;
 
 struct WireHeader {
   uint32_t magic = kWireMagic;
   uint16_t version = kWireVersion;
   uint8_t coll = 0;   // CollKind
-  uint8_t codec = 0;  // codec id (0: dense)
+  uint8_t codec = 0;  // the chunk codec on the wire (Codec::id(); 0: dense)
   uint8_t dtype = 0;
   uint8_t op = 0;
-  uint16_t reserved = 0;
+  uint8_t method = 0;  // the caller's codec method (CollRequest::codecMethod)
+  uint8_t reserved = 0;
   int32_t srcRank = 0;
   uint32_t step = 0;      // the algorithm's step number for this message
   uint64_t commHash = 0;  // identifies the communicator
@@ -29,7 +32,7 @@ struct WireHeader {
   uint64_t offset = 0;    // first element of this message's chunk
   uint64_t payloadBytes = 0;
   int32_t root = 0;
-  uint32_t reserved2 = 0;
+  uint32_t specHash = 0;  // the codec's settings (CollRequest::specHash)
 };
 static_assert(sizeof(WireHeader) == 72, "WireHeader is part of the wire format");
 

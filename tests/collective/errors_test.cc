@@ -256,29 +256,48 @@ TEST(AllReduceErrors, ArgumentErrorsDoNotDesynchronizeRanks) {
 
 // ---- ranks that disagree ------------------------------------------------------------------------
 
-struct RankCall {
-  size_t count;
-  sqzDataType_t dtype;
-  sqzRedOp_t op;
-};
+// One rank's side of a call its peers make differently; returns the call's result.
+using RankCall = std::function<sqzResult_t(sqzComm_t comm, int rank)>;
 
-// Two ranks make different calls; each must return an error (not hang, not succeed) within the
-// timeout, and at least one must say the calls disagree (sqzInvalidUsage).
-void expectDisagreementDetected(const RankCall calls[2], const char* what) {
+RankCall allReduceCall(size_t count, sqzDataType_t dtype, sqzRedOp_t op) {
+  return [=](sqzComm_t comm, int) {
+    std::vector<unsigned char> send(count * typeSize(dtype) + 8, 1), recv(send.size());
+    return sqzAllReduce(send.data(), recv.data(), count, dtype, op, comm, nullptr);
+  };
+}
+
+// An sqzAllReduceCompressed of 4096 floats with a codec made from `spec`.
+RankCall compressedCall(const char* spec) {
+  return [=](sqzComm_t comm, int) {
+    const size_t count = 4096;
+    sqzCodec_t codec = nullptr;
+    sqzResult_t rc = sqzCodecCreate(&codec, spec, count, sqzFloat, comm);
+    if (rc != sqzSuccess) return rc;
+    std::vector<float> send(count, 1.0f), recv(count);
+    rc = sqzAllReduceCompressed(send.data(), recv.data(), count, sqzFloat, sqzSum, codec, comm,
+                                nullptr);
+    sqzCodecDestroy(codec);
+    return rc;
+  };
+}
+
+// The ranks make different calls (calls[r] on rank r); each must return an error (not hang, not
+// succeed) within the timeout, at least one must say the calls disagree (sqzInvalidUsage), and
+// that sentence must contain `mustName` (what differs).
+void expectDisagreementDetected(const std::vector<RankCall>& calls, const char* what,
+                                const std::string& mustName) {
+  const int n = int(calls.size());
   std::mutex mu;
-  sqzResult_t rcs[2] = {sqzSuccess, sqzSuccess};
-  std::string msgs[2];
-  double seconds[2] = {0, 0};
+  std::vector<sqzResult_t> rcs(n, sqzSuccess);
+  std::vector<std::string> msgs(n);
+  std::vector<double> seconds(n, 0);
   RunOptions opts;
   opts.timeoutMs = 5000;
   opts.watchdogSeconds = 90;
-  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
-    const RankCall& c = calls[rank];
-    std::vector<unsigned char> send(c.count * typeSize(c.dtype) + 8, 1),
-        recv(c.count * typeSize(c.dtype) + 8);
-    setStatus(std::string("mismatched sqzAllReduce: ") + what);
+  RunResult run = runRanks(n, opts, [&](sqzComm_t& comm, int rank) {
+    setStatus(std::string("mismatched calls: ") + what);
     const auto t0 = std::chrono::steady_clock::now();
-    sqzResult_t rc = sqzAllReduce(send.data(), recv.data(), c.count, c.dtype, c.op, comm, nullptr);
+    sqzResult_t rc = calls[rank](comm, rank);
     double s = secondsSince(t0);
     std::lock_guard<std::mutex> lock(mu);
     rcs[rank] = rc;
@@ -286,31 +305,166 @@ void expectDisagreementDetected(const RankCall calls[2], const char* what) {
     seconds[rank] = s;
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
-  for (int r = 0; r < 2; ++r) {
+  bool named = false;
+  std::string all;
+  for (int r = 0; r < n; ++r) {
     EXPECT_NE(rcs[r], sqzSuccess) << what << ": rank " << r << " succeeded";
     if (rcs[r] != sqzSuccess) expectSentence(msgs[r].c_str(), std::string(what) + " rank " +
                                              std::to_string(r));
     // The timeout is 5 s; allow for a slow machine, but not for a hang.
     EXPECT_LT(seconds[r], 20.0) << what << ": rank " << r << " took " << seconds[r] << " s";
+    if (rcs[r] == sqzInvalidUsage && msgs[r].find(mustName) != std::string::npos) named = true;
+    all += "\n  rank " + std::to_string(r) + ": " + sqzGetErrorString(rcs[r]) + ": " + msgs[r];
   }
-  EXPECT_TRUE(rcs[0] == sqzInvalidUsage || rcs[1] == sqzInvalidUsage)
-      << what << ": rank 0 returned " << sqzGetErrorString(rcs[0]) << " (" << msgs[0]
-      << "), rank 1 returned " << sqzGetErrorString(rcs[1]) << " (" << msgs[1] << ")";
+  EXPECT_TRUE(named) << what << ": no rank returned sqzInvalidUsage naming '" << mustName << "':"
+                     << all;
 }
 
 TEST(Disagreement, Count) {
-  const RankCall calls[2] = {{100, sqzFloat, sqzSum}, {101, sqzFloat, sqzSum}};
-  expectDisagreementDetected(calls, "count 100 vs 101");
+  expectDisagreementDetected({allReduceCall(100, sqzFloat, sqzSum),
+                              allReduceCall(101, sqzFloat, sqzSum)},
+                             "count 100 vs 101", "count=101");
 }
 
 TEST(Disagreement, Datatype) {
-  const RankCall calls[2] = {{100, sqzFloat, sqzSum}, {100, sqzInt32, sqzSum}};
-  expectDisagreementDetected(calls, "float vs int32 (same byte count)");
+  expectDisagreementDetected({allReduceCall(100, sqzFloat, sqzSum),
+                              allReduceCall(100, sqzInt32, sqzSum)},
+                             "float vs int32 (same byte count)", "int32");
 }
 
 TEST(Disagreement, Op) {
-  const RankCall calls[2] = {{100, sqzFloat, sqzSum}, {100, sqzFloat, sqzMax}};
-  expectDisagreementDetected(calls, "sum vs max");
+  expectDisagreementDetected({allReduceCall(100, sqzFloat, sqzSum),
+                              allReduceCall(100, sqzFloat, sqzMax)},
+                             "sum vs max", "max");
+}
+
+TEST(Disagreement, CollectiveKind) {
+  RankCall broadcast = [](sqzComm_t comm, int) {
+    std::vector<float> buf(100, 1.0f);
+    return sqzBroadcast(buf.data(), buf.data(), buf.size(), sqzFloat, 0, comm, nullptr);
+  };
+  expectDisagreementDetected({allReduceCall(100, sqzFloat, sqzSum), broadcast},
+                             "all-reduce vs broadcast", "broadcast");
+}
+
+TEST(Disagreement, RootWithoutFullCheckTimesOutNamingEachRoot) {
+  // Each rank names itself the root of a reduce: both only receive, so no header shows the
+  // difference; with the default check each times out, its message naming the root it used.
+  RankCall reduceToSelf = [](sqzComm_t comm, int rank) {
+    std::vector<float> send(100, 1.0f), recv(100);
+    return sqzReduce(send.data(), recv.data(), send.size(), sqzFloat, sqzSum, rank, comm,
+                     nullptr);
+  };
+  std::vector<sqzResult_t> rcs(2, sqzSuccess);
+  std::vector<std::string> msgs(2);
+  RunOptions opts;
+  opts.timeoutMs = 1000;
+  opts.watchdogSeconds = 60;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    rcs[rank] = reduceToSelf(comm, rank);
+    msgs[rank] = sqzGetLastError(comm);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  // The first to time out names its root; the other may hear of it as a closed connection.
+  bool named = false;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(rcs[r], sqzSuccess) << "rank " << r;
+    named |= rcs[r] == sqzTimeout &&
+             msgs[r].find("root=" + std::to_string(r)) != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "rank 0: " << msgs[0] << "\nrank 1: " << msgs[1];
+}
+
+TEST(Disagreement, Root) {
+  // As above; SQZ_CHECK_MODE=full's agreement messages name the difference at once.
+  ScopedEnv env;
+  env.set("SQZ_CHECK_MODE", "full");
+  RankCall reduceToSelf = [](sqzComm_t comm, int rank) {
+    std::vector<float> send(100, 1.0f), recv(100);
+    return sqzReduce(send.data(), recv.data(), send.size(), sqzFloat, sqzSum, rank, comm,
+                     nullptr);
+  };
+  expectDisagreementDetected({reduceToSelf, reduceToSelf}, "reduce to root 0 vs root 1",
+                             "root=1");
+}
+
+TEST(Disagreement, BroadcastRootAmongThree) {
+  // Ranks 0 and 1 both think they are the root, rank 2 follows rank 0: without the agreement
+  // messages the call would succeed and leave rank 1's data queued for the next call. With
+  // them rank 1 fails at once; rank 0, whose part was only to send, learns it in its next call.
+  ScopedEnv env;
+  env.set("SQZ_CHECK_MODE", "full");
+  RankCall broadcastFromSelfOr0 = [](sqzComm_t comm, int rank) {
+    std::vector<float> buf(100, 1.0f);
+    sqzResult_t rc = sqzBroadcast(buf.data(), buf.data(), buf.size(), sqzFloat,
+                                  rank == 1 ? 1 : 0, comm, nullptr);
+    if (rc != sqzSuccess) return rc;
+    return allReduceCall(100, sqzFloat, sqzSum)(comm, rank);
+  };
+  expectDisagreementDetected({broadcastFromSelfOr0, broadcastFromSelfOr0, broadcastFromSelfOr0},
+                             "broadcast root 0 vs root 1", "root=");
+}
+
+TEST(Disagreement, FullCheckPassesMatchingCalls) {
+  ScopedEnv env;
+  env.set("SQZ_CHECK_MODE", "full");
+  std::mutex mu;
+  std::vector<std::string> problems;
+  RunResult run = runRanks(3, RunOptions{}, [&](sqzComm_t& comm, int rank) {
+    std::vector<float> a(1000, float(rank + 1)), b(1000, 0.0f);
+    auto complain = [&](const std::string& what) {
+      std::lock_guard<std::mutex> lock(mu);
+      problems.push_back("rank " + std::to_string(rank) + ": " + what + ": " +
+                         sqzGetLastError(comm));
+    };
+    if (sqzAllReduce(a.data(), b.data(), a.size(), sqzFloat, sqzSum, comm, nullptr) != sqzSuccess ||
+        b[999] != 6.0f)
+      complain("all-reduce");
+    if (sqzBroadcast(a.data(), b.data(), a.size(), sqzFloat, 2, comm, nullptr) != sqzSuccess ||
+        b[0] != 3.0f)
+      complain("broadcast");
+    if (sqzReduce(a.data(), b.data(), a.size(), sqzFloat, sqzMax, 1, comm, nullptr) != sqzSuccess ||
+        (rank == 1 && b[5] != 3.0f))
+      complain("reduce");
+    if (compressedCall("topk:ratio=0.5")(comm, rank) != sqzSuccess) complain("topk all-reduce");
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  for (const auto& p : problems) ADD_FAILURE() << p;
+}
+
+TEST(Disagreement, CodecAgainstPlainCall) {
+  expectDisagreementDetected({allReduceCall(4096, sqzFloat, sqzSum), compressedCall("topk")},
+                             "plain all-reduce vs topk", "codec=topk");
+}
+
+TEST(Disagreement, DifferentCodecs) {
+  expectDisagreementDetected({compressedCall("int8"), compressedCall("qsgd")},
+                             "int8 vs qsgd", "codec=qsgd");
+}
+
+TEST(Disagreement, CodecSettings) {
+  expectDisagreementDetected({compressedCall("topk:ratio=0.01"),
+                              compressedCall("topk:ratio=0.1")},
+                             "topk ratio 0.01 vs 0.1", "different settings");
+}
+
+TEST(Disagreement, DenseCodecIsAPlainCall) {
+  // Not a disagreement: the dense codec's payload is the values, as sqzAllReduce's.
+  std::vector<sqzResult_t> rcs(2, sqzInternalError);
+  RunResult run = runRanks(2, RunOptions{}, [&](sqzComm_t& comm, int rank) {
+    rcs[rank] = rank == 0 ? allReduceCall(4096, sqzFloat, sqzSum)(comm, rank)
+                          : compressedCall("dense")(comm, rank);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  EXPECT_EQ(rcs[0], sqzSuccess);
+  EXPECT_EQ(rcs[1], sqzSuccess);
+}
+
+TEST(Disagreement, PowerSgdAgainstDense) {
+  // PowerSGD's inner all-reduces are dense; the header still tells them from a dense codec's.
+  expectDisagreementDetected({compressedCall("powersgd:rank=2,min_bytes=0"),
+                              compressedCall("dense")},
+                             "powersgd vs dense", "powersgd");
 }
 
 // ---- a peer that is gone or silent ------------------------------------------------------------
@@ -572,6 +726,15 @@ TEST(InitFromEnv, RankOutOfRange) {
   env.set("SQZ_ROOT", "127.0.0.1:1");
   sqzComm_t comm = nullptr;
   SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidArgument, nullptr);
+}
+
+TEST(InitErrors, UnknownCheckMode) {
+  ScopedEnv env;
+  env.set("SQZ_CHECK_MODE", "paranoid");
+  RunResult run = runRanks(1, RunOptions{}, [](sqzComm_t&, int) {});
+  ASSERT_EQ(run.initErrors.size(), 1u);
+  EXPECT_NE(run.initErrors[0].find("SQZ_CHECK_MODE='paranoid'"), std::string::npos)
+      << run.initErrors[0];
 }
 
 TEST(InitFromEnv, BadTimeoutVariable) {

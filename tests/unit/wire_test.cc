@@ -103,6 +103,8 @@ TEST(CheckHeader, DisagreeingCallsAreInvalidUsage) {
                  ErrorCode::kInvalidUsage);
   expectRejected("root", [](WireHeader& h) { h.root = 1; }, ErrorCode::kInvalidUsage);
   expectRejected("codec", [](WireHeader& h) { h.codec = 3; }, ErrorCode::kInvalidUsage);
+  expectRejected("method", [](WireHeader& h) { h.method = 7; }, ErrorCode::kInvalidUsage);
+  expectRejected("specHash", [](WireHeader& h) { h.specHash = 1; }, ErrorCode::kInvalidUsage);
   expectRejected("seq", [](WireHeader& h) { h.seq = 43; }, ErrorCode::kInvalidUsage);
 }
 
@@ -122,11 +124,44 @@ TEST(CheckHeader, DisagreementDescribesBothCalls) {
   EXPECT_TRUE(mentions(*e, "max")) << e->what();
 }
 
+TEST(CheckHeader, CodecDisagreementNamesBothCodecs) {
+  WireHeader got = expectedHeader();
+  got.method = 7;  // topk
+  got.codec = 7;
+  auto e = check(got);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(mentions(*e, "codec=dense")) << e->what();
+  EXPECT_TRUE(mentions(*e, "codec=topk")) << e->what();
+  EXPECT_TRUE(mentions(*e, "same count, datatype, op, root and codec")) << e->what();
+
+  // PowerSGD's inner all-reduces carry dense payloads; the header still says whose they are.
+  got.method = 11;
+  got.codec = 0;
+  e = check(got);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(mentions(*e, "codec=powersgd (dense on the wire)")) << e->what();
+
+  WireHeader expected = expectedHeader();
+  expected.method = got.method = 7;
+  expected.codec = got.codec = 7;
+  expected.specHash = 0x1234;
+  got.specHash = 0x5678;
+  try {
+    checkHeader(expected, got, kCapacity, kMyRank);
+    ADD_FAILURE() << "different codec settings were accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kInvalidUsage) << err.what();
+    EXPECT_TRUE(mentions(err, "different settings")) << err.what();
+    EXPECT_TRUE(mentions(err, "codec=topk")) << err.what();
+  }
+}
+
 TEST(CheckHeader, OutOfRangeEnumsDoNotCrash) {
   // A foreign sender may put anything in dtype/op/coll; the message must still be built.
   expectRejected("dtype=200", [](WireHeader& h) { h.dtype = 200; }, ErrorCode::kInvalidUsage);
   expectRejected("op=99", [](WireHeader& h) { h.op = 99; }, ErrorCode::kInvalidUsage);
   expectRejected("coll=250", [](WireHeader& h) { h.coll = 250; }, ErrorCode::kInvalidUsage);
+  expectRejected("method=200", [](WireHeader& h) { h.method = 200; }, ErrorCode::kInvalidUsage);
 }
 
 TEST(CheckHeader, ScheduleMismatchIsRejected) {
