@@ -217,6 +217,29 @@ TEST(AllReduceErrors, BadArguments) {
   EXPECT_EQ(sqzCommDestroy(comm), sqzSuccess);
 }
 
+TEST(AllReduceErrors, StreamAndRootChecks) {
+  sqzComm_t comm = makeSingleRankComm();
+  ASSERT_NE(comm, nullptr) << sqzGetLastError(nullptr);
+  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {};
+  int notAStream = 0;
+  // This build runs on host memory only: a stream means the caller expected CUDA.
+  SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, sqzFloat, sqzSum, comm, &notAStream),
+                   sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzBroadcast(a, b, 8, sqzFloat, 0, comm, &notAStream), sqzInvalidArgument,
+                   comm);
+  for (int root : {-1, 1, 1000}) {
+    SQZ_EXPECT_ERROR(sqzBroadcast(a, b, 8, sqzFloat, root, comm, nullptr), sqzInvalidArgument,
+                     comm);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find(std::to_string(root)), std::string::npos)
+        << sqzGetLastError(comm);
+    SQZ_EXPECT_ERROR(sqzReduce(a, b, 8, sqzFloat, sqzSum, root, comm, nullptr),
+                     sqzInvalidArgument, comm);
+  }
+  EXPECT_EQ(sqzAllReduce(a, b, 8, sqzFloat, sqzSum, comm, nullptr), sqzSuccess)
+      << sqzGetLastError(comm);
+  EXPECT_EQ(sqzCommDestroy(comm), sqzSuccess);
+}
+
 TEST(AllReduceErrors, CountZeroWithNullBuffersIsAccepted) {
   sqzComm_t comm = makeSingleRankComm();
   ASSERT_NE(comm, nullptr) << sqzGetLastError(nullptr);
@@ -405,6 +428,26 @@ TEST(Disagreement, BroadcastRootAmongThree) {
                              "broadcast root 0 vs root 1", "root=");
 }
 
+TEST(Disagreement, ACallAfterTheErrorIsRefused) {
+  // After a failed call the communicator is unusable (a peer may have half-done the call); the
+  // next call says so, with the original error, instead of waiting on a dead schedule.
+  std::vector<sqzResult_t> next(2, sqzSuccess);
+  std::vector<std::string> msgs(2);
+  RunOptions opts;
+  opts.timeoutMs = 5000;
+  opts.watchdogSeconds = 60;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    allReduceCall(100 + rank, sqzFloat, sqzSum)(comm, rank);
+    next[rank] = allReduceCall(100, sqzFloat, sqzSum)(comm, rank);
+    msgs[rank] = sqzGetLastError(comm);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(next[r], sqzInvalidUsage) << "rank " << r << ": " << msgs[r];
+    EXPECT_NE(msgs[r].find("destroy it and create a new one"), std::string::npos) << msgs[r];
+  }
+}
+
 TEST(Disagreement, FullCheckPassesMatchingCalls) {
   ScopedEnv env;
   env.set("SQZ_CHECK_MODE", "full");
@@ -572,24 +615,33 @@ TEST(DeadPeer, AbortFromAnotherThreadUnblocksTheCall) {
 
 // ---- ids from different jobs --------------------------------------------------------------------
 
-// Runs a 2-rank init where rank r uses ids[r]; both must fail within a bounded time.
-void expectInitFailsOnBoth(const sqzUniqueId ids[2], const char* what) {
+// What one of two threads passes to sqzCommInitRankConfig.
+struct InitArgs {
+  sqzUniqueId id;
+  int nranks;
+  int rank;
+};
+
+// Runs two inits side by side; both must fail within a bounded time, and when mustName is given,
+// at least one with sqzInvalidUsage and a message containing it.
+void expectInitFailsOnBoth(const InitArgs args[2], const char* what, const char* mustName) {
   std::mutex mu;
   sqzResult_t rcs[2] = {sqzSuccess, sqzSuccess};
   std::string msgs[2];
   std::vector<std::thread> threads;
   const auto t0 = std::chrono::steady_clock::now();
   std::atomic<int> finished{0};
-  for (int rank = 0; rank < 2; ++rank) {
-    threads.emplace_back([&, rank] {
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
       sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
       cfg.transports = "tcp";
       cfg.timeoutMs = 3000;
       sqzComm_t comm = nullptr;
-      sqzResult_t rc = sqzCommInitRankConfig(&comm, 2, ids[rank], rank, &cfg);
+      sqzResult_t rc = sqzCommInitRankConfig(&comm, args[t].nranks, args[t].id, args[t].rank,
+                                             &cfg);
       std::lock_guard<std::mutex> lock(mu);
-      rcs[rank] = rc;
-      msgs[rank] = sqzGetLastError(nullptr);
+      rcs[t] = rc;
+      msgs[t] = sqzGetLastError(nullptr);
       if (rc == sqzSuccess) sqzCommAbort(comm);
       ++finished;
     });
@@ -604,12 +656,38 @@ void expectInitFailsOnBoth(const sqzUniqueId ids[2], const char* what) {
   }
   for (auto& t : threads) t.join();
   const double elapsed = secondsSince(t0);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(rcs[r], sqzSuccess) << what << ": rank " << r << " joined a communicator";
-    if (rcs[r] != sqzSuccess)
-      expectSentence(msgs[r].c_str(), std::string(what) + " rank " + std::to_string(r));
+  bool named = false;
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_NE(rcs[t], sqzSuccess) << what << ": thread " << t << " joined a communicator";
+    if (rcs[t] != sqzSuccess)
+      expectSentence(msgs[t].c_str(), std::string(what) + " thread " + std::to_string(t));
+    named |= mustName && rcs[t] == sqzInvalidUsage && msgs[t].find(mustName) != std::string::npos;
+  }
+  if (mustName) {
+    EXPECT_TRUE(named) << what << ": no sqzInvalidUsage naming '" << mustName << "':\n  "
+                       << msgs[0] << "\n  " << msgs[1];
   }
   EXPECT_LT(elapsed, 20.0) << what;
+}
+
+// Rank r of 2 uses ids[r].
+void expectInitFailsOnBoth(const sqzUniqueId ids[2], const char* what) {
+  const InitArgs args[2] = {{ids[0], 2, 0}, {ids[1], 2, 1}};
+  expectInitFailsOnBoth(args, what, nullptr);
+}
+
+TEST(InitErrors, RanksDisagreeOnNranks) {
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  const InitArgs args[2] = {{id, 2, 0}, {id, 3, 1}};
+  expectInitFailsOnBoth(args, "nranks 2 vs 3", "same nranks");
+}
+
+TEST(InitErrors, TwoProcessesClaimOneRank) {
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  const InitArgs args[2] = {{id, 2, 1}, {id, 2, 1}};
+  expectInitFailsOnBoth(args, "both rank 1", "both claim rank 1");
 }
 
 TEST(ForeignId, EachRankHasADifferentJobsId) {
@@ -726,6 +804,16 @@ TEST(InitFromEnv, RankOutOfRange) {
   env.set("SQZ_ROOT", "127.0.0.1:1");
   sqzComm_t comm = nullptr;
   SQZ_EXPECT_ERROR(sqzCommInitFromEnv(&comm, nullptr), sqzInvalidArgument, nullptr);
+}
+
+TEST(InitErrors, UnknownAlgorithmName) {
+  ScopedEnv env;
+  env.set("SQZ_ALGO", "allreduce:0-inf=bogosort");
+  RunResult run = runRanks(1, RunOptions{}, [](sqzComm_t&, int) {});
+  ASSERT_EQ(run.initErrors.size(), 1u);
+  EXPECT_NE(run.initErrors[0].find("bogosort"), std::string::npos) << run.initErrors[0];
+  EXPECT_NE(run.initErrors[0].find("ring"), std::string::npos)
+      << "the message should list the algorithms: " << run.initErrors[0];
 }
 
 TEST(InitErrors, UnknownCheckMode) {
