@@ -153,9 +153,16 @@ size_t selectAmong(const float* x, const uint32_t* cand, size_t m, size_t k, uin
   return w;
 }
 
+// Per-ISA clones picked by an ifunc resolver at load time. Under ThreadSanitizer the resolver is
+// instrumented and runs before the runtime is up (a crash at load), so that build has one version.
+#if defined(__SANITIZE_THREAD__)
+#define SQZ_ISA_CLONES
+#else
+#define SQZ_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 // sum x^2 in double, eight partial sums (the norms are statistics: the order is free).
-__attribute__((target_clones("avx512f", "avx2", "default"))) double squareSum(const float* x,
-                                                                              size_t n) {
+SQZ_ISA_CLONES double squareSum(const float* x, size_t n) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -165,8 +172,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) double squareSum(co
 }
 
 // r[i] += x[i].
-__attribute__((target_clones("avx512f", "avx2", "default"))) void addTo(float* r, const float* x,
-                                                                        size_t n) {
+SQZ_ISA_CLONES void addTo(float* r, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) r[i] += x[i];
 }
 
