@@ -106,9 +106,11 @@ std::optional<AuthenticatedPeer> AuthAcceptor::next(Deadline deadline) {
         // Readable with no complete hello is fine; hung up with none is the end of it.
         if (!done && !(fds[i].revents & (POLLERR | POLLHUP | POLLNVAL))) continue;
       } catch (const Error& e) {
-        // A wrong secret is worth a warning (a misconfigured rank); scans and garbage are not.
-        if (e.code() == ErrorCode::kInvalidUsage)
-          SQZ_WARN(kInit, who_, ": ", e.what());
+        // A wrong secret is worth a warning (a misconfigured rank); scans and garbage are not,
+        // and past a few, neither is it: a client that keeps trying must not flood the log.
+        if (e.code() == ErrorCode::kInvalidUsage && ++wrongSecrets_ <= kWrongSecretWarnings)
+          SQZ_WARN(kInit, who_, ": ", e.what(),
+                   wrongSecrets_ == kWrongSecretWarnings ? " (further ones: at DEBUG)" : "");
         else
           SQZ_DEBUG(kInit, who_, ": dropped a connection from ", p.from, ": ", e.what());
       }

@@ -42,6 +42,8 @@ class AuthAcceptor {
   const Secret& secret_;
   std::string who_;
   std::deque<std::unique_ptr<Pending>> pending_;
+  static constexpr int kWrongSecretWarnings = 3;  // then DEBUG
+  int wrongSecrets_ = 0;
 };
 
 }  // namespace squeeze
