@@ -69,6 +69,9 @@ std::unique_ptr<CodecHandle> createCodecHandle(const CodecSpec& spec, size_t cou
             "'; its keys are ", allowed.empty() ? "none" : strCat(method->keys,
             method->lossy ? (method->keys[0] ? ", ef, min_bytes" : "ef, min_bytes") : ""), ".");
   }
+  // A whole number of bytes, as a spec string can say it (sqzCodecConfig_t.minBytes is a double):
+  // the canonical string, hashed into headers and saved with the state, must parse back.
+  if (spec.minBytes) spec.getWhole("min_bytes", 0, 0, 0x1p53);
   if (method->lossy && dtype != DataType::kFloat32)
     raise(ErrorCode::kInvalidArgument, "codec ", method->name, " compresses float32 gradients, "
           "not ", dataTypeName(dtype), "; convert the tensor or use codec 'dense'.");

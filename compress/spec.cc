@@ -1,6 +1,7 @@
 // CodecSpec parsing and printing (see spec.h).
 #include "compress/spec.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -23,6 +24,18 @@ std::optional<double> CodecSpec::*slotOf(const std::string& key) {
   for (int i = 0; i < 13; ++i)
     if (key == kCodecKeys[i]) return slots[i];
   return nullptr;
+}
+
+// The largest min_bytes kept: beyond 2^53 bytes a double no longer holds every whole number, and
+// the canonical string (str()) must parse back to the same value.
+constexpr double kMaxMinBytes = 0x1p53;
+
+// The shortest text that parses back to exactly v (str() feeds the spec hash every message
+// carries and the saved codec state, so "0.1234567" must not come back as "0.123457").
+std::string exactNumber(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace
@@ -55,6 +68,9 @@ CodecSpec CodecSpec::parse(const std::string& text) {
       if (!bytes)
         raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': min_bytes '", value,
               "' is not a size (e.g. 4096 or 64K).");
+      if (static_cast<double>(*bytes) > kMaxMinBytes)
+        raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': min_bytes '", value,
+              "' is too large; at most 8P (2^53 bytes), which already sends every tensor dense.");
       v = static_cast<double>(*bytes);
     } else {
       char* end = nullptr;
@@ -76,7 +92,11 @@ std::string CodecSpec::str() const {
   for (const char* key : kCodecKeys) {
     const auto& slot = this->*slotOf(key);
     if (!slot) continue;
-    out += strCat(sep, key, "=", *slot);
+    // min_bytes is written as the whole number parse reads (parseBytes takes no exponent).
+    const bool wholeBytes = &slot == &minBytes && *slot >= 0 && *slot <= kMaxMinBytes &&
+                            *slot == std::floor(*slot);
+    out += strCat(sep, key, "=",
+                  wholeBytes ? std::to_string(static_cast<uint64_t>(*slot)) : exactNumber(*slot));
     sep = ",";
   }
   return out;
