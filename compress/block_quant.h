@@ -47,15 +47,15 @@ class BlockQuantCodec : public Codec {
     }
     return bytes;
   }
-  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
-    check(payload, bytes, count);
+    check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
     decodeKernel(p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst));
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
-               DataType, RedOp, const ChunkInfo&) override {
-    check(payload, bytes, count);
+               DataType, RedOp, const ChunkInfo& at) override {
+    check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
     decodeAddKernel(static_cast<float*>(out), static_cast<const float*>(local), p + kHeaderBytes,
                     p + codesAt(count), count);
@@ -87,18 +87,16 @@ class BlockQuantCodec : public Codec {
     return kHeaderBytes + 4 * scalesPerBlock_ * device::blockCount(count, block_);
   }
   size_t bytesFor(size_t count) const { return codesAt(count) + codeBytes(count); }
-  void check(const void* payload, size_t bytes, size_t count) const {
-    if (bytes != bytesFor(count))
-      raise(ErrorCode::kRemote, name_, " payload of ", bytes, " bytes for ", count,
-            " values; expected ", bytesFor(count));
+  void check(const void* payload, size_t bytes, size_t count, const ChunkInfo& at) const {
+    checkPayloadBytes(name_, at, bytes, bytesFor(count), count);
     uint32_t header[2];
     std::memcpy(header, payload, kHeaderBytes);
     if (header[0] != block_ || header[1] != setting_)
-      raise(ErrorCode::kRemote, name_, " payload encoded with block=", header[0],
-            settingName_ ? strCat(", ", settingName_, "=", header[1]) : std::string(),
-            " where this rank uses block=", block_,
-            settingName_ ? strCat(", ", settingName_, "=", setting_) : std::string(),
-            "; every rank must create the codec with the same spec");
+      raiseMalformed(name_, at, "encoded with block=", header[0],
+                     settingName_ ? strCat(", ", settingName_, "=", header[1]) : std::string(),
+                     " where this rank uses block=", block_,
+                     settingName_ ? strCat(", ", settingName_, "=", setting_) : std::string(),
+                     "; every rank must create the codec with the same spec");
   }
 
   uint8_t id_;

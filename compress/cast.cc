@@ -22,25 +22,20 @@ class CastCodec final : public Codec {
                       count);
     return count * 2;
   }
-  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
-    check(bytes, count);
+    checkPayloadBytes(name_, at, bytes, count * 2, count);
     device::cpuWiden(kind_, static_cast<const uint16_t*>(payload), static_cast<float*>(dst),
                      count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
-               DataType, RedOp, const ChunkInfo&) override {
-    check(bytes, count);
+               DataType, RedOp, const ChunkInfo& at) override {
+    checkPayloadBytes(name_, at, bytes, count * 2, count);
     device::cpuWidenAdd(kind_, static_cast<float*>(out), static_cast<const float*>(local),
                         static_cast<const uint16_t*>(payload), count);
   }
 
  private:
-  void check(size_t bytes, size_t count) const {
-    if (bytes != count * 2)
-      raise(ErrorCode::kRemote, name_, " payload of ", bytes, " bytes for ", count,
-            " values; expected ", count * 2);
-  }
   device::Narrow kind_;
   uint8_t id_;
   const char* name_;

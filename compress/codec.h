@@ -9,8 +9,8 @@
 //                 error-feedback residual of the same elements: the one error-feedback mechanism
 //                 every codec shares (DESIGN.md, "Nothing is lost, only delayed - globally").
 // Decoders see bytes from the network: they check the payload's size and every index before
-// use and raise ErrorCode::kRemote on a malformed payload; they never read or write out of
-// bounds.
+// use and raise ErrorCode::kRemote on a malformed payload (raiseMalformed, below); they never
+// read or write out of bounds (tests/fuzz/fuzz_codec.cc checks this for every codec).
 //
 // Lossy codecs take float32 and sum/avg (CodecHandle checks before a call starts); avg's
 // division happens after decode, so they only ever add.
@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/error.h"
 #include "core/types.h"
 
 namespace squeeze {
@@ -28,7 +29,26 @@ struct ChunkInfo {
   size_t offset = 0;  // element offset of the chunk in the tensor
   uint64_t call = 0;  // the codec's call number: the same on every rank (shared random seeds)
   int rank = 0;       // this rank (per-rank random streams, e.g. stochastic rounding)
+  int peer = -1;      // decode/combine: the rank the payload came from (-1: not known), for errors
 };
+
+// Raises kRemote for a payload from the network that does not parse: "rank P sent a malformed
+// <codec> payload to rank R: <what>" ("a peer" when at.peer is not known). Every decoder says it
+// this way, so a corrupt or hostile peer is named the same whatever the codec.
+template <class... Args>
+[[noreturn]] void raiseMalformed(const char* codec, const ChunkInfo& at, const Args&... what) {
+  raise(ErrorCode::kRemote, at.peer >= 0 ? strCat("rank ", at.peer) : std::string("a peer"),
+        " sent a malformed ", codec, " payload to rank ", at.rank, ": ", what...);
+}
+
+// The check of a payload whose size follows from the chunk alone (casts, quantizers, randk,
+// dense): bytes must be `expected`, computed by the receiver from its own count.
+inline void checkPayloadBytes(const char* codec, const ChunkInfo& at, size_t bytes, size_t expected,
+                              size_t count) {
+  if (bytes != expected)
+    raiseMalformed(codec, at, bytes, " bytes for a chunk of ", count, " values; expected ",
+                   expected);
+}
 
 // Squared norms an encode saw: |x|^2 of its input and |decode(payload)|^2, for the gain.
 struct EncodeNorms {

@@ -19,17 +19,17 @@ class DenseCodec final : public Codec {
   size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo&,
                 void* payload) override {
     size_t bytes = count * dataTypeSize(dtype);
-    std::memcpy(payload, src, bytes);
+    if (bytes) std::memcpy(payload, src, bytes);  // an empty chunk's pointers may be null
     return bytes;
   }
-  void decode(const void* payload, size_t bytes, size_t count, DataType dtype, const ChunkInfo&,
-              void* dst) override {
-    SQZ_ENFORCE_EQ(bytes, count * dataTypeSize(dtype));
-    std::memcpy(dst, payload, bytes);
+  void decode(const void* payload, size_t bytes, size_t count, DataType dtype,
+              const ChunkInfo& at, void* dst) override {
+    checkPayloadBytes("dense", at, bytes, count * dataTypeSize(dtype), count);
+    if (bytes) std::memcpy(dst, payload, bytes);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
-               DataType dtype, RedOp op, const ChunkInfo&) override {
-    SQZ_ENFORCE_EQ(bytes, count * dataTypeSize(dtype));
+               DataType dtype, RedOp op, const ChunkInfo& at) override {
+    checkPayloadBytes("dense", at, bytes, count * dataTypeSize(dtype), count);
     device::cpuReduceFn(dtype, op)(out, local, payload, count);
   }
 };

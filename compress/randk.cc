@@ -41,13 +41,13 @@ class RandkCodec final : public Codec {
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
-    const size_t k = check(bytes, count);
+    const size_t k = check(bytes, count, at);
     device::cpuDensify(pick(count, k, at), static_cast<const float*>(payload), k,
                        static_cast<float*>(dst), count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
-    const size_t k = check(bytes, count);
+    const size_t k = check(bytes, count, at);
     device::cpuScatterAdd(static_cast<float*>(out), static_cast<const float*>(local), count,
                           pick(count, k, at), static_cast<const float*>(payload), k);
   }
@@ -76,11 +76,11 @@ class RandkCodec final : public Codec {
     device::cpuRandomStrata(seed_, at.call, at.offset, count, k, idx.data());
     return idx.data();
   }
-  size_t check(size_t bytes, size_t count) const {
+  size_t check(size_t bytes, size_t count, const ChunkInfo& at) const {
     const size_t k = keepCount(ratio_, count);
     if (bytes != 4 * k)
-      raise(ErrorCode::kRemote, "randk payload of ", bytes, " bytes for a chunk of ", count,
-            " values; expected ", 4 * k, " (", k, " values: is the other rank's ratio the same?)");
+      raiseMalformed("randk", at, bytes, " bytes for a chunk of ", count, " values; expected ",
+                     4 * k, " (", k, " values: is the other rank's ratio the same?)");
     return k;
   }
   double ratio_;

@@ -51,20 +51,20 @@ class ThresholdCodec final : public Codec {
     }
     return sparse::writeDense(x, count, payload);
   }
-  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
+  void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
-    sparse::decode(sparse::parse(name(), payload, bytes, count, count), count,
+    sparse::decode(sparse::parse(name(), at, payload, bytes, count, count), count,
                    static_cast<float*>(dst));
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
-               DataType, RedOp, const ChunkInfo&) override {
-    sparse::combine(sparse::parse(name(), payload, bytes, count, count), count,
+               DataType, RedOp, const ChunkInfo& at) override {
+    sparse::combine(sparse::parse(name(), at, payload, bytes, count, count), count,
                     static_cast<const float*>(local), static_cast<float*>(out));
   }
   size_t encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
                         void* payload, float* residual, EncodeNorms* norms) override {
     const size_t bytes = encode(src, count, dtype, at, payload);
-    sparse::feedback(sparse::parse(name(), payload, bytes, count, count),
+    sparse::feedback(sparse::parse(name(), at, payload, bytes, count, count),
                      static_cast<const float*>(src), count, residual, norms);
     return bytes;
   }

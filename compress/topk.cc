@@ -55,54 +55,57 @@ size_t finishSparse(const float* x, size_t m, void* payload) {
 
 size_t writeDense(const float* x, size_t count, void* payload) {
   putHeader(payload, kDenseFormat, static_cast<uint32_t>(std::min(count, kMaxIndexable)));
-  std::memcpy(static_cast<char*>(payload) + kHeaderBytes, x, count * sizeof(float));
+  if (count) std::memcpy(static_cast<char*>(payload) + kHeaderBytes, x, count * sizeof(float));
   return kHeaderBytes + 4 * count;
 }
 
-View parse(const char* codec, const void* payload, size_t bytes, size_t count, size_t maxEntries) {
+View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes, size_t count,
+           size_t maxEntries) {
   SQZ_ENFORCE(reinterpret_cast<uintptr_t>(payload) % 4 == 0, codec, " payload is not aligned");
   if (bytes < kHeaderBytes)
-    raise(ErrorCode::kRemote, codec, " payload of ", bytes, " bytes is shorter than its ",
-          kHeaderBytes, "-byte header");
+    raiseMalformed(codec, at, bytes, " bytes, shorter than its ", kHeaderBytes, "-byte header");
   uint32_t format, entries;
   std::memcpy(&format, payload, 4);
   std::memcpy(&entries, static_cast<const char*>(payload) + 4, 4);
   const char* body = static_cast<const char*>(payload) + kHeaderBytes;
+  // Sizes compare as counts of the body, never as products: nothing here can wrap around.
+  const size_t bodyBytes = bytes - kHeaderBytes;
   View v;
   if (format == kDenseFormat) {
-    if (entries != std::min(count, kMaxIndexable) || bytes != kHeaderBytes + 4 * count)
-      raise(ErrorCode::kRemote, codec, " dense payload of ", bytes, " bytes says ", entries,
-            " values; the chunk has ", count, " (", kHeaderBytes + 4 * count, " bytes)");
+    if (entries != std::min(count, kMaxIndexable) || bodyBytes % 4 != 0 || bodyBytes / 4 != count)
+      raiseMalformed(codec, at, "a dense payload of ", bytes, " bytes says ", entries,
+                     " values; the chunk has ", count);
     v.dense = true;
     v.entries = count;
     v.value = reinterpret_cast<const float*>(body);
     return v;
   }
   if (format != kSparseFormat)
-    raise(ErrorCode::kRemote, codec, " payload has an unknown format tag ", format,
-          " (a different codec or a corrupt message)");
+    raiseMalformed(codec, at, "unknown format tag ", format,
+                   " (a different codec or a corrupt message)");
   if (entries > maxEntries || entries > count)
-    raise(ErrorCode::kRemote, codec, " payload carries ", entries, " entries for a chunk of ",
-          count, " values that allows at most ", std::min(maxEntries, count));
-  if (bytes != kHeaderBytes + 8 * size_t(entries))
-    raise(ErrorCode::kRemote, codec, " payload of ", bytes, " bytes for ", entries,
-          " entries; expected ", kHeaderBytes + 8 * size_t(entries));
+    raiseMalformed(codec, at, entries, " entries for a chunk of ", count,
+                   " values that allows at most ", std::min(maxEntries, count));
+  if (bodyBytes % 8 != 0 || bodyBytes / 8 != entries)
+    raiseMalformed(codec, at, bytes, " bytes for ", entries, " entries; expected ", kHeaderBytes,
+                   " + 8 * ", entries);
   v.entries = entries;
   v.index = reinterpret_cast<const uint32_t*>(body);
   v.value = reinterpret_cast<const float*>(body) + entries;
   for (size_t j = 0; j < v.entries; ++j)
     if (v.index[j] >= count || (j > 0 && v.index[j] <= v.index[j - 1]))
-      raise(ErrorCode::kRemote, codec, " payload entry ", j, " has index ", v.index[j],
-            v.index[j] >= count ? strCat(", outside the chunk of ", count, " values")
-                                : std::string(", not above the previous one"));
+      raiseMalformed(codec, at, "entry ", j, " has index ", v.index[j],
+                     v.index[j] >= count ? strCat(", outside the chunk of ", count, " values")
+                                         : std::string(", not above the previous one"));
   return v;
 }
 
 void decode(const View& v, size_t count, float* dst) {
-  if (v.dense)
-    std::memcpy(dst, v.value, count * sizeof(float));
-  else
+  if (v.dense) {
+    if (count) std::memcpy(dst, v.value, count * sizeof(float));  // dst may be null when empty
+  } else {
     device::cpuDensify(v.index, v.value, v.entries, dst, count);
+  }
 }
 
 void combine(const View& v, size_t count, const float* local, float* out) {
@@ -147,22 +150,22 @@ size_t TopkCodec::encode(const void* src, size_t count, DataType, const ChunkInf
   return sparse::finishSparse(x, m, payload);
 }
 
-void TopkCodec::decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo&,
-                       void* dst) {
-  sparse::View v = sparse::parse(name_, payload, bytes, count, keepCount(ratio_, count));
+void TopkCodec::decode(const void* payload, size_t bytes, size_t count, DataType,
+                       const ChunkInfo& at, void* dst) {
+  sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
   sparse::decode(v, count, static_cast<float*>(dst));
 }
 
 void TopkCodec::combine(void* out, const void* local, const void* payload, size_t bytes,
-                        size_t count, DataType, RedOp, const ChunkInfo&) {
-  sparse::View v = sparse::parse(name_, payload, bytes, count, keepCount(ratio_, count));
+                        size_t count, DataType, RedOp, const ChunkInfo& at) {
+  sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
   sparse::combine(v, count, static_cast<const float*>(local), static_cast<float*>(out));
 }
 
 size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
                                  void* payload, float* residual, EncodeNorms* norms) {
   const size_t bytes = encode(src, count, dtype, at, payload);
-  sparse::View v = sparse::parse(name_, payload, bytes, count, keepCount(ratio_, count));
+  sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
   sparse::feedback(v, static_cast<const float*>(src), count, residual, norms);
   return bytes;
 }

@@ -44,8 +44,9 @@ struct View {
 };
 // Checks a payload from the network for a chunk of count values: the format, the size, entries
 // <= maxEntries (sparse), every index < count and strictly ascending. Raises kRemote, naming the
-// codec, on anything else.
-View parse(const char* codec, const void* payload, size_t bytes, size_t count, size_t maxEntries);
+// codec and the sender (raiseMalformed), on anything else.
+View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes, size_t count,
+           size_t maxEntries);
 // dst = the values; out = local + the values (out may alias local).
 void decode(const View& v, size_t count, float* dst);
 void combine(const View& v, size_t count, const float* local, float* out);

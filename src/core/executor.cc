@@ -89,7 +89,8 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   };
 
   auto chunkAt = [&](const Op& op) {
-    return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank};
+    // op.peer is the sender on receive ops: a malformed payload's error names it.
+    return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank, op.peer};
   };
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point t0) {
