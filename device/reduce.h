@@ -18,6 +18,9 @@ ReduceFn cpuReduceFn(DataType dtype, RedOp op);
 // integers truncate). Used once per element by the rank that finishes an avg.
 void cpuDivide(void* buf, size_t n, DataType dtype, int divisor);
 
+// Whether this CPU (and OS) runs AVX with the F16C conversions: picks the float16 kernels.
+bool cpuHasF16c();
+
 // Conversions used by the reduction and by tests building exact inputs.
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);

@@ -11,11 +11,6 @@
 namespace squeeze::device {
 namespace {
 
-bool haveF16c() {
-  static const bool have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return have;
-}
-
 __attribute__((target("avx,f16c"))) size_t narrowHalfF16c(const float* in, uint16_t* out,
                                                            size_t n) {
   size_t i = 0;
@@ -65,7 +60,7 @@ inline uint16_t bf16Narrow(float f) {
 void cpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n) {
   size_t i = 0;
   if (kind == Narrow::kHalf) {
-    if (haveF16c()) i = narrowHalfF16c(in, out, n);
+    if (cpuHasF16c()) i = narrowHalfF16c(in, out, n);
     for (; i < n; ++i) out[i] = floatToHalf(in[i]);
   } else {
     for (; i < n; ++i) out[i] = bf16Narrow(in[i]);
@@ -75,7 +70,7 @@ void cpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n) {
 void cpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n) {
   size_t i = 0;
   if (kind == Narrow::kHalf) {
-    if (haveF16c()) i = widenHalfF16c(in, out, n);
+    if (cpuHasF16c()) i = widenHalfF16c(in, out, n);
     for (; i < n; ++i) out[i] = halfToFloat(in[i]);
   } else {
     for (; i < n; ++i) out[i] = bf16Widen(in[i]);
@@ -85,7 +80,7 @@ void cpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n) {
 void cpuWidenAdd(Narrow kind, float* out, const float* local, const uint16_t* in, size_t n) {
   size_t i = 0;
   if (kind == Narrow::kHalf) {
-    if (haveF16c()) i = widenAddHalfF16c(out, local, in, n);
+    if (cpuHasF16c()) i = widenAddHalfF16c(out, local, in, n);
     for (; i < n; ++i) out[i] = local[i] + halfToFloat(in[i]);
   } else {
     for (; i < n; ++i) out[i] = local[i] + bf16Widen(in[i]);

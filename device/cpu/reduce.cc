@@ -1,10 +1,12 @@
 // CPU reduction kernels: one simple loop per (type, op) that GCC vectorizes at -O2/-O3, selected
 // through a table so the executor calls one function pointer per chunk. Half types go through
 // float32 (the DESIGN rule: accumulate 16-bit floats in float32).
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "common/error.h"
 #include "device/reduce.h"
@@ -85,11 +87,25 @@ struct Bf16 {
   static uint16_t store(float f) { return floatToBfloat16(f); }
 };
 
+// Signed integers of int's width and more wrap around (two's complement, as NCCL's do) instead of
+// overflowing, which is undefined behaviour: their sums and products run in the unsigned type.
+// Narrower ones are promoted to int, where they cannot overflow.
+template <class T, bool = std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) >= sizeof(int)>
+struct WrappingOf { using type = T; };
+template <class T>
+struct WrappingOf<T, true> { using type = std::make_unsigned_t<T>; };
+template <class T>
+using Wrapping = typename WrappingOf<T>::type;
+
 struct OpSum {
-  template <class T> static T apply(T a, T b) { return a + b; }
+  template <class T> static T apply(T a, T b) {
+    return static_cast<T>(static_cast<Wrapping<T>>(a) + static_cast<Wrapping<T>>(b));
+  }
 };
 struct OpProd {
-  template <class T> static T apply(T a, T b) { return a * b; }
+  template <class T> static T apply(T a, T b) {
+    return static_cast<T>(static_cast<Wrapping<T>>(a) * static_cast<Wrapping<T>>(b));
+  }
 };
 struct OpMax {
   template <class T> static T apply(T a, T b) { return a > b ? a : b; }
@@ -152,14 +168,10 @@ __attribute__((target("avx,f16c"))) void reduceHalfF16c(void* out, const void* a
   reduceLoop16<Half, Op>(o + i, x + i, y + i, n - i);
 }
 
-bool haveF16c() {
-  static const bool have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  return have;
-}
 
 template <class Op, class Vec>
 ReduceFn halfFn() {
-  return haveF16c() ? reduceHalfF16c<Vec, Op> : reduceLoop16<Half, Op>;
+  return cpuHasF16c() ? reduceHalfF16c<Vec, Op> : reduceLoop16<Half, Op>;
 }
 
 template <class Op>
@@ -201,6 +213,17 @@ void divideLoop16(void* buf, size_t n, int divisor) {
 }
 
 }  // namespace
+
+bool cpuHasF16c() {
+  // F16C is CPUID.1:ECX bit 29; __builtin_cpu_supports("avx") also checks that the OS saves the
+  // AVX registers. (clang < 15 has no __builtin_cpu_supports("f16c").)
+  static const bool have = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
+  }();
+  return have;
+}
 
 ReduceFn cpuReduceFn(DataType dtype, RedOp op) {
   ReduceFn fn = nullptr;

@@ -397,9 +397,9 @@ sqzResult_t sqzGroupEnd(void) {
   tlsGroup.clear();
   sqzResult_t first = sqzSuccess;
   for (auto& [comm, calls] : group) {
-    sqzResult_t rc = apiGuard(comm, [&, c = comm] {
+    sqzResult_t rc = apiGuard(comm, [&, c = comm, &cs = calls] {
       checkComm(c, "sqzGroupEnd");
-      c->impl->sendRecv(calls);
+      c->impl->sendRecv(cs);
     });
     if (first == sqzSuccess) first = rc;
   }

@@ -522,6 +522,30 @@ TEST(CpuReduce, SmallExactValues) {
   EXPECT_EQ(bo[1], 0xc040);
 }
 
+TEST(CpuReduce, SignedIntegersWrapAroundWithoutUndefinedBehaviour) {
+  // A peer's payload (or the user's data) may overflow: the sum and product wrap in two's
+  // complement, as NCCL's do (the sanitize suite runs this under UBSan).
+  constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  int32_t a32[] = {kMax32, kMin32, 1 << 30}, b32[] = {1, -1, 4}, o32[3];
+  cpuReduceFn(DataType::kInt32, RedOp::kSum)(o32, a32, b32, 3);
+  EXPECT_EQ(o32[0], kMin32);
+  EXPECT_EQ(o32[1], kMax32);
+  EXPECT_EQ(o32[2], (1 << 30) + 4);
+  cpuReduceFn(DataType::kInt32, RedOp::kProd)(o32, a32, b32, 3);
+  EXPECT_EQ(o32[0], kMax32);
+  EXPECT_EQ(o32[1], kMin32);  // -INT_MIN wraps to itself
+  EXPECT_EQ(o32[2], 0);       // 2^32 wraps to 0
+  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  int64_t a64[] = {kMax64, -3}, b64[] = {kMax64, 5}, o64[2];
+  cpuReduceFn(DataType::kInt64, RedOp::kAvg)(o64, a64, b64, 2);  // avg's kernel is the sum
+  EXPECT_EQ(o64[0], -2);
+  EXPECT_EQ(o64[1], 2);
+  cpuReduceFn(DataType::kInt64, RedOp::kProd)(o64, a64, b64, 2);
+  EXPECT_EQ(o64[0], 1);  // (2^63 - 1)^2 = 2^126 - 2^64 + 1
+  EXPECT_EQ(o64[1], -15);
+}
+
 TEST(CpuReduce, HalfSumRoundsOnce) {
   // 2048 + 1 is not representable in half: the result rounds to even (2048), and 2050 + 1 to
   // 2052; accumulating in float first and rounding once is what makes this exact.
