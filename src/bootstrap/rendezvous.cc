@@ -242,15 +242,29 @@ RendezvousResult joinRendezvous(const UniqueIdData& id, int rank, int nranks, co
   JoinReplyHeader h{};
   s.recvAll(&h, sizeof h, deadline,
             strCat(where, ": waiting for all ", nranks, " ranks to join"));
-  if (h.status != 0)
-    raise(static_cast<ErrorCode>(h.status), where, " failed: ",
-          std::string(h.message, strnlen(h.message, sizeof h.message)));
+  if (h.status != 0) {
+    const std::string message(h.message, strnlen(h.message, sizeof h.message));
+    // Only the codes reject() sends are relayed: any other number from the wire would reach the
+    // C API as a result code that means something else, or nothing.
+    const auto code = static_cast<ErrorCode>(h.status);
+    if (code != ErrorCode::kInvalidArgument && code != ErrorCode::kInvalidUsage &&
+        code != ErrorCode::kTimeout)
+      raise(ErrorCode::kRemote, where, ": the root sent unknown status ", h.status, ": ", message);
+    raise(code, where, " failed: ", message);
+  }
   if (h.nranks != nranks) raise(ErrorCode::kRemote, where, ": the root sent a table of ", h.nranks);
   std::vector<PeerRecord> table(nranks);
   s.recvAll(table.data(), table.size() * sizeof(PeerRecord), deadline, where);
   RendezvousResult out;
   out.round = h.round;
-  for (const PeerRecord& r : table) out.peers.push_back(fromRecord(r));
+  for (int i = 0; i < nranks; ++i) {
+    const PeerRecord& r = table[i];
+    // The communicator indexes peers by position: entry i must be rank i, with an address.
+    if (r.rank != i || (r.family != AF_INET && r.family != AF_INET6))
+      raise(ErrorCode::kRemote, where, ": the root sent a bad table (entry ", i, " says rank ",
+            r.rank, ", address family ", r.family, ")");
+    out.peers.push_back(fromRecord(r));
+  }
   return out;
 }
 

@@ -38,7 +38,7 @@ CommConfig CommConfig::fromParams(const Params& p) {
           " is out of range; use 4K to 1G.");
   c.chunkBytes = p.chunkBytes;
   c.codecMinBytes = p.codecMinBytes;
-  if (p.shmBufferBytes < 65536 || p.shmBufferBytes > (1ull << 30))
+  if (p.shmBufferBytes < 65536 || p.shmBufferBytes > kMaxShmBufferBytes)
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_BUFFER_BYTES=", p.shmBufferBytes,
           " is out of range; use 64K to 1G.");
   c.shmBufferBytes = p.shmBufferBytes;
@@ -48,6 +48,18 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_CHECK_MODE='", p.checkMode,
           "' is not a check mode; use 'headers' (the default) or 'full'.");
   c.fullCheck = p.checkMode == "full";
+  // The tuner's constants: a value far outside these ranges makes every cost infinite or zero, and
+  // the first call could choose no algorithm.
+  const auto checkTuner = [](const char* key, double v, double lo, double hi, const char* unit) {
+    if (!(v >= lo && v <= hi))
+      raise(ErrorCode::kInvalidArgument, key, "=", v, " is out of range; use ", lo, " to ", hi,
+            " ", unit, ", or unset it for the default.");
+  };
+  checkTuner("SQZ_TCP_LATENCY_US", p.tcpLatencyUs, 1e-3, 1e7, "us");
+  checkTuner("SQZ_SHM_LATENCY_US", p.shmLatencyUs, 1e-3, 1e7, "us");
+  checkTuner("SQZ_TCP_GBPS", p.tcpGbps, 1e-6, 1e6, "GB/s");
+  checkTuner("SQZ_SHM_GBPS", p.shmGbps, 1e-6, 1e6, "GB/s");
+  checkTuner("SQZ_REDUCE_GBPS", p.reduceGbps, 1e-6, 1e6, "GB/s");
   const double gamma = 1 / (p.reduceGbps * 1e9);
   c.tcpModel = calibratedModel("tcp", p.tcpLatencyUs * 1e-6, 1 / (p.tcpGbps * 1e9), gamma);
   c.shmModel = calibratedModel("shm", p.shmLatencyUs * 1e-6, 1 / (p.shmGbps * 1e9), gamma);

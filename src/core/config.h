@@ -11,6 +11,10 @@
 
 namespace squeeze {
 
+// The largest SQZ_SHM_BUFFER_BYTES: also the most a peer's shm segment header may claim, checked
+// before any size arithmetic on it.
+constexpr size_t kMaxShmBufferBytes = size_t{1} << 30;
+
 struct CommConfig {
   int timeoutMs = 300000;
   std::vector<std::string> transports;  // in preference order

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"
+#include "core/config.h"
 
 namespace squeeze {
 namespace {
@@ -136,6 +137,27 @@ TEST_F(ParamsTest, BadByteSizeNamesTheVariable) {
   EXPECT_EQ(e->code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(std::string(e->what()).find("SQZ_CHUNK_BYTES"), std::string::npos) << e->what();
   EXPECT_NE(std::string(e->what()).find("lots"), std::string::npos) << e->what();
+}
+
+TEST_F(ParamsTest, TunerConstantsOutOfRangeAreRefusedByTheConfig) {
+  // A positive double parses, but 1e-320 GB/s makes every cost infinite: the tuner would choose
+  // nothing at the first call. The config refuses it at init, naming the variable and the range.
+  for (const auto& [key, value] : {std::pair{"SQZ_REDUCE_GBPS", "1e-320"},
+                                   std::pair{"SQZ_TCP_GBPS", "1e300"},
+                                   std::pair{"SQZ_SHM_LATENCY_US", "1e12"}}) {
+    setenv(key, value, 1);
+    try {
+      CommConfig::fromParams(loadParams());
+      ADD_FAILURE() << key << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    }
+    unsetenv(key);
+  }
+  setenv("SQZ_REDUCE_GBPS", "0.5", 1);
+  EXPECT_NO_THROW(CommConfig::fromParams(loadParams()));
 }
 
 TEST(ParamTable, KeysAreUniqueAndDocumented) {

@@ -556,7 +556,7 @@ class ShmTransport : public Transport {
       const auto* hdr = reinterpret_cast<const PairHeader*>(pair.data());
       if (hdr->magic != kPairMagic || hdr->version != kPairVersion || hdr->loRank != peer ||
           hdr->hiRank != myRank_ || hdr->commHash != commHash_ || hdr->ringBytes < kHeaderBytes ||
-          pair.size() < pairSegmentBytes(hdr->ringBytes))
+          hdr->ringBytes > kMaxShmBufferBytes || pair.size() < pairSegmentBytes(hdr->ringBytes))
         raise(ErrorCode::kRemote, "rank ", myRank_, ": shared-memory segment ", pname,
               " from rank ", peer, " is not a ring segment for this pair of this communicator");
       ringBytes = hdr->ringBytes;
