@@ -23,7 +23,7 @@
 // repetition fails. CLOCK_MONOTONIC is system-wide, so rank times compare with the time the
 // harness took just before kill(). Every wait of the harness is bounded: a hang is a failed
 // repetition with a message, and every child is killed and reaped before the next repetition.
-// SQZ_FAULT_SEED=N repeats a run's choices of victim and delay.
+// FAULT_SEED=N repeats a run's choices of victim and delay.
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -936,7 +936,7 @@ int usage(const char* problem) {
                "  stop: SIGSTOP one; survivors must time out within timeout + 10%%\n"
                "  abort: sqzCommAbort from another thread; the call returns within 1 s, nothing "
                "leaks, a new communicator works\n"
-               "  SQZ_FAULT_SEED=N repeats the random choices of an earlier run.\n",
+               "  FAULT_SEED=N repeats the random choices of an earlier run.\n",
                problem);
   return 2;
 }
@@ -966,6 +966,6 @@ int main(int argc, char** argv) {
   if (*end != '\0' || reps < 1 || reps > 1000)
     return usage(("repetitions '" + std::string(argv[3]) + "' must be a number 1..1000").c_str());
   uint64_t seed = static_cast<uint64_t>(nowNs());
-  if (const char* s = std::getenv("SQZ_FAULT_SEED")) seed = std::strtoull(s, nullptr, 10);
+  if (const char* s = std::getenv("FAULT_SEED")) seed = std::strtoull(s, nullptr, 10);
   return signalCase(mode == "stop", transport.c_str(), static_cast<int>(reps), seed);
 }
