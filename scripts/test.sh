@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
-# Builds Squeeze and runs the whole test suite (meson test), then prints one summary line
-# 'N passed, N failed, N skipped'. Exit status: meson test's.
+# Builds Squeeze and runs the whole test suite (meson test), then the fast tests again under
+# ASan+UBSan (scripts/sanitize.sh), and prints 'N passed, N failed, N skipped' for each stage
+# (suite:, sanitized:) and for both (total:). Exit status: non-zero when either stage failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh || exit $?
 log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+count() { local n; n=$(grep -E "^$1:" "$log" | tail -1 | awk '{print $2}'); echo "${n:-0}"; }
+# Reads a stage's tallies from meson's log (timeouts count as failures; a stage that exited
+# non-zero with no failed test, e.g. a build error, counts as one failure).
+tally() {  # tally EXIT_STATUS
+  ok=$(count Ok); skip=$(count Skipped); fail=$(( $(count Fail) + $(count Timeout) ))
+  [ "$1" -ne 0 ] && [ "$fail" -eq 0 ] && fail=1
+  echo "$ok passed, $fail failed, $skip skipped"
+}
 meson test -C build --print-errorlogs --num-processes 2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
-count() { grep -E "^$1:" "$log" | tail -1 | awk '{print $2}'; }
-ok=$(count Ok); fail=$(count Fail); skip=$(count Skipped); timeout=$(count Timeout)
-echo "${ok:-0} passed, $(( ${fail:-0} + ${timeout:-0} )) failed, ${skip:-0} skipped"
-rm -f "$log"
-exit "$rc"
+suite=$(tally "$rc")
+read -r suite_ok _ suite_fail _ suite_skip _ <<< "$suite"
+scripts/sanitize.sh address,undefined 2>&1 | tee "$log"
+sanitize_rc=${PIPESTATUS[0]}
+sanitized=$(tally "$sanitize_rc")
+read -r san_ok _ san_fail _ san_skip _ <<< "$sanitized"
+echo "suite: $suite"
+echo "sanitized: $sanitized"
+echo "total: $(( suite_ok + san_ok )) passed, $(( suite_fail + san_fail )) failed," \
+  "$(( suite_skip + san_skip )) skipped"
+[ "$rc" -ne 0 ] && exit "$rc"
+exit "$sanitize_rc"
