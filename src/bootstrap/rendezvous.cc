@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bootstrap/acceptor.h"
+#include "bootstrap/rendezvous_wire.h"
 #include "common/error.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -22,28 +23,11 @@
 namespace squeeze {
 namespace {
 
+using rendezvous_wire::JoinReplyHeader;
+using rendezvous_wire::JoinRequest;
+using rendezvous_wire::PeerRecord;
+
 constexpr int kMaxRanks = 1 << 16;
-
-struct PeerRecord {
-  int32_t rank;
-  int32_t pid;
-  uint16_t family;
-  uint16_t port;
-  uint8_t addr[16];
-  char hostId[96];
-};
-
-struct JoinRequest {
-  int32_t nranks;
-  PeerRecord self;
-};
-
-struct JoinReplyHeader {
-  int32_t status;  // 0 ok; else an ErrorCode value
-  int32_t nranks;
-  uint64_t round;
-  char message[256];
-};
 
 PeerRecord toRecord(const PeerInfo& p) {
   PeerRecord r{};

@@ -31,6 +31,7 @@
 
 #include "bootstrap/auth.h"
 #include "bootstrap/rendezvous.h"
+#include "bootstrap/rendezvous_wire.h"
 #include "common/sha256.h"
 #include "core/config.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -106,26 +107,9 @@ void hello(fuzz::Input& in) {
 }
 
 // ---- 1 and 2: the rendezvous ---------------------------------------------------------------
-// rendezvous.cc's records, byte for byte (its header comment: fixed-size request and reply).
-struct PeerRecord {
-  int32_t rank;
-  int32_t pid;
-  uint16_t family;
-  uint16_t port;
-  uint8_t addr[16];
-  char hostId[96];
-};
-struct JoinRequest {
-  int32_t nranks;
-  PeerRecord self;
-};
-struct JoinReplyHeader {
-  int32_t status;
-  int32_t nranks;
-  uint64_t round;
-  char message[256];
-};
-static_assert(sizeof(JoinRequest) == 128 && sizeof(JoinReplyHeader) == 272);
+using rendezvous_wire::JoinReplyHeader;
+using rendezvous_wire::JoinRequest;
+using rendezvous_wire::PeerRecord;
 
 PeerRecord recordOf(int rank) {
   PeerRecord r{};
