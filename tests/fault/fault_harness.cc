@@ -149,6 +149,27 @@ std::string listFds() {
   return out;
 }
 
+// The names of this process's threads (/proc/self/task/*/comm), to say which one was left.
+std::string listThreads() {
+  std::string out;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return "(cannot read /proc/self/task)";
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char name[64] = {};
+    const std::string path = std::string("/proc/self/task/") + e->d_name + "/comm";
+    FILE* f = std::fopen(path.c_str(), "r");
+    if (f) {
+      if (!std::fgets(name, sizeof name, f)) name[0] = '\0';
+      std::fclose(f);
+    }
+    name[std::strcspn(name, "\n")] = '\0';
+    out += std::string(out.empty() ? "" : ", ") + e->d_name + ":" + (name[0] ? name : "?");
+  }
+  closedir(d);
+  return out;
+}
+
 // This process's shared-memory segments: the shm transport names them /sqz-<hash>-...-<pid>-*.
 std::vector<std::string> shmSegmentsOf(pid_t pid) {
   std::vector<std::string> found;
@@ -284,7 +305,8 @@ bool censusBackTo(const Census& before, const char* when) {
     ok = false;
   }
   if (now.threads != before.threads) {
-    emit("fail %s: %d threads, %d before the communicator", when, now.threads, before.threads);
+    emit("fail %s: %d threads, %d before the communicator: %s", when, now.threads,
+         before.threads, listThreads().c_str());
     ok = false;
   }
   std::vector<std::string> left = shmSegmentsOf(getpid());
@@ -347,6 +369,9 @@ bool waitForGo() {
 
 int rankAbort(int rank, const sqzUniqueId& first, const sqzUniqueId& second) {
   Buffers b;
+  // A first thread makes the runtime start its own lazily created helpers (ThreadSanitizer's
+  // background thread), which would otherwise be counted as a thread Squeeze left behind.
+  std::thread([] {}).join();
   const Census before = takeCensus();
   bool ok = true;
   sqzComm_t comm = nullptr;
