@@ -124,63 +124,61 @@ bool hexDecode(const char* s, sqzUniqueId* id) {
 
 // ---- Process census: what the abort case compares before and after -------------------------
 
-int countDirEntries(const char* path) {
+// Calls fn(name) for every entry of the directory but . and ..; false when it cannot be read.
+template <class F>
+bool forEachEntry(const char* path, F&& fn) {
   DIR* d = opendir(path);
-  if (!d) return -1;
-  int n = 0;
+  if (!d) return false;
   while (dirent* e = readdir(d))
-    if (e->d_name[0] != '.') ++n;
+    if (e->d_name[0] != '.') fn(std::string(e->d_name));
   closedir(d);
+  return true;
+}
+
+int countDirEntries(const char* path) {
+  int n = 0;
+  if (!forEachEntry(path, [&](const std::string&) { ++n; })) return -1;
   return n;  // for /proc/self/fd this includes opendir's own fd, the same every time
+}
+
+// The first line of a small file, without its newline ("?" when it cannot be read).
+std::string firstLine(const std::string& path) {
+  char buf[256] = {};
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "?";
+  if (!std::fgets(buf, sizeof buf, f)) buf[0] = '\0';
+  std::fclose(f);
+  buf[std::strcspn(buf, "\n")] = '\0';
+  return buf;
 }
 
 std::string listFds() {
   std::string out;
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return "(cannot read /proc/self/fd)";
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
+  const bool read = forEachEntry("/proc/self/fd", [&](const std::string& fd) {
     char target[256] = {};
-    std::string link = std::string("/proc/self/fd/") + e->d_name;
-    ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
-    out += std::string(out.empty() ? "" : ", ") + e->d_name + "->" + (n > 0 ? target : "?");
-  }
-  closedir(d);
-  return out;
+    const std::string link = "/proc/self/fd/" + fd;
+    const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+    out += (out.empty() ? "" : ", ") + fd + "->" + (n > 0 ? target : "?");
+  });
+  return read ? out : "(cannot read /proc/self/fd)";
 }
 
 // The names of this process's threads (/proc/self/task/*/comm), to say which one was left.
 std::string listThreads() {
   std::string out;
-  DIR* d = opendir("/proc/self/task");
-  if (!d) return "(cannot read /proc/self/task)";
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    char name[64] = {};
-    const std::string path = std::string("/proc/self/task/") + e->d_name + "/comm";
-    FILE* f = std::fopen(path.c_str(), "r");
-    if (f) {
-      if (!std::fgets(name, sizeof name, f)) name[0] = '\0';
-      std::fclose(f);
-    }
-    name[std::strcspn(name, "\n")] = '\0';
-    out += std::string(out.empty() ? "" : ", ") + e->d_name + ":" + (name[0] ? name : "?");
-  }
-  closedir(d);
-  return out;
+  const bool read = forEachEntry("/proc/self/task", [&](const std::string& tid) {
+    out += (out.empty() ? "" : ", ") + tid + ":" + firstLine("/proc/self/task/" + tid + "/comm");
+  });
+  return read ? out : "(cannot read /proc/self/task)";
 }
 
 // This process's shared-memory segments: the shm transport names them /sqz-<hash>-...-<pid>-*.
 std::vector<std::string> shmSegmentsOf(pid_t pid) {
   std::vector<std::string> found;
   const std::string mark = "-" + std::to_string(pid) + "-";
-  DIR* d = opendir("/dev/shm");
-  if (!d) return found;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
+  forEachEntry("/dev/shm", [&](const std::string& name) {
     if (name.starts_with("sqz-") && name.find(mark) != std::string::npos) found.push_back(name);
-  }
-  closedir(d);
+  });
   return found;
 }
 
