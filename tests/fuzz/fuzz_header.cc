@@ -7,25 +7,13 @@
 // payloadBytes, and payloadBytes fits the capacity.
 #include "core/wire.h"
 #include "tests/fuzz/fuzz_util.h"
+#include "tests/fuzz/header_case.h"
 
 using namespace squeeze;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::Input in(data, size);
-  WireHeader expected;
-  expected.coll = static_cast<uint8_t>(1 + in.pick(7));
-  expected.codec = in.byte() % 16;  // 12..15: ids no codec method has
-  expected.method = in.byte() % 16;
-  expected.dtype = in.byte() % kNumDataTypes;
-  expected.op = in.byte() % kNumRedOps;
-  expected.srcRank = 1 + in.byte() % 8;
-  expected.step = 3;
-  expected.commHash = 0x0123456789abcdefull;
-  expected.seq = 42;
-  expected.count = 1000;
-  expected.offset = 250;
-  expected.root = 0;
-  expected.specHash = 0xdeadbeef;
+  const WireHeader expected = fuzz::expectedHeader(in);
 
   WireHeader got = in.pod<WireHeader>();
   const size_t capacity = in.pod<uint64_t>();

@@ -18,6 +18,7 @@
 #include "compress/codecs.h"
 #include "core/wire.h"
 #include "tests/fuzz/codec_specs.h"
+#include "tests/fuzz/header_case.h"
 #include "tests/fuzz/state_codecs.h"
 
 using namespace squeeze;
@@ -75,25 +76,15 @@ void headerSeeds() {
       {"payload", [](WireHeader& h) { h.payloadBytes = 1u << 20; }},
   };
   for (const Variant& v : variants) {
-    WireHeader h;  // the expected header of fuzz_header.cc for these first bytes
-    h.coll = 1;    // pick 0: allreduce
-    h.codec = 7;
-    h.method = 10;
-    h.dtype = 7;
-    h.op = 0;
-    h.srcRank = 1;
-    h.step = 3;
-    h.commHash = 0x0123456789abcdefull;
-    h.seq = 42;
-    h.count = 1000;
-    h.offset = 250;
-    h.root = 0;
-    h.specHash = 0xdeadbeef;
-    h.payloadBytes = 4000;
-    v.change(h);
+    // The expected side's bytes (allreduce, codec 7, method 10, dtype 7, op 0, rank 1) and the
+    // header fuzz_header.cc expects for them, changed in one field.
     Bytes b;
     put(b, uint16_t{0});
     for (uint8_t x : {uint8_t{7}, uint8_t{10}, uint8_t{7}, uint8_t{0}, uint8_t{0}}) put(b, x);
+    fuzz::Input prefix(b.data(), b.size());
+    WireHeader h = fuzz::expectedHeader(prefix);
+    h.payloadBytes = 4000;
+    v.change(h);
     put(b, h);
     put(b, uint64_t{4096});
     put(b, int32_t{0});
