@@ -12,6 +12,7 @@
 namespace squeeze {
 
 enum class ErrorCode {
+  kCuda = 1,
   kSystem = 2,
   kInternal = 3,
   kInvalidArgument = 4,

@@ -1,0 +1,1 @@
+// CUDA kernels behind device/cast.h (being written).

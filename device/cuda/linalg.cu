@@ -1,0 +1,1 @@
+// CUDA kernels behind device/linalg.h (being written).

@@ -1,0 +1,1 @@
+// CUDA kernels behind device/quantize.h (being written).

@@ -1,0 +1,1 @@
+// CUDA kernels behind device/reduce.h (being written).

@@ -1,0 +1,156 @@
+// The CUDA runtime wrappers (see runtime.h).
+#include "device/cuda/runtime.h"
+
+#include <mutex>
+
+#include "common/logging.h"
+
+namespace squeeze::cuda {
+
+void check(cudaError_t rc, const char* what) {
+  if (rc == cudaSuccess) return;
+  // Non-sticky errors stay in the runtime's last-error slot; clear it so they are not reported
+  // again by an unrelated later call.
+  (void)cudaGetLastError();
+  raise(ErrorCode::kCuda, what, ": ", cudaGetErrorString(rc), " (", cudaGetErrorName(rc), ")");
+}
+
+void checkLaunch(const char* kernel) {
+  cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess)
+    raise(ErrorCode::kCuda, "launching kernel ", kernel, ": ", cudaGetErrorString(rc), " (",
+          cudaGetErrorName(rc), ")");
+}
+
+namespace {
+
+struct Availability {
+  int count = 0;
+  std::string reason;
+};
+
+const Availability& availability() {
+  static const Availability a = [] {
+    Availability r;
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      r.reason = strCat("no usable GPU: ", cudaGetErrorString(rc), " (", cudaGetErrorName(rc), ")");
+      return r;
+    }
+    if (n == 0) {
+      r.reason = "no usable GPU: the CUDA runtime sees no device";
+      return r;
+    }
+    r.count = n;
+    SQZ_INFO(kDevice, "CUDA: ", n, " device(s) visible");
+    return r;
+  }();
+  return a;
+}
+
+}  // namespace
+
+int deviceCount() { return availability().count; }
+
+const std::string& unavailableReason() { return availability().reason; }
+
+PointerInfo pointerInfo(const void* p) {
+  if (!p || deviceCount() == 0) return {};
+  cudaPointerAttributes attr{};
+  cudaError_t rc = cudaPointerGetAttributes(&attr, p);
+  if (rc != cudaSuccess) {  // memory CUDA does not know: ordinary host memory
+    (void)cudaGetLastError();
+    return {};
+  }
+  if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
+    return {true, attr.device};
+  return {};
+}
+
+int streamDevice(cudaStream_t stream) {
+  if (!stream) return currentDevice();
+  int dev = -1;
+  check(cudaStreamGetDevice(stream, &dev), "cudaStreamGetDevice (is the stream valid?)");
+  return dev;
+}
+
+int currentDevice() {
+  int dev = -1;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  return dev;
+}
+
+DeviceGuard::DeviceGuard(int ordinal) {
+  check(cudaGetDevice(&previous_), "cudaGetDevice");
+  if (previous_ != ordinal) check(cudaSetDevice(ordinal), "cudaSetDevice");
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) { reserve(bytes); }
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) (void)cudaFree(ptr_);
+}
+
+void DeviceBuffer::reserve(size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (ptr_) check(cudaFree(ptr_), "cudaFree");
+  ptr_ = nullptr;
+  bytes_ = 0;
+  check(cudaMalloc(&ptr_, bytes), strCat("cudaMalloc of ", bytes, " bytes").c_str());
+  bytes_ = bytes;
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) { reserve(bytes); }
+
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_) (void)cudaFreeHost(ptr_);
+}
+
+void PinnedBuffer::reserve(size_t bytes) {
+  if (bytes <= bytes_) return;
+  if (ptr_) check(cudaFreeHost(ptr_), "cudaFreeHost");
+  ptr_ = nullptr;
+  bytes_ = 0;
+  check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+        strCat("cudaHostAlloc of ", bytes, " pinned bytes").c_str());
+  bytes_ = bytes;
+}
+
+Stream::Stream() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+
+Stream::~Stream() {
+  if (stream_) (void)cudaStreamDestroy(stream_);
+}
+
+void Stream::synchronize(const char* what) const { check(cudaStreamSynchronize(stream_), what); }
+
+Event::Event(bool interprocess) {
+  unsigned flags = cudaEventDisableTiming;
+  if (interprocess) flags |= cudaEventInterprocess;
+  check(cudaEventCreateWithFlags(&event_, flags), "cudaEventCreate");
+}
+
+Event::~Event() {
+  if (event_) (void)cudaEventDestroy(event_);
+}
+
+void Event::record(cudaStream_t stream) { check(cudaEventRecord(event_, stream), "cudaEventRecord"); }
+
+bool Event::query() const {
+  cudaError_t rc = cudaEventQuery(event_);
+  if (rc == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check(rc, "a kernel or copy on the GPU failed");
+  return true;
+}
+
+}  // namespace squeeze::cuda

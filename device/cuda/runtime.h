@@ -1,0 +1,140 @@
+// The CUDA runtime as Squeeze uses it: errors turned into Error(kCuda) with a sentence, whether
+// a GPU is usable at all (CI has the toolkit but no driver), where a pointer lives, and RAII
+// owners for device memory, pinned host memory, streams and events. Host code only; compiled
+// when the cuda feature is built (SQZ_HAVE_CUDA).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+
+namespace squeeze::cuda {
+
+// Throws Error(kCuda): "<what>: <cudaGetErrorString> (<name>)" when rc is not cudaSuccess.
+// Clears the runtime's sticky last error for non-sticky codes so the next call starts clean.
+void check(cudaError_t rc, const char* what);
+
+// Checks the launch of the kernel just enqueued (cudaGetLastError).
+void checkLaunch(const char* kernel);
+
+// The number of usable GPUs: 0 when no driver, no device or a runtime/driver mismatch (the
+// reason is kept for unavailableReason()). Queried once per process.
+int deviceCount();
+// Why deviceCount() is 0, for skip messages and errors ("" when a GPU is usable).
+const std::string& unavailableReason();
+
+// Where a pointer's memory is, as far as a collective cares.
+struct PointerInfo {
+  bool device = false;  // device or managed memory: kernels and the executor's device path
+  int ordinal = -1;     // the device it belongs to (device memory only)
+};
+// Host memory (pageable, pinned or registered) is {false, -1}; so is any pointer when no GPU is
+// usable. Never throws for a host pointer.
+PointerInfo pointerInfo(const void* p);
+
+// The device a stream belongs to (the current device for the legacy default stream, null).
+int streamDevice(cudaStream_t stream);
+
+// The current device of the calling thread.
+int currentDevice();
+
+// Makes `ordinal` current for the calling thread for the scope's lifetime.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+// Device memory (cudaMalloc); `bytes` may be 0 (no allocation).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept { swap(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  void* data() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  // Grows to at least `bytes` (contents are not kept).
+  void reserve(size_t bytes);
+
+ private:
+  void swap(DeviceBuffer& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+  }
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Pinned, mapped host memory (cudaHostAlloc, portable and mapped): the host reads and writes it
+// as ordinary memory and kernels on any device read and write it through the same pointer
+// (unified addressing), so a payload received by a socket is combined by a kernel in place.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& o) noexcept { swap(o); }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  void* data() const { return ptr_; }
+  size_t size() const { return bytes_; }
+  void reserve(size_t bytes);
+
+ private:
+  void swap(PinnedBuffer& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+  }
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A non-blocking stream of the current device (it does not synchronize with the legacy default
+// stream).
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+  // Waits for everything enqueued so far; throws Error(kCuda) for a failed kernel or copy.
+  void synchronize(const char* what) const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// An event without timing (cheaper to record and wait on); interprocess when asked (CUDA IPC).
+class Event {
+ public:
+  explicit Event(bool interprocess = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+  void record(cudaStream_t stream);
+  // True once the work recorded before it has run; throws for a failed kernel.
+  bool query() const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace squeeze::cuda

@@ -1,0 +1,1 @@
+// CUDA kernels behind device/sparse.h (being written).
