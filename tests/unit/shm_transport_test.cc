@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "core/config.h"
+#include "tests/common/transport_pair.h"
 #include "transports/shm/doorbell.h"
 
 namespace squeeze {
@@ -29,93 +30,11 @@ namespace {
 
 constexpr int kTimeoutMs = 30000;
 
-// A PeerLink over one end of a socketpair; every wait is bounded by kTimeoutMs.
-class SocketPairLink : public PeerLink {
- public:
-  // watchFd: this side's end of the pair's liveness socket, handed out by openDataSocket.
-  explicit SocketPairLink(int fd, int watchFd = -1) : fd_(fd), watchFd_(watchFd) {}
-  ~SocketPairLink() override { ::close(fd_); }
-
-  void sendBytes(const void* data, size_t n) override {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (n > 0) {
-      waitFor(POLLOUT);
-      ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (k < 0) throw SysError("send", errno);
-      p += k;
-      n -= static_cast<size_t>(k);
-    }
-  }
-  void recvBytes(void* data, size_t n) override {
-    auto* p = static_cast<uint8_t*>(data);
-    while (n > 0) {
-      waitFor(POLLIN);
-      ssize_t k = ::recv(fd_, p, n, MSG_DONTWAIT);
-      if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (k < 0) throw SysError("recv", errno);
-      if (k == 0) raise(ErrorCode::kRemote, "test link closed");
-      p += k;
-      n -= static_cast<size_t>(k);
-    }
-  }
-  Socket openDataSocket(uint16_t index) override {
-    if (index != 0 || watchFd_ < 0)
-      raise(ErrorCode::kInternal, "the shm transport opens one data socket (its liveness watch),"
-            " index 0; asked for index ", index);
-    return Socket(std::exchange(watchFd_, -1));
-  }
-
- private:
-  void waitFor(short events) {
-    pollfd p{fd_, events, 0};
-    int rc = ::poll(&p, 1, kTimeoutMs);
-    if (rc == 0) raise(ErrorCode::kTimeout, "test link timed out");
-  }
-  int fd_;
-  int watchFd_;
-};
-
-uint64_t uniqueHash() {
-  static std::atomic<uint64_t> counter{0};
-  return (uint64_t(::getpid()) << 32) ^ 0x5a5a000000000000ull ^ ++counter;
-}
-
-// The /dev/shm entries of one communicator.
-std::vector<std::string> shmFiles(uint64_t commHash) {
-  const std::string prefix = strCat("sqz-", toHex(&commHash, sizeof commHash), "-");
-  std::vector<std::string> out;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d))
-      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
-    ::closedir(d);
-  }
-  return out;
-}
-
-WireHeader makeHeader(uint64_t commHash, int src, uint64_t seq, uint32_t step, size_t bytes) {
-  WireHeader h;
-  h.commHash = commHash;
-  h.srcRank = src;
-  h.seq = seq;
-  h.step = step;
-  h.count = 1000;
-  h.offset = step * 7;
-  h.payloadBytes = bytes;
-  return h;
-}
-
-std::vector<uint8_t> randomBytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937_64 rng(seed);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x = rng();
-    std::memcpy(&v[i], &x, 8);
-  }
-  for (; i < n; ++i) v[i] = static_cast<uint8_t>(rng());
-  return v;
-}
+using transport_test::makeHeader;
+using transport_test::randomBytes;
+using transport_test::shmFiles;
+using transport_test::SocketPairLink;
+using transport_test::uniqueHash;
 
 // Drives one connection until done() or the deadline: progress, and sleep on the doorbell when
 // nothing moved. Returns false on timeout.

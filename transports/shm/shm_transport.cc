@@ -19,9 +19,7 @@
 // system call happens unless the peer sleeps on its doorbell.
 #include "transports/shm/shm_transport.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +39,7 @@
 #include "common/strings.h"
 #include "core/config.h"
 #include "transports/shm/doorbell.h"
+#include "transports/shm/segment.h"
 
 namespace squeeze {
 namespace {
@@ -105,114 +104,6 @@ void checkPeerName(const std::string& name, const std::string& prefix, const std
   if (!ok)
     raise(ErrorCode::kRemote, "rank ", peerRank, " sent '", name,
           "' as a shared-memory segment name; expected ", prefix, "<pid>", suffix);
-}
-
-// A shared mapping, unmapped on destruction.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(void* addr, size_t len) : addr_(addr), len_(len) {}
-  Mapping(Mapping&& o) noexcept : addr_(o.addr_), len_(o.len_) { o.addr_ = nullptr; }
-  Mapping& operator=(Mapping&& o) noexcept {
-    std::swap(addr_, o.addr_);
-    std::swap(len_, o.len_);
-    return *this;
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (addr_) ::munmap(addr_, len_);
-  }
-
-  uint8_t* data() const { return static_cast<uint8_t*>(addr_); }
-  size_t size() const { return len_; }
-
- private:
-  void* addr_ = nullptr;
-  size_t len_ = 0;
-};
-
-// Unlinks a shm name on destruction unless released (or already unlinked).
-class NameGuard {
- public:
-  explicit NameGuard(std::string name) : name_(std::move(name)) {}
-  NameGuard(const NameGuard&) = delete;
-  NameGuard& operator=(const NameGuard&) = delete;
-  ~NameGuard() { unlink(); }
-  void unlink() {
-    if (!name_.empty()) ::shm_unlink(name_.c_str());
-    name_.clear();
-  }
-  void release() { name_.clear(); }
-
- private:
-  std::string name_;
-};
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-Mapping mapFd(int fd, size_t bytes, const std::string& name) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) throw SysError(strCat("mmap of shared-memory segment ", name), errno);
-  return Mapping(p, bytes);
-}
-
-// Creates /dev/shm<name> (exclusively, mode 0600) with `bytes` reserved, and maps it. The name
-// stays linked; the caller owns unlinking it (a NameGuard is armed before this returns).
-Mapping createSegment(const std::string& name, size_t bytes) {
-  Fd fd(::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
-  if (fd.get() < 0) {
-    const int err = errno;
-    throw SysError(
-        strCat("shm_open(", name, ", O_CREAT|O_EXCL)",
-               err == EEXIST ? " (a stale segment of a communicator with the same id?)" : ""),
-        err);
-  }
-  NameGuard guard(name);
-  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
-    throw SysError(strCat("ftruncate of shared-memory segment ", name, " to ", bytes, " bytes"),
-                   errno);
-  // Reserve the pages now: on a full /dev/shm this fails cleanly instead of a SIGBUS later.
-  if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)); err != 0) {
-    if (err != EINVAL && err != EOPNOTSUPP)
-      throw SysError(strCat("reserving ", formatBytes(bytes), " in /dev/shm for ", name,
-                            " (make /dev/shm larger, lower SQZ_SHM_BUFFER_BYTES, or set "
-                            "SQZ_TRANSPORT=tcp)"),
-                     err);
-  }
-  Mapping m = mapFd(fd.get(), bytes, name);
-  guard.release();  // the caller owns the name from here
-  return m;
-}
-
-// Opens and maps an existing segment, all of it. Throws Error(kRemote) if it is smaller than
-// minBytes.
-Mapping openSegment(const std::string& name, size_t minBytes, int peerRank) {
-  Fd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
-  if (fd.get() < 0)
-    throw SysError(strCat("shm_open(", name, ") of rank ", peerRank,
-                          "'s shared-memory segment (is the peer on another host or in another "
-                          "/dev/shm namespace? then set SQZ_TRANSPORT=tcp)"),
-                   errno);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw SysError(strCat("fstat of ", name), errno);
-  const size_t bytes = static_cast<size_t>(st.st_size);
-  if (bytes < minBytes)
-    raise(ErrorCode::kRemote, "rank ", peerRank, "'s shared-memory segment ", name, " has ", bytes,
-          " bytes where at least ", minBytes, " were expected");
-  return mapFd(fd.get(), bytes, name);
 }
 
 // This rank's doorbell: the mapping and its name while linked. Shared by the transport and its
