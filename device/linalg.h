@@ -10,11 +10,39 @@
 // row or column does not lose the small terms. Results depend only on the inputs (no runtime
 // CPU dispatch, fixed summation order): every rank that runs cpuOrthonormalize and
 // cpuLowRankApply on the same all-reduced factors gets the same bits.
+//
+// Every cpu* function has a gpu* twin (built with the cuda feature): the products are cuBLAS
+// SGEMMs (float accumulation, so close to the CPU's results but not the same bits), the rest
+// are kernels with fixed reduction trees; the GPU's results are deterministic too (the same
+// inputs on the same GPU give the same bits), which is what replicas need when they all run on
+// GPUs of one kind.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 
+#include "device/hd.h"
+#include "squeeze_config.h"
+
 namespace squeeze::device {
+
+// ---- shared math -----------------------------------------------------------------------------
+
+// Elements of row i of an n x m row-major matrix given by its first count elements.
+SQZ_HD inline size_t rowLength(size_t i, size_t count, size_t m) {
+  const size_t start = i * m;
+  return start >= count ? 0 : (count - start < m ? count - start : m);
+}
+
+// Gram-Schmidt's test for a column that must be replaced: its norm before projection
+// (`original`) is zero or not finite, or what is left after projection (`norm`) is within 1e-4
+// of it or not finite.
+SQZ_HD inline bool degenerateColumn(double original, double norm) {
+  return !(original > 0) || !std::isfinite(original) || !(norm > 1e-4 * original) ||
+         !std::isfinite(norm);
+}
+
+// ---- kernels ---------------------------------------------------------------------------------
 
 // p = M q: p[j*n + i] = sum_k M[i*m + k] q[j*m + k]. Streams M once, row by row.
 void cpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
@@ -40,5 +68,32 @@ void cpuOrthonormalize(float* p, size_t n, size_t r);
 
 // sum_i x[i]^2, in double.
 double cpuSquaredNorm(const float* x, size_t n);
+
+#if SQZ_HAVE_CUDA
+// ---- CUDA twins (device/cuda/linalg.cu) --------------------------------------------------------
+// Same arguments and layouts as the cpu* function of the same name, plus the stream the work is
+// enqueued on; pointers are device memory or pinned, mapped host memory. Only gpuSquaredNorm
+// synchronizes (it returns a host value); the others only enqueue. cuBLAS runs with a handle
+// per thread and device, bound to `stream` and to a workspace of that stream's own on each call,
+// with atomics off: no split-K reduction order that varies from run to run. Throw Error(kCuda)
+// on a CUDA or cuBLAS failure. Thread-safe. `stream` belongs to the current device (CUDA's
+// rule for launches; the handle and scratch are the current device's).
+
+// Each an SGEMM over the full rows of M plus a kernel for the partial last row: M is never read
+// past count.
+void gpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
+                     float* p, GpuStream stream);
+void gpuMatTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
+                      float* q, GpuStream stream);
+// a accumulates in double in the CPU's order (products of floats are exact in double), so out
+// and residual are the CPU's bits for the same p and q.
+void gpuLowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r, size_t count,
+                     const float* x, float scale, float* out, float* residual, GpuStream stream);
+// One thread block: classical Gram-Schmidt, twice, per column (dot products in double over a
+// fixed tree), and cpuOrthonormalize's replacement rule (degenerateColumn, the first index of
+// least weight). O(r^2 n) work on one SM: meant for PowerSGD's thin P (n ~ sqrt(count)).
+void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream);
+double gpuSquaredNorm(const float* x, size_t n, GpuStream stream);
+#endif
 
 }  // namespace squeeze::device

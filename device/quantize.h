@@ -13,11 +13,15 @@
 //
 // Every decode, decode-add and fused feedback computes a value with the same float operations,
 // so decodeAdd(local, p) == local + decode(p) bit for bit (no FMA contraction: none is enabled).
-// Decode-add's out must be local itself or not overlap it.
+// Decode-add's out must be local itself or not overlap it. The per-value operations are
+// device/elementwise.h's, shared by the CPU kernels and their CUDA twins declared at the end.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "device/hd.h"
+#include "squeeze_config.h"
 
 namespace squeeze::device {
 
@@ -32,8 +36,10 @@ bool cpuQuantizeUsesAvx2();
 
 // ---- counter-based random numbers ------------------------------------------------------------
 
+// Marked SQZ_HD: the CUDA kernels draw the same numbers per element (and sparse.h's hashes).
+
 // splitmix64's finalizer: a bijective 64-bit mix.
-inline uint64_t mix64(uint64_t z) {
+SQZ_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
@@ -41,7 +47,7 @@ inline uint64_t mix64(uint64_t z) {
 
 // A bijective 32-bit mix with low bias ("lowbias32", C. Wellons); vectorizes as plain integer
 // multiplies and shifts.
-inline uint32_t mix32(uint32_t x) {
+SQZ_HD inline uint32_t mix32(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
@@ -51,7 +57,7 @@ inline uint32_t mix32(uint32_t x) {
 }
 
 // The stream of one (seed, call, rank).
-inline uint64_t counterKey(uint64_t seed, uint64_t call, int rank) {
+SQZ_HD inline uint64_t counterKey(uint64_t seed, uint64_t call, int rank) {
   return mix64(seed ^ mix64(call ^ mix64(static_cast<uint64_t>(static_cast<uint32_t>(rank)) +
                                          0x9e3779b97f4a7c15ull)));
 }
@@ -59,21 +65,21 @@ inline uint64_t counterKey(uint64_t seed, uint64_t call, int rank) {
 // 32 random bits for element `index` of stream `key`. Within one 2^32-aligned run of indices
 // the high half of the index is folded into a per-run key, so the per-element work is
 // mix32(low32(index) * golden ^ runKey): distinct indices give distinct inputs to a bijection.
-inline uint32_t counterRunKey(uint64_t key, uint64_t indexHigh) {
+SQZ_HD inline uint32_t counterRunKey(uint64_t key, uint64_t indexHigh) {
   return static_cast<uint32_t>(mix64(key + indexHigh * 0x9e3779b97f4a7c15ull));
 }
-inline uint32_t counterHash(uint64_t key, uint64_t index) {
+SQZ_HD inline uint32_t counterHash(uint64_t key, uint64_t index) {
   return mix32(static_cast<uint32_t>(index) * 0x9e3779b9u ^ counterRunKey(key, index >> 32));
 }
 
 // ---- layout ----------------------------------------------------------------------------------
 
 // Number of blocks of a chunk of n values.
-inline size_t blockCount(size_t n, size_t block) { return (n + block - 1) / block; }
+SQZ_HD inline size_t blockCount(size_t n, size_t block) { return (n + block - 1) / block; }
 // Bytes of one block of `len` values at `bits` per value.
-inline size_t packedBytes(size_t len, int bits) { return (len * bits + 7) / 8; }
+SQZ_HD inline size_t packedBytes(size_t len, int bits) { return (len * bits + 7) / 8; }
 // Bytes of the code section of a chunk of n values.
-inline size_t packedChunkBytes(size_t n, size_t block, int bits) {
+SQZ_HD inline size_t packedChunkBytes(size_t n, size_t block, int bits) {
   if (n == 0) return 0;
   const size_t full = n / block, rest = n % block;
   return full * packedBytes(block, bits) + packedBytes(rest, bits);
@@ -130,5 +136,47 @@ void cpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_
                        float* out);
 void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                           size_t n, size_t block);
+
+#if SQZ_HAVE_CUDA
+// ---- CUDA twins (device/cuda/quantize.cu) -----------------------------------------------------
+// The same arguments as the cpu* function of the same name plus the stream the work is enqueued
+// on, and the same scales, codes, decoded values and residual bit for bit (the per-block sums
+// run in the CPU's 8 lanes and order). Pointers (x, out, local, scales, codes, the residual) are
+// device memory or pinned, mapped host memory; kernels access them directly (unified
+// addressing); scales may be unaligned. n == 0 enqueues nothing. Without feedback the functions
+// only enqueue; with it (a host struct) they synchronize the stream to add inputSq / sentSq,
+// which are summed in another order than the CPU's (equal to rounding, not bit for bit).
+// Throw Error(kCuda) on a CUDA failure. Thread-safe: the norms' scratch is per thread and
+// device. One warp encodes one block and the per-block sums are sequential in 8 lanes, so
+// blocks much larger than a few thousand values encode slowly.
+void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                   Feedback* feedback, GpuStream stream);
+void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                   GpuStream stream);
+void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, GpuStream stream);
+
+void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
+                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
+                   GpuStream stream);
+void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
+                   int bits, float* out, GpuStream stream);
+void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, int levels, int bits, GpuStream stream);
+
+void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                     Feedback* feedback, GpuStream stream);
+void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                     GpuStream stream);
+void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                        size_t n, size_t block, GpuStream stream);
+
+void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                       void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream);
+void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                       float* out, GpuStream stream);
+void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                          size_t n, size_t block, GpuStream stream);
+#endif
 
 }  // namespace squeeze::device

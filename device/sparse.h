@@ -7,15 +7,88 @@
 // float the key order is the |x| order; NaN keys sort above infinity, so a NaN is selected (and
 // seen downstream) rather than hidden in a residual. A zero (key 0) is never selected: it
 // carries nothing.
+//
+// Every cpu* function has a gpu* twin (built with the cuda feature) that takes the same
+// arguments plus a stream and selects the same indices: the per-element and per-index math both
+// use (keys, sample positions, strata, the sampled passes' ranks and caps) is written once below.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "device/hd.h"
+#include "device/quantize.h"  // mix64
+#include "squeeze_config.h"
 
 namespace squeeze::device {
 
+// ---- shared math -----------------------------------------------------------------------------
+
 // The magnitude key of x (see above).
-uint32_t magnitudeKey(float x);
+SQZ_HD inline uint32_t magnitudeKey(float x) {
+#if SQZ_DEVICE_COMPILE
+  return __float_as_uint(x) & 0x7fffffffu;
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits & 0x7fffffffu;
+#endif
+}
+
+// splitmix64's whole step (the golden-ratio increment, then the finalizer): the counter-based
+// hash of the sparsifiers.
+SQZ_HD inline uint64_t sparseHash(uint64_t z) { return mix64(z + 0x9e3779b97f4a7c15ull); }
+
+// A uniform value in [0, size) from the high 32 bits of h (size < 2^32).
+SQZ_HD inline uint32_t uniformBelow(uint64_t h, uint64_t size) {
+  return static_cast<uint32_t>(((h >> 32) * size) >> 32);
+}
+
+// Sampled top-k (cpuSelectTopk): chunks below kSampledFrom values are selected exactly in one
+// go, since the sample (at least kMinSample values) would be most of the chunk.
+constexpr size_t kMinSample = 512;
+constexpr size_t kSampledFrom = 64 * kMinSample;
+
+// The sample's size for a chunk of n >= kSampledFrom values (~1%).
+inline size_t topkSampleSize(size_t n) { return std::max(kMinSample, n / 100); }
+
+// Sample j of s lies in stratum [j * step, (j + 1) * step), step = n / s, at a hashed position:
+// deterministic, so a chunk always gives the same payload.
+SQZ_HD inline size_t topkSamplePosition(size_t j, size_t step) {
+  return j * step + uniformBelow(sparseHash(j), step);
+}
+
+// Rank r1 in the sample (1-based, descending) estimates rank k in the chunk; the margin (3
+// standard deviations of a Poisson count, +2) puts t1 just above rank k so that a pass usually
+// keeps k or more.
+inline size_t topkFirstRank(size_t n, size_t k, size_t s) {
+  const double e = double(k) * double(s) / double(n);
+  return std::min(s, static_cast<size_t>(std::ceil(e + 3 * std::sqrt(e) + 2)));
+}
+
+// The rank of the lowered threshold t2, used when the pass at t1 kept fewer than k.
+inline size_t topkLoweredRank(size_t r1, size_t s) { return std::min(s, 4 * r1 + 16); }
+
+// How many hits a pass at the sample's rank `rank` may keep before it gives up (masses of ties).
+inline size_t topkPassCap(size_t n, size_t k, size_t rank, size_t s) {
+  const double expected = double(rank) * double(n) / double(s);
+  return std::min(n, std::max<size_t>(2 * k, static_cast<size_t>(2 * expected)) + 1024);
+}
+
+// randk: the hash key of one (seed, call, offset), and the index drawn from stratum j of k over
+// [0, n) (k <= n < 2^32): stratum [floor(j*n/k), floor((j+1)*n/k)), never empty.
+SQZ_HD inline uint64_t strataKey(uint64_t seed, uint64_t call, uint64_t offset) {
+  return sparseHash(sparseHash(sparseHash(seed) ^ call) ^ offset);
+}
+SQZ_HD inline uint32_t strataIndex(uint64_t key, uint64_t j, uint64_t n, uint64_t k) {
+  const uint64_t lo = j * n / k, hi = (j + 1) * n / k;
+  return static_cast<uint32_t>(lo + uniformBelow(sparseHash(key + j), hi - lo));
+}
+
+// ---- kernels ---------------------------------------------------------------------------------
 
 // Selects the k largest magnitudes of x[0..n) (zeros excluded) and writes their indices,
 // ascending, to idx (capacity k); returns how many (<= k). Ties at the k-th magnitude go to the
@@ -68,8 +141,44 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
 
 // randk's index set for a chunk: k distinct indices of [0, n), ascending, one from each of k
 // strata [floor(j*n/k), floor((j+1)*n/k)), the position inside a stratum from a counter-based
-// hash of (seed, call, offset, j). The same on every rank for the same arguments.
+// hash of (seed, call, offset, j) (strataIndex). The same on every rank for the same arguments.
 void cpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                      uint32_t* idx);
+
+#if SQZ_HAVE_CUDA
+// ---- CUDA twins (device/cuda/sparse.cu) --------------------------------------------------------
+// Same arguments and results as the cpu* function of the same name, plus the stream the work
+// is enqueued on. Pointers are device memory or pinned, mapped host memory (unified
+// addressing: the kernels access them directly). Functions that return a count or add to a
+// host double synchronize the stream before returning; the others only enqueue. Scratch device
+// memory is cached per thread and device (grown, never shrunk), so the steady state allocates
+// nothing. Throw Error(kCuda) on a CUDA failure. Thread-safe: distinct threads may call them
+// concurrently, on the same stream or not. `stream` belongs to the current device (CUDA's rule
+// for launches; the scratch is the current device's).
+
+// The indices cpuSelectTopk selects, the same set in both modes: the sample (the same
+// positions), its ranks r1/r2, the passes' caps and the fallbacks follow the same steps; exact
+// selection among candidates is a radix select on the keys with the lowest-index tie rule.
+size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
+                     GpuStream stream);
+// cpuSelectAtLeast's indices (ascending) and count, or SIZE_MAX past cap; idx needs room for cap
+// entries (cap + kSelectSlack, as for the CPU, is more than enough).
+size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
+                        GpuStream stream);
+void gpuGather(const float* x, const uint32_t* idx, size_t k, float* out, GpuStream stream);
+// Indices distinct (as the CPU's callers check them), else the winner of a duplicate is
+// unspecified.
+void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n,
+                GpuStream stream);
+void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
+                   size_t k, GpuStream stream);
+// The residual bit for bit as the CPU's; inputSq / sentSq (host pointers) get sums in double
+// over a fixed reduction tree, so the same bits on every run (they may differ from the CPU's
+// in the last bits: another summation order). Synchronizes only when one of them is not null.
+void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
+                       double* inputSq, double* sentSq, GpuStream stream);
+void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
+                     uint32_t* idx, GpuStream stream);
+#endif
 
 }  // namespace squeeze::device

@@ -1,11 +1,11 @@
 // CPU cast kernels (see device/cast.h). float16 uses F16C when the CPU has it (8 lanes); the
-// scalar path rounds identically, so results do not depend on the CPU.
+// scalar path (device/elementwise.h's conversions, also the CUDA kernels') rounds identically,
+// so results do not depend on the CPU. bfloat16's conversions are branch-free and vectorize.
 #include "device/cast.h"
 
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "device/elementwise.h"
 #include "device/reduce.h"
 
 namespace squeeze::device {
@@ -39,22 +39,6 @@ __attribute__((target("avx,f16c"))) size_t widenHalfF16c(const uint16_t* in, flo
   return i;
 }
 
-// bfloat16 in branch-free bit arithmetic, so the loops vectorize; the same results as
-// device::floatToBfloat16 / bfloat16ToFloat (round to nearest even, NaN stays NaN).
-inline float bf16Widen(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-inline uint16_t bf16Narrow(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1)) >> 16;
-  const uint32_t nan = (x >> 16) | 0x40;
-  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
 }  // namespace
 
 void cpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n) {
@@ -63,7 +47,7 @@ void cpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n) {
     if (cpuHasF16c()) i = narrowHalfF16c(in, out, n);
     for (; i < n; ++i) out[i] = floatToHalf(in[i]);
   } else {
-    for (; i < n; ++i) out[i] = bf16Narrow(in[i]);
+    for (; i < n; ++i) out[i] = floatToBfloat16(in[i]);
   }
 }
 
@@ -73,7 +57,7 @@ void cpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n) {
     if (cpuHasF16c()) i = widenHalfF16c(in, out, n);
     for (; i < n; ++i) out[i] = halfToFloat(in[i]);
   } else {
-    for (; i < n; ++i) out[i] = bf16Widen(in[i]);
+    for (; i < n; ++i) out[i] = bfloat16ToFloat(in[i]);
   }
 }
 
@@ -81,9 +65,9 @@ void cpuWidenAdd(Narrow kind, float* out, const float* local, const uint16_t* in
   size_t i = 0;
   if (kind == Narrow::kHalf) {
     if (cpuHasF16c()) i = widenAddHalfF16c(out, local, in, n);
-    for (; i < n; ++i) out[i] = local[i] + halfToFloat(in[i]);
+    for (; i < n; ++i) out[i] = addDecoded(local[i], halfToFloat(in[i]));
   } else {
-    for (; i < n; ++i) out[i] = local[i] + bf16Widen(in[i]);
+    for (; i < n; ++i) out[i] = addDecoded(local[i], bfloat16ToFloat(in[i]));
   }
 }
 

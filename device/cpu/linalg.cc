@@ -11,12 +11,6 @@
 namespace squeeze::device {
 namespace {
 
-// Elements of row i of an n x m row-major matrix given by its first count elements.
-inline size_t rowLength(size_t i, size_t count, size_t m) {
-  const size_t start = i * m;
-  return start >= count ? 0 : std::min(m, count - start);
-}
-
 // sum a[k] b[k] in double, four lanes then a fixed pairwise finish.
 inline double dot(const float* a, const float* b, size_t len) {
   double acc[4] = {0, 0, 0, 0};
@@ -100,8 +94,7 @@ void cpuOrthonormalize(float* p, size_t n, size_t r) {
     const double original = std::sqrt(dotSelf(v, n));
     projectOut(p, n, j, v);
     double norm = std::sqrt(dotSelf(v, n));
-    if (!(original > 0) || !std::isfinite(original) || !(norm > 1e-4 * original) ||
-        !std::isfinite(norm)) {
+    if (degenerateColumn(original, norm)) {
       // Degenerate: the unit vector least represented in the earlier columns. Its weight there
       // is at most j/n < 1 for some t, so what is left after projection is not zero.
       size_t best = 0;

@@ -9,14 +9,16 @@
 // The 1-bit sign packing and expansion use SSE2 (baseline on x86-64), which GCC does not derive
 // from the plain loops; the portable loops below them give the same bits. Both instruction sets
 // run the same IEEE operations in the same order (the reductions' 8 lanes are fixed, no FMA),
-// so payloads and decoded values do not depend on the CPU: mixed hosts agree bit for bit.
+// so payloads and decoded values do not depend on the CPU: mixed hosts agree bit for bit. Each
+// value's math is device/elementwise.h's (int8Code, qsgdCode, ...), which device/cuda/quantize.cu
+// runs too, so the GPU's payloads are these bit for bit as well.
 #include "device/quantize.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cfloat>
-#include <cmath>
 #include <cstring>
+
+#include "device/elementwise.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -49,22 +51,12 @@ SQZ_INLINE float loadScale(const void* scales, size_t i) {
 SQZ_INLINE void storeScale(void* scales, size_t i, float f) {
   std::memcpy(static_cast<char*>(scales) + 4 * i, &f, 4);
 }
-SQZ_INLINE uint32_t bitsOf(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-SQZ_INLINE float floatOf(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
 
 template <Sink S>
 SQZ_INLINE void put(float* __restrict out, const float* __restrict local, size_t i, float v) {
   if constexpr (S == kStore) out[i] = v;
-  if constexpr (S == kAdd) out[i] = local[i] + v;
-  if constexpr (S == kAddInPlace) out[i] = out[i] + v;
+  if constexpr (S == kAdd) out[i] = addDecoded(local[i], v);
+  if constexpr (S == kAddInPlace) out[i] = addDecoded(out[i], v);
 }
 
 // max |x[i]| as the largest magnitude bit pattern: exact and order-free (NaN wins over inf).
@@ -73,29 +65,29 @@ SQZ_INLINE float maxAbs(const float* __restrict x, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) {
-      const uint32_t b = bitsOf(x[i + j]) & 0x7fffffffu;
+      const uint32_t b = floatBits(x[i + j]) & 0x7fffffffu;
       lane[j] = b > lane[j] ? b : lane[j];
     }
   uint32_t m = 0;
   for (; i < n; ++i) {
-    const uint32_t b = bitsOf(x[i]) & 0x7fffffffu;
+    const uint32_t b = floatBits(x[i]) & 0x7fffffffu;
     m = b > m ? b : m;
   }
   for (int j = 0; j < 8; ++j) m = lane[j] > m ? lane[j] : m;
-  return floatOf(m);
+  return floatFromBits(m);
 }
 
-// sqrt(sum x[i]^2), summed in double in 8 fixed lanes (no overflow for any finite float), as a
-// float no larger than FLT_MAX: any scale >= max|v| keeps QSGD unbiased and within its bound.
+// sqrt(sum x[i]^2), summed in double in 8 fixed lanes (no overflow for any finite float), then
+// the tail, then the lanes in order (quantize.cu sums in this order too); qsgdNorm caps it.
 SQZ_INLINE float l2Norm(const float* __restrict x, size_t n) {
   double lane[8] = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) lane[j] += double(x[i + j]) * double(x[i + j]);
+    for (int j = 0; j < 8; ++j) lane[j] += squareOf(x[i + j]);
   double s = 0;
-  for (; i < n; ++i) s += double(x[i]) * double(x[i]);
+  for (; i < n; ++i) s += squareOf(x[i]);
   for (int j = 0; j < 8; ++j) s += lane[j];
-  return std::fmin(static_cast<float>(std::sqrt(s)), FLT_MAX);  // inf and NaN give FLT_MAX
+  return qsgdNorm(s);
 }
 
 // r[t] = counterHash(key, first + t) for t < len; split where the index crosses 2^32.
@@ -113,11 +105,6 @@ SQZ_INLINE void fillRandom(uint64_t key, uint64_t first, size_t len, uint32_t* _
   }
 }
 
-// A uniform draw in [0, 1) on a 2^-24 grid from 32 random bits.
-SQZ_INLINE float uniform24(uint32_t r) {
-  return static_cast<float>(static_cast<int32_t>(r >> 8)) * 0x1p-24f;
-}
-
 // Error feedback of one tile: norms in 8 double lanes, then residual += x - decoded. The
 // residual (the codec handle's own array) never overlaps x or the tile buffer d.
 class FeedbackLanes {
@@ -127,15 +114,15 @@ class FeedbackLanes {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
       for (int j = 0; j < 8; ++j) {
-        in_[j] += double(x[i + j]) * double(x[i + j]);
-        sent_[j] += double(d[i + j]) * double(d[i + j]);
+        in_[j] += squareOf(x[i + j]);
+        sent_[j] += squareOf(d[i + j]);
       }
     for (int j = 0; i < n; ++i, ++j) {
-      in_[j] += double(x[i]) * double(x[i]);
-      sent_[j] += double(d[i]) * double(d[i]);
+      in_[j] += squareOf(x[i]);
+      sent_[j] += squareOf(d[i]);
     }
     if (residual)
-      for (size_t k = 0; k < n; ++k) residual[k] += x[k] - d[k];
+      for (size_t k = 0; k < n; ++k) residual[k] = residualAfter(residual[k], x[k], d[k]);
   }
   SQZ_INLINE void flush(Feedback* fb) const {
     for (int j = 0; j < 8; ++j) {
@@ -152,20 +139,14 @@ class FeedbackLanes {
 
 SQZ_INLINE void int8Quantize(const float* __restrict x, size_t n, float divisor,
                              uint8_t* __restrict c) {
-  for (size_t i = 0; i < n; ++i) {
-    float t = x[i] / divisor;
-    t = t >= -127.0f ? t : -127.0f;  // NaN -> -127: never converted out of range
-    t = t <= 127.0f ? t : 127.0f;
-    t = (t + 0x1.8p23f) - 0x1.8p23f;  // round to nearest even (|t| <= 127)
-    c[i] = static_cast<uint8_t>(static_cast<int8_t>(static_cast<int32_t>(t)));
-  }
+  for (size_t i = 0; i < n; ++i) c[i] = int8Code(x[i], divisor);
 }
 
 template <Sink S>
 SQZ_INLINE void int8Dequant(const uint8_t* __restrict c, size_t n, float scale,
                             float* __restrict out, const float* __restrict local) {
   for (size_t i = 0; i < n; ++i)
-    put<S>(out, local, i, static_cast<float>(static_cast<int8_t>(c[i])) * scale);
+    put<S>(out, local, i, int8Value(c[i], scale));
 }
 
 template <Sink S>
@@ -182,46 +163,31 @@ SQZ_INLINE void int8Run(const void* scales, const uint8_t* codes, size_t n, size
 // a = min(|x| / norm * s, s); norm is the block's L2 norm, or 1 for an all-zero block.
 SQZ_INLINE void qsgdLevels(const float* __restrict x, const uint32_t* __restrict r, size_t n,
                            float norm, float s, int8_t* __restrict c) {
-  for (size_t t = 0; t < n; ++t) {
-    float a = std::fabs(x[t]) / norm * s;  // |x| <= norm: no overflow, even for tiny norms
-    a = a >= 0.0f ? a : 0.0f;              // NaN -> 0
-    a = a <= s ? a : s;
-    const int32_t whole = static_cast<int32_t>(a);
-    const float frac = a - static_cast<float>(whole);
-    const int32_t level = whole + (uniform24(r[t]) < frac ? 1 : 0);
-    c[t] = static_cast<int8_t>(x[t] < 0.0f ? -level : level);
-  }
+  for (size_t t = 0; t < n; ++t) c[t] = qsgdCode(x[t], r[t], norm, s);
 }
 
 SQZ_INLINE void packNibbles(const int8_t* __restrict c, size_t n, uint8_t* __restrict out) {
   const size_t pairs = n / 2;
   for (size_t j = 0; j < pairs; ++j)
-    out[j] = static_cast<uint8_t>((c[2 * j] & 0x0f) | (c[2 * j + 1] << 4));
-  if (n & 1) out[pairs] = static_cast<uint8_t>(c[n - 1] & 0x0f);
+    out[j] = packNibblePair(c[2 * j], c[2 * j + 1]);
+  if (n & 1) out[pairs] = packNibblePair(c[n - 1], 0);
 }
-
-SQZ_INLINE float lowNibble(uint8_t b) {
-  return static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(b << 4)) >> 4);
-}
-SQZ_INLINE float highNibble(uint8_t b) { return static_cast<float>(static_cast<int8_t>(b) >> 4); }
 
 template <Sink S>
 SQZ_INLINE void qsgdDequant(const uint8_t* __restrict c, size_t n, int bits, float step,
                             float* __restrict out, const float* __restrict local) {
   if (bits == 8) {
     for (size_t i = 0; i < n; ++i)
-      put<S>(out, local, i, static_cast<float>(static_cast<int8_t>(c[i])) * step);
+      put<S>(out, local, i, qsgdValue(static_cast<int8_t>(c[i]), step));
     return;
   }
   const size_t pairs = n / 2;
   for (size_t j = 0; j < pairs; ++j) {
-    put<S>(out, local, 2 * j, lowNibble(c[j]) * step);
-    put<S>(out, local, 2 * j + 1, highNibble(c[j]) * step);
+    put<S>(out, local, 2 * j, qsgdValue(lowNibbleCode(c[j]), step));
+    put<S>(out, local, 2 * j + 1, qsgdValue(highNibbleCode(c[j]), step));
   }
-  if (n & 1) put<S>(out, local, n - 1, lowNibble(c[pairs]) * step);
+  if (n & 1) put<S>(out, local, n - 1, qsgdValue(lowNibbleCode(c[pairs]), step));
 }
-
-SQZ_INLINE float qsgdStep(float norm, int levels) { return norm / static_cast<float>(levels); }
 
 template <Sink S>
 SQZ_INLINE void qsgdRun(const void* scales, const uint8_t* codes, size_t n, size_t block,
@@ -236,9 +202,9 @@ SQZ_INLINE void qsgdRun(const void* scales, const uint8_t* codes, size_t n, size
 // ---- 1-bit -------------------------------------------------------------------------------
 
 // Sums of the values with the sign bit clear and set, and how many have it set, in 8 double
-// lanes (a float sum could overflow; a double one of at most 2^24 floats cannot). Selecting by
-// bit masks keeps the loop branch-free and vectorizable; adding a masked-out +0 or -0 leaves a
-// sum unchanged.
+// lanes (a float sum could overflow; a double one of at most 2^24 floats cannot), then the lanes
+// in order, then the tail (quantize.cu sums in this order too). Selecting by bit masks keeps the
+// loop branch-free and vectorizable; adding a masked-out +0 leaves a sum unchanged.
 SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, double* neg,
                          size_t* nneg) {
   double sp[8] = {}, sn[8] = {};
@@ -246,11 +212,9 @@ SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, doubl
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) {
-      const uint32_t b = bitsOf(x[i + j]);
-      const uint32_t m = static_cast<uint32_t>(static_cast<int32_t>(b) >> 31);
-      sp[j] += double(floatOf(b & ~m));
-      sn[j] += double(floatOf(b & m));
-      cn[j] += m & 1;
+      sp[j] += double(clearSidePart(x[i + j]));
+      sn[j] += double(setSidePart(x[i + j]));
+      cn[j] += signBit(x[i + j]);
     }
   double p = 0, q = 0;
   size_t c = 0;
@@ -260,11 +224,9 @@ SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, doubl
     c += cn[j];
   }
   for (; i < n; ++i) {
-    const uint32_t b = bitsOf(x[i]);
-    const uint32_t m = static_cast<uint32_t>(static_cast<int32_t>(b) >> 31);
-    p += double(floatOf(b & ~m));
-    q += double(floatOf(b & m));
-    c += m & 1;
+    p += double(clearSidePart(x[i]));
+    q += double(setSidePart(x[i]));
+    c += signBit(x[i]);
   }
   *pos = p;
   *neg = q;
@@ -282,12 +244,12 @@ SQZ_INLINE void packSigns(const float* __restrict x, size_t n, uint8_t* __restri
 #endif
   for (; j < whole; ++j) {
     uint32_t b = 0;
-    for (int k = 0; k < 8; ++k) b |= (bitsOf(x[8 * j + k]) >> 31) << k;
+    for (int k = 0; k < 8; ++k) b |= signBit(x[8 * j + k]) << k;
     out[j] = static_cast<uint8_t>(b);
   }
   if (n % 8) {
     uint32_t b = 0;
-    for (size_t k = 0; k < n % 8; ++k) b |= (bitsOf(x[8 * whole + k]) >> 31) << k;
+    for (size_t k = 0; k < n % 8; ++k) b |= signBit(x[8 * whole + k]) << k;
     out[whole] = static_cast<uint8_t>(b);
   }
 }
@@ -320,9 +282,10 @@ SQZ_INLINE void onebitDequant(const uint8_t* __restrict c, size_t n, float pos, 
   }
 #endif
   for (; j < whole; ++j)
-    for (int k = 0; k < 8; ++k) put<S>(out, local, 8 * j + k, (c[j] >> k) & 1 ? neg : pos);
+    for (int k = 0; k < 8; ++k)
+      put<S>(out, local, 8 * j + k, onebitValue((c[j] >> k) & 1, pos, neg));
   for (size_t k = 0; k < n % 8; ++k)
-    put<S>(out, local, 8 * whole + k, (c[whole] >> k) & 1 ? neg : pos);
+    put<S>(out, local, 8 * whole + k, onebitValue((c[whole] >> k) & 1, pos, neg));
 }
 
 template <Sink S>
@@ -341,11 +304,7 @@ SQZ_INLINE void onebitRun(const void* scales, const uint8_t* codes, size_t n, si
 SQZ_INLINE void ternPack(const float* __restrict x, const uint32_t* __restrict r, size_t n, float s,
                          uint8_t* __restrict out) {
   uint8_t c[kTile];
-  for (size_t t = 0; t < n; ++t) {
-    const float p = std::fabs(x[t]) / s;  // <= 1, even for tiny s
-    const bool keep = uniform24(r[t]) < p;
-    c[t] = keep ? (x[t] < 0.0f ? 3 : 1) : 0;
-  }
+  for (size_t t = 0; t < n; ++t) c[t] = static_cast<uint8_t>(terngradCode(x[t], r[t], s));
   const size_t whole = n / 4;
   for (size_t j = 0; j < whole; ++j)
     out[j] =
@@ -357,22 +316,17 @@ SQZ_INLINE void ternPack(const float* __restrict x, const uint32_t* __restrict r
   }
 }
 
-SQZ_INLINE float ternValue(uint32_t code, float s, float negS) {
-  return code == 1 ? s : (code == 3 ? negS : 0.0f);
-}
-
 template <Sink S>
 SQZ_INLINE void ternDequant(const uint8_t* __restrict c, size_t n, float s, float* __restrict out,
                             const float* __restrict local) {
-  const float negS = -s;
   const size_t whole = n / 4;
   for (size_t j = 0; j < whole; ++j) {
     const uint32_t b = c[j];
     for (int k = 0; k < 4; ++k)
-      put<S>(out, local, 4 * j + k, ternValue((b >> (2 * k)) & 3, s, negS));
+      put<S>(out, local, 4 * j + k, terngradValue((b >> (2 * k)) & 3, s));
   }
   for (size_t k = 0; k < n % 4; ++k)
-    put<S>(out, local, 4 * whole + k, ternValue((c[whole] >> (2 * k)) & 3u, s, negS));
+    put<S>(out, local, 4 * whole + k, terngradValue((c[whole] >> (2 * k)) & 3u, s));
 }
 
 template <Sink S>
@@ -390,10 +344,9 @@ SQZ_INLINE void int8Encode(const float* x, size_t n, size_t block, void* scales,
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
     const size_t len = std::min(block, n - at);
-    const float scale = maxAbs(x + at, len) / 127.0f;
+    const float scale = int8Scale(maxAbs(x + at, len));
     storeScale(scales, b, scale);
-    // A zero scale (all zeros, or max|v| below 127 * 2^-150) quantizes every value to 0.
-    const float divisor = scale > 0.0f ? scale : 1.0f;
+    const float divisor = int8Divisor(scale);
     for (size_t t0 = 0; t0 < len; t0 += kTile) {
       const size_t m = std::min(kTile, len - t0), i = at + t0;
       int8Quantize(x + i, m, divisor, codes + i);
@@ -418,7 +371,7 @@ SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, i
     const size_t len = std::min(block, n - at);
     const float norm = l2Norm(x + at, len);
     storeScale(scales, b, norm);
-    const float divisor = norm > 0.0f ? norm : 1.0f;
+    const float divisor = qsgdDivisor(norm);
     const float step = qsgdStep(norm, levels);
     for (size_t t0 = 0; t0 < len; t0 += kTile) {
       const size_t m = std::min(kTile, len - t0), i = at + t0;
@@ -449,8 +402,8 @@ SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scale
     size_t nneg;
     signSums(x + at, len, &sumPos, &sumNeg, &nneg);
     const size_t npos = len - nneg;
-    const float pos = npos ? static_cast<float>(sumPos / double(npos)) : 0.0f;
-    const float neg = nneg ? static_cast<float>(sumNeg / double(nneg)) : 0.0f;
+    const float pos = onebitMean(sumPos, npos);
+    const float neg = onebitMean(sumNeg, nneg);
     storeScale(scales, 2 * b, pos);
     storeScale(scales, 2 * b + 1, neg);
     for (size_t t0 = 0; t0 < len; t0 += kTile) {
@@ -479,7 +432,7 @@ SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t 
       const size_t m = std::min(kTile, len - t0), i = at + t0;
       uint8_t* out = codes + b * stride + t0 / 4;
       fillRandom(key, index0 + i, m, r);
-      ternPack(x + i, r, m, s > 0.0f ? s : 1.0f, out);
+      ternPack(x + i, r, m, terngradDivisor(s), out);
       if (!feedback) continue;
       ternDequant<kStore>(out, m, s, d, nullptr);
       lanes.tile(x + i, d, m, feedback->residual ? feedback->residual + i : nullptr);

@@ -1,133 +1,27 @@
 // CPU reduction kernels: one simple loop per (type, op) that GCC vectorizes at -O2/-O3, selected
-// through a table so the executor calls one function pointer per chunk. Half types go through
-// float32 (the DESIGN rule: accumulate 16-bit floats in float32).
+// through a table so the executor calls one function pointer per chunk. Each element is
+// device/elementwise.h's reduceElement / divideElement, the math the CUDA kernels run too; half
+// types go through float32 (the DESIGN rule: accumulate 16-bit floats in float32), with an F16C
+// path for float16 that rounds as the scalar one does.
 #include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "common/error.h"
+#include "device/elementwise.h"
 #include "device/reduce.h"
 
 namespace squeeze::device {
-
-float halfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);  // inf / nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalize
-    int shift = 0;
-    while (!(mant & 0x400u)) {
-      mant <<= 1;
-      ++shift;
-    }
-    mant &= 0x3ffu;
-    bits = sign | static_cast<uint32_t>(113 - shift) << 23 | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u)  // inf or nan (keep nan quiet)
-    return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
-  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (absx < 0x38800000u) {  // result is subnormal or zero
-    if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
-    uint32_t exp = absx >> 23;
-    uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - exp;  // 14..24
-    uint32_t half = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t rounded = absx + 0xfffu + ((absx >> 13) & 1);  // round to nearest even
-  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
-
-float bfloat16ToFloat(uint16_t b) {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t floatToBfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // nan
-  x += 0x7fffu + ((x >> 16) & 1);
-  return static_cast<uint16_t>(x >> 16);
-}
-
 namespace {
 
-struct Half {
-  static float load(uint16_t v) { return halfToFloat(v); }
-  static uint16_t store(float f) { return floatToHalf(f); }
-};
-struct Bf16 {
-  static float load(uint16_t v) { return bfloat16ToFloat(v); }
-  static uint16_t store(float f) { return floatToBfloat16(f); }
-};
-
-// Signed integers of int's width and more wrap around (two's complement, as NCCL's do) instead of
-// overflowing, which is undefined behaviour: their sums and products run in the unsigned type.
-// Narrower ones are promoted to int, where they cannot overflow.
-template <class T, bool = std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) >= sizeof(int)>
-struct WrappingOf { using type = T; };
-template <class T>
-struct WrappingOf<T, true> { using type = std::make_unsigned_t<T>; };
-template <class T>
-using Wrapping = typename WrappingOf<T>::type;
-
-struct OpSum {
-  template <class T> static T apply(T a, T b) {
-    return static_cast<T>(static_cast<Wrapping<T>>(a) + static_cast<Wrapping<T>>(b));
-  }
-};
-struct OpProd {
-  template <class T> static T apply(T a, T b) {
-    return static_cast<T>(static_cast<Wrapping<T>>(a) * static_cast<Wrapping<T>>(b));
-  }
-};
-struct OpMax {
-  template <class T> static T apply(T a, T b) { return a > b ? a : b; }
-};
-struct OpMin {
-  template <class T> static T apply(T a, T b) { return a < b ? a : b; }
-};
-
-template <class T, class Op>
+template <class Elem, class Op>
 void reduceLoop(void* out, const void* a, const void* b, size_t n) {
+  using T = typename Elem::Storage;
   T* o = static_cast<T*>(out);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(Op::apply(x[i], y[i]));
-}
-
-template <class Conv, class Op>
-void reduceLoop16(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<uint16_t*>(out);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = Conv::store(Op::apply(Conv::load(x[i]), Conv::load(y[i])));
+  for (size_t i = 0; i < n; ++i) o[i] = reduceElement<Elem, Op>(x[i], y[i]);
 }
 
 // float16 with the F16C conversions (8 lanes); same rounding (nearest even) as the scalar path.
@@ -165,13 +59,12 @@ __attribute__((target("avx,f16c"))) void reduceHalfF16c(void* out, const void* a
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i),
                      _mm256_cvtps_ph(Vec::apply(fx, fy), _MM_FROUND_TO_NEAREST_INT));
   }
-  reduceLoop16<Half, Op>(o + i, x + i, y + i, n - i);
+  reduceLoop<HalfElem, Op>(o + i, x + i, y + i, n - i);
 }
-
 
 template <class Op, class Vec>
 ReduceFn halfFn() {
-  return cpuHasF16c() ? reduceHalfF16c<Vec, Op> : reduceLoop16<Half, Op>;
+  return cpuHasF16c() ? reduceHalfF16c<Vec, Op> : reduceLoop<HalfElem, Op>;
 }
 
 template <class Op>
@@ -183,33 +76,14 @@ template <> struct VecOf<OpMin> { using type = VecMin; };
 
 template <class Op>
 ReduceFn forType(DataType t) {
-  switch (t) {
-    case DataType::kInt8: return reduceLoop<int8_t, Op>;
-    case DataType::kUint8: return reduceLoop<uint8_t, Op>;
-    case DataType::kInt32: return reduceLoop<int32_t, Op>;
-    case DataType::kUint32: return reduceLoop<uint32_t, Op>;
-    case DataType::kInt64: return reduceLoop<int64_t, Op>;
-    case DataType::kUint64: return reduceLoop<uint64_t, Op>;
-    case DataType::kFloat16: return halfFn<Op, typename VecOf<Op>::type>();
-    case DataType::kFloat32: return reduceLoop<float, Op>;
-    case DataType::kFloat64: return reduceLoop<double, Op>;
-    case DataType::kBfloat16: return reduceLoop16<Bf16, Op>;
-  }
-  return nullptr;
+  if (t == DataType::kFloat16) return halfFn<Op, typename VecOf<Op>::type>();
+  return visitElement(t, [](auto elem) -> ReduceFn { return reduceLoop<decltype(elem), Op>; });
 }
 
-template <class T>
+template <class Elem>
 void divideLoop(void* buf, size_t n, int divisor) {
-  T* p = static_cast<T*>(buf);
-  const T d = static_cast<T>(divisor);
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / d);
-}
-
-template <class Conv>
-void divideLoop16(void* buf, size_t n, int divisor) {
-  auto* p = static_cast<uint16_t*>(buf);
-  const float d = static_cast<float>(divisor);
-  for (size_t i = 0; i < n; ++i) p[i] = Conv::store(Conv::load(p[i]) / d);
+  auto* p = static_cast<typename Elem::Storage*>(buf);
+  for (size_t i = 0; i < n; ++i) p[i] = divideElement<Elem>(p[i], divisor);
 }
 
 }  // namespace
@@ -226,30 +100,13 @@ bool cpuHasF16c() {
 }
 
 ReduceFn cpuReduceFn(DataType dtype, RedOp op) {
-  ReduceFn fn = nullptr;
-  switch (op) {
-    case RedOp::kSum: case RedOp::kAvg: fn = forType<OpSum>(dtype); break;
-    case RedOp::kProd: fn = forType<OpProd>(dtype); break;
-    case RedOp::kMax: fn = forType<OpMax>(dtype); break;
-    case RedOp::kMin: fn = forType<OpMin>(dtype); break;
-  }
+  ReduceFn fn = visitOp(op, [&](auto o) -> ReduceFn { return forType<decltype(o)>(dtype); });
   SQZ_ENFORCE(fn != nullptr, "no reduction for dtype ", int(dtype), " op ", int(op));
   return fn;
 }
 
 void cpuDivide(void* buf, size_t n, DataType dtype, int divisor) {
-  switch (dtype) {
-    case DataType::kInt8: return divideLoop<int8_t>(buf, n, divisor);
-    case DataType::kUint8: return divideLoop<uint8_t>(buf, n, divisor);
-    case DataType::kInt32: return divideLoop<int32_t>(buf, n, divisor);
-    case DataType::kUint32: return divideLoop<uint32_t>(buf, n, divisor);
-    case DataType::kInt64: return divideLoop<int64_t>(buf, n, divisor);
-    case DataType::kUint64: return divideLoop<uint64_t>(buf, n, divisor);
-    case DataType::kFloat16: return divideLoop16<Half>(buf, n, divisor);
-    case DataType::kFloat32: return divideLoop<float>(buf, n, divisor);
-    case DataType::kFloat64: return divideLoop<double>(buf, n, divisor);
-    case DataType::kBfloat16: return divideLoop16<Bf16>(buf, n, divisor);
-  }
+  visitElement(dtype, [&](auto elem) { divideLoop<decltype(elem)>(buf, n, divisor); });
 }
 
 }  // namespace squeeze::device

@@ -3,7 +3,8 @@
 // 64 and compresses the hit positions of 16 keys at a time, AVX2 skips hitless groups of 32 and
 // extracts hits bit by bit, the scalar loop goes one value at a time; all select the same
 // indices. The sampled top-k thus costs about one read of the chunk plus nth_elements over ~1%
-// of it and over the ~k candidates.
+// of it and over the ~k candidates. The math the CUDA twins share (keys, sample positions, ranks,
+// caps, strata) is in device/sparse.h.
 #include "device/sparse.h"
 
 #include <immintrin.h>
@@ -19,28 +20,6 @@ namespace squeeze::device {
 namespace {
 
 constexpr size_t kNone = static_cast<size_t>(-1);
-// Chunks below this are selected exactly in one go: the sample would be most of the chunk.
-constexpr size_t kMinSample = 512;
-constexpr size_t kSampledFrom = 64 * kMinSample;
-
-// splitmix64's finalizer: a bijective 64-bit mix, the counter-based hash of this file.
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// A uniform value in [0, size) from the high 32 bits of h (size < 2^32).
-inline uint32_t below(uint64_t h, uint64_t size) {
-  return static_cast<uint32_t>(((h >> 32) * size) >> 32);
-}
-
-inline uint32_t keyOf(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits & 0x7fffffffu;
-}
 
 // Per-thread scratch, grown on demand and kept: encodes run on the executor's thread.
 struct Scratch {
@@ -132,7 +111,7 @@ size_t selectAmong(const float* x, const uint32_t* cand, size_t m, size_t k, uin
   if (m > k) {
     std::vector<uint32_t>& keys = scratch().keys;
     keys.resize(m);
-    for (size_t j = 0; j < m; ++j) keys[j] = keyOf(x[index(j)]);
+    for (size_t j = 0; j < m; ++j) keys[j] = magnitudeKey(x[index(j)]);
     std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), std::greater<uint32_t>());
     if (keys[k - 1] > 0) {  // else fewer than k nonzeros: take them all
       kth = keys[k - 1];
@@ -144,7 +123,7 @@ size_t selectAmong(const float* x, const uint32_t* cand, size_t m, size_t k, uin
   // Branch-free: about a third of the candidates are dropped, at random.
   size_t w = 0;
   for (size_t j = 0; j < m && w < k; ++j) {
-    const uint32_t key = keyOf(x[index(j)]);
+    const uint32_t key = magnitudeKey(x[index(j)]);
     const bool tie = key == kth && tiesLeft > 0;
     out[w] = index(j);
     w += (key > kth) | tie;
@@ -178,8 +157,6 @@ SQZ_ISA_CLONES void addTo(float* r, const float* x, size_t n) {
 
 }  // namespace
 
-uint32_t magnitudeKey(float x) { return keyOf(x); }
-
 bool cpuForceSelectPath(SelectPath path) {
   if ((path == SelectPath::kAvx512 && !haveAvx512()) || (path == SelectPath::kAvx2 && !haveAvx2()))
     return false;
@@ -202,7 +179,7 @@ size_t cpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx
     cnt = atLeastAvx2(x, n, minKey, idx, cap, &i);
   if (cnt == kNone) return kNone;
   for (; i < n; ++i)
-    if (keyOf(x[i]) >= minKey) {
+    if (magnitudeKey(x[i]) >= minKey) {
       if (cnt == cap) return kNone;
       idx[cnt++] = static_cast<uint32_t>(i);
     }
@@ -217,13 +194,10 @@ size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   // The sample: s values at stratified, hashed positions (deterministic: the same chunk
   // always gives the same payload).
   Scratch& sc = scratch();
-  const size_t s = std::max(kMinSample, n / 100), step = n / s;
+  const size_t s = topkSampleSize(n), step = n / s;
   sc.sample.resize(s);
-  for (size_t j = 0; j < s; ++j) sc.sample[j] = keyOf(x[j * step + below(mix64(j), step)]);
-  // Rank r1 in the sample estimates rank k in the chunk; the margin (3 standard deviations of
-  // a Poisson count, +2) puts t1 just above rank k so that a pass usually keeps k or more.
-  const double e = double(k) * double(s) / double(n);
-  const size_t r1 = std::min(s, static_cast<size_t>(std::ceil(e + 3 * std::sqrt(e) + 2)));
+  for (size_t j = 0; j < s; ++j) sc.sample[j] = magnitudeKey(x[topkSamplePosition(j, step)]);
+  const size_t r1 = topkFirstRank(n, k, s);
   auto desc = std::greater<uint32_t>();
   std::nth_element(sc.sample.begin(), sc.sample.begin() + (r1 - 1), sc.sample.end(), desc);
   const uint32_t t1 = std::max<uint32_t>(1, sc.sample[r1 - 1]);
@@ -233,7 +207,7 @@ size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   size_t rank = r1;
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) {  // pass 0 kept fewer than k: lower the threshold to rank r2 of the sample
-      const size_t r2 = std::min(s, 4 * r1 + 16);
+      const size_t r2 = topkLoweredRank(r1, s);
       t = 1;
       if (r2 > r1) {
         std::nth_element(sc.sample.begin() + r1, sc.sample.begin() + (r2 - 1), sc.sample.end(),
@@ -243,9 +217,7 @@ size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
       if (t >= t1) break;  // the sample cannot lower it: keep pass 0's result
       rank = r2;
     }
-    const double expected = double(rank) * double(n) / double(s);
-    const size_t cap =
-        std::min(n, std::max<size_t>(2 * k, static_cast<size_t>(2 * expected)) + 1024);
+    const size_t cap = topkPassCap(n, k, rank, s);
     if (sc.cand.size() < cap + kSelectSlack) sc.cand.resize(cap + kSelectSlack);
     kept = cpuSelectAtLeast(x, n, t, sc.cand.data(), cap);
     if (kept == kNone) break;  // a mass of ties: exact below
@@ -295,11 +267,8 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
 
 void cpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                      uint32_t* idx) {
-  const uint64_t base = mix64(mix64(mix64(seed) ^ call) ^ offset);
-  for (size_t j = 0; j < k; ++j) {
-    const uint64_t lo = j * n / k, hi = (j + 1) * n / k;  // k <= n: hi > lo
-    idx[j] = static_cast<uint32_t>(lo + below(mix64(base + j), hi - lo));
-  }
+  const uint64_t key = strataKey(seed, call, offset);
+  for (size_t j = 0; j < k; ++j) idx[j] = strataIndex(key, j, n, k);
 }
 
 }  // namespace squeeze::device

@@ -553,5 +553,26 @@ TEST(SparseKernels, RandomStrataAreDistinctAndAscending) {
     }
 }
 
+// The hashes and positions the CPU and CUDA backends share (device/sparse.h) are pinned: randk's
+// indices and the sampled top-k's thresholds must not change between versions or backends.
+TEST(SparseKernels, SharedMathIsPinned) {
+  EXPECT_EQ(device::sparseHash(0), 0xe220a8397b1dcdafull);  // splitmix64's first output
+  std::vector<uint32_t> idx(5);
+  device::cpuRandomStrata(1, 2, 3, 1000, 5, idx.data());
+  EXPECT_EQ(idx, (std::vector<uint32_t>{14, 218, 477, 639, 966}));
+  const size_t want[] = {88, 156, 259, 311, 443};
+  for (size_t j = 0; j < 5; ++j) EXPECT_EQ(device::topkSamplePosition(j, 100), want[j]);
+  for (size_t n : {32768ul, 100003ul, 4000000000ul}) {
+    const size_t s = device::topkSampleSize(n), step = n / s;
+    for (size_t j : {size_t(0), s / 2, s - 1}) {
+      const size_t at = device::topkSamplePosition(j, step);
+      EXPECT_GE(at, j * step);
+      EXPECT_LT(at, (j + 1) * step);
+    }
+  }
+  EXPECT_EQ(device::magnitudeKey(-1.0f), device::magnitudeKey(1.0f));
+  EXPECT_EQ(device::magnitudeKey(-0.0f), 0u);
+}
+
 }  // namespace
 }  // namespace squeeze
