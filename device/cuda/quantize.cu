@@ -1,1 +1,589 @@
-// CUDA kernels behind device/quantize.h (being written).
+// CUDA kernels behind device/quantize.h: the gpu* twins of the quantizer kernels, giving the
+// CPU's scales, codes, decoded values and residual bit for bit.
+//
+// Bit-exactness rests on two things. Every per-value operation is device/elementwise.h's
+// (int8Code, qsgdCode, ..., which use the round-to-nearest intrinsics, so nvcc fuses no
+// multiply-add), the functions cpu/quantize.cc calls. And every per-block sum runs the CPU's
+// additions in the CPU's order: cpu/quantize.cc keeps them in 8 fixed lanes (lane j sums values
+// j, j + 8, ... of the whole octets, in index order), then combines the lanes in order with the
+// tail of fewer than 8 values (QSGD's sum of squares: tail first, then the lanes; 1-bit's side
+// sums: the lanes, then the tail). Here lanes 0-7 of the warp that owns the block are those 8
+// lanes, and lane 0 combines them. Max |v| is a max of bit patterns, exact in any order.
+//
+// Encode: one warp per block (grid-stride over blocks): the block's scale, written by lane 0
+// (bytewise: the scale section may be unaligned), then the warp's lanes take the block's code
+// bytes in turn, each packing its 1, 2, 4 or 8 values and, for encodeFeedback, decoding them
+// back from the packed byte to update the residual and the norms. The random draws are the
+// counter hash of each value's global index, as the CPU's. The per-block sums are sequential
+// chains of block/8 additions, so very large blocks (tens of thousands of values) encode
+// slowly; the codecs' blocks are hundreds.
+//
+// Decode and decode-add: one thread per group of 4 values (float4 loads and stores where out
+// and local are 16-byte aligned, else one thread per value), each value decoded from its block's
+// scale and its code as the CPU decodes it.
+//
+// Feedback norms: each thread sums its values' squares in double, the block's threads combine
+// them and one double atomicAdd per thread block adds them to a two-double device buffer that
+// the host reads after synchronizing: the same sum to rounding, not the CPU's bits.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "common/error.h"
+#include "device/cuda/launch.cuh"
+#include "device/cuda/runtime.h"
+#include "device/elementwise.h"
+#include "device/quantize.h"
+
+namespace squeeze::device {
+namespace {
+
+constexpr int kWarps = kThreads / 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- scales (little-endian float32 at any alignment, as the CPU's memcpy) --------------------
+
+__device__ __forceinline__ float loadScale(const unsigned char* s, size_t i) {
+  const unsigned char* p = s + 4 * i;
+  return floatFromBits(uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
+                       uint32_t(p[3]) << 24);
+}
+__device__ __forceinline__ void storeScale(unsigned char* s, size_t i, float f) {
+  const uint32_t b = floatBits(f);
+  unsigned char* p = s + 4 * i;
+  p[0] = static_cast<unsigned char>(b);
+  p[1] = static_cast<unsigned char>(b >> 8);
+  p[2] = static_cast<unsigned char>(b >> 16);
+  p[3] = static_cast<unsigned char>(b >> 24);
+}
+
+// ---- random draws ----------------------------------------------------------------------------
+
+// counterHash(key, index0 + i), with the run key of index0's 2^32-run computed once on the host
+// (every index of a chunk but those past a 2^32 boundary shares it).
+struct Draws {
+  uint64_t key;
+  uint64_t index0;
+  uint64_t high0;
+  uint32_t runKey0;
+  __device__ __forceinline__ uint32_t at(size_t i) const {
+    const uint64_t index = index0 + i;
+    const uint64_t high = index >> 32;
+    const uint32_t k = high == high0 ? runKey0 : counterRunKey(key, high);
+    return mix32(static_cast<uint32_t>(index) * 0x9e3779b9u ^ k);
+  }
+};
+
+Draws drawsFor(uint64_t key, uint64_t index0) {
+  return {key, index0, index0 >> 32, counterRunKey(key, index0 >> 32)};
+}
+
+// ---- per-block sums, in the CPU's lanes and order ---------------------------------------------
+
+// max |v| over the block as the largest magnitude bit pattern (NaN wins over inf).
+__device__ float warpMaxAbs(const float* x, size_t len, int lane) {
+  uint32_t m = 0;
+  for (size_t i = lane; i < len; i += 32) m = max(m, floatBits(x[i]) & 0x7fffffffu);
+  return floatFromBits(__reduce_max_sync(kFullMask, m));
+}
+
+// cpu/quantize.cc's l2Norm sum: lanes, then s = tail, then s += lane[0..7].
+__device__ double warpSumSquares(const float* x, size_t len, int lane) {
+  const size_t whole = len & ~size_t{7};
+  double part = 0;
+  if (lane < 8)
+    for (size_t i = lane; i < whole; i += 8) part = addRn(part, squareOf(x[i]));
+  double s = 0;
+  if (lane == 0)
+    for (size_t i = whole; i < len; ++i) s = addRn(s, squareOf(x[i]));
+  for (int j = 0; j < 8; ++j) s = addRn(s, __shfl_sync(kFullMask, part, j));  // lane 0's counts
+  return __shfl_sync(kFullMask, s, 0);
+}
+
+struct SignSums {
+  double pos, neg;
+  unsigned long long nneg;
+};
+
+// cpu/quantize.cc's signSums: lanes, then p = lane[0..7], then p += tail.
+__device__ SignSums warpSignSums(const float* x, size_t len, int lane) {
+  const size_t whole = len & ~size_t{7};
+  double sp = 0, sn = 0;
+  uint32_t cn = 0;
+  if (lane < 8)
+    for (size_t i = lane; i < whole; i += 8) {
+      const float v = x[i];
+      sp = addRn(sp, double(clearSidePart(v)));
+      sn = addRn(sn, double(setSidePart(v)));
+      cn += signBit(v);
+    }
+  double p = 0, q = 0;
+  unsigned long long c = 0;
+  for (int j = 0; j < 8; ++j) {
+    p = addRn(p, __shfl_sync(kFullMask, sp, j));
+    q = addRn(q, __shfl_sync(kFullMask, sn, j));
+    c += __shfl_sync(kFullMask, cn, j);
+  }
+  if (lane == 0)
+    for (size_t i = whole; i < len; ++i) {
+      const float v = x[i];
+      p = addRn(p, double(clearSidePart(v)));
+      q = addRn(q, double(setSidePart(v)));
+      c += signBit(v);
+    }
+  return {__shfl_sync(kFullMask, p, 0), __shfl_sync(kFullMask, q, 0), __shfl_sync(kFullMask, c, 0)};
+}
+
+// ---- error feedback --------------------------------------------------------------------------
+
+struct EncodeArgs {
+  const float* x;
+  size_t n;
+  size_t block;
+  unsigned char* scales;
+  uint8_t* codes;
+  float* residual;  // encodeFeedback: the residual, or null for norms only
+  double* norms;    // encodeFeedback: {inputSq, sentSq} in device memory
+};
+
+// One thread's part of the feedback: the residual of its values and their squares.
+struct FeedbackAcc {
+  double in = 0, sent = 0;
+
+  __device__ __forceinline__ void add(float* residual, size_t i, float x, float decoded) {
+    if (residual) residual[i] = residualAfter(residual[i], x, decoded);
+    in += squareOf(x);
+    sent += squareOf(decoded);
+  }
+
+  // Every thread of the thread block calls it once, at the end.
+  __device__ void flush(double* norms) {
+    __shared__ double partial[kWarps][2];
+    for (int o = 16; o > 0; o >>= 1) {
+      in += __shfl_down_sync(kFullMask, in, o);
+      sent += __shfl_down_sync(kFullMask, sent, o);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+      partial[warp][0] = in;
+      partial[warp][1] = sent;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double a = 0, b = 0;
+      for (int w = 0; w < kWarps; ++w) {
+        a += partial[w][0];
+        b += partial[w][1];
+      }
+      atomicAdd(norms, a);
+      atomicAdd(norms + 1, b);
+    }
+  }
+};
+
+// The warp's blocks: b = warp, warp + warps, ... (warp-uniform, so the warp's collectives see
+// every lane).
+struct WarpBlocks {
+  size_t first, step, count;
+  int lane;
+};
+__device__ WarpBlocks warpBlocks(const EncodeArgs& a) {
+  const size_t thread = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  return {thread >> 5, (size_t(gridDim.x) * blockDim.x) >> 5, blockCount(a.n, a.block),
+          static_cast<int>(threadIdx.x & 31)};
+}
+
+// ---- encode kernels --------------------------------------------------------------------------
+
+template <bool kFeedback>
+__global__ void __launch_bounds__(kThreads) int8EncodeKernel(EncodeArgs a) {
+  const WarpBlocks w = warpBlocks(a);
+  FeedbackAcc acc;
+  for (size_t b = w.first; b < w.count; b += w.step) {
+    const size_t at = b * a.block, len = min(a.block, a.n - at);
+    const float* x = a.x + at;
+    const float scale = int8Scale(warpMaxAbs(x, len, w.lane));
+    if (w.lane == 0) storeScale(a.scales, b, scale);
+    const float divisor = int8Divisor(scale);
+    uint8_t* c = a.codes + at;
+    for (size_t t = w.lane; t < len; t += 32) {
+      const float v = x[t];
+      const uint8_t code = int8Code(v, divisor);
+      c[t] = code;
+      if constexpr (kFeedback) acc.add(a.residual, at + t, v, int8Value(code, scale));
+    }
+  }
+  if constexpr (kFeedback) acc.flush(a.norms);
+}
+
+template <bool kFeedback>
+__global__ void __launch_bounds__(kThreads)
+    qsgdEncodeKernel(EncodeArgs a, int levels, int bits, Draws draws) {
+  const WarpBlocks w = warpBlocks(a);
+  const size_t stride = packedBytes(a.block, bits);
+  const float s = static_cast<float>(levels);
+  FeedbackAcc acc;
+  for (size_t b = w.first; b < w.count; b += w.step) {
+    const size_t at = b * a.block, len = min(a.block, a.n - at);
+    const float* x = a.x + at;
+    const float norm = qsgdNorm(warpSumSquares(x, len, w.lane));
+    if (w.lane == 0) storeScale(a.scales, b, norm);
+    const float divisor = qsgdDivisor(norm), step = qsgdStep(norm, levels);
+    uint8_t* c = a.codes + b * stride;
+    if (bits == 8) {
+      for (size_t t = w.lane; t < len; t += 32) {
+        const float v = x[t];
+        const int8_t code = qsgdCode(v, draws.at(at + t), divisor, s);
+        c[t] = static_cast<uint8_t>(code);
+        if constexpr (kFeedback) acc.add(a.residual, at + t, v, qsgdValue(code, step));
+      }
+    } else {
+      const size_t bytes = packedBytes(len, 4);
+      for (size_t k = w.lane; k < bytes; k += 32) {
+        const size_t t = 2 * k;
+        const bool second = t + 1 < len;
+        const float v0 = x[t], v1 = second ? x[t + 1] : 0.0f;
+        const int8_t c0 = qsgdCode(v0, draws.at(at + t), divisor, s);
+        const int8_t c1 = second ? qsgdCode(v1, draws.at(at + t + 1), divisor, s) : int8_t{0};
+        const uint8_t byte = packNibblePair(c0, c1);
+        c[k] = byte;
+        if constexpr (kFeedback) {
+          acc.add(a.residual, at + t, v0, qsgdValue(lowNibbleCode(byte), step));
+          if (second) acc.add(a.residual, at + t + 1, v1, qsgdValue(highNibbleCode(byte), step));
+        }
+      }
+    }
+  }
+  if constexpr (kFeedback) acc.flush(a.norms);
+}
+
+template <bool kFeedback>
+__global__ void __launch_bounds__(kThreads) onebitEncodeKernel(EncodeArgs a) {
+  const WarpBlocks w = warpBlocks(a);
+  const size_t stride = packedBytes(a.block, 1);
+  FeedbackAcc acc;
+  for (size_t b = w.first; b < w.count; b += w.step) {
+    const size_t at = b * a.block, len = min(a.block, a.n - at);
+    const float* x = a.x + at;
+    const SignSums sums = warpSignSums(x, len, w.lane);
+    const float pos = onebitMean(sums.pos, len - sums.nneg);
+    const float neg = onebitMean(sums.neg, sums.nneg);
+    if (w.lane == 0) {
+      storeScale(a.scales, 2 * b, pos);
+      storeScale(a.scales, 2 * b + 1, neg);
+    }
+    uint8_t* c = a.codes + b * stride;
+    const size_t bytes = packedBytes(len, 1);
+    for (size_t k = w.lane; k < bytes; k += 32) {
+      const size_t t0 = 8 * k;
+      const int count = static_cast<int>(min(size_t{8}, len - t0));
+      uint32_t byte = 0;
+      for (int j = 0; j < count; ++j) byte |= signBit(x[t0 + j]) << j;
+      c[k] = static_cast<uint8_t>(byte);
+      if constexpr (kFeedback)
+        for (int j = 0; j < count; ++j)
+          acc.add(a.residual, at + t0 + j, x[t0 + j], onebitValue((byte >> j) & 1, pos, neg));
+    }
+  }
+  if constexpr (kFeedback) acc.flush(a.norms);
+}
+
+template <bool kFeedback>
+__global__ void __launch_bounds__(kThreads) terngradEncodeKernel(EncodeArgs a, Draws draws) {
+  const WarpBlocks w = warpBlocks(a);
+  const size_t stride = packedBytes(a.block, 2);
+  FeedbackAcc acc;
+  for (size_t b = w.first; b < w.count; b += w.step) {
+    const size_t at = b * a.block, len = min(a.block, a.n - at);
+    const float* x = a.x + at;
+    const float s = warpMaxAbs(x, len, w.lane);
+    if (w.lane == 0) storeScale(a.scales, b, s);
+    const float divisor = terngradDivisor(s);
+    uint8_t* c = a.codes + b * stride;
+    const size_t bytes = packedBytes(len, 2);
+    for (size_t k = w.lane; k < bytes; k += 32) {
+      const size_t t0 = 4 * k;
+      const int count = static_cast<int>(min(size_t{4}, len - t0));
+      uint32_t byte = 0;
+      for (int j = 0; j < count; ++j)
+        byte |= terngradCode(x[t0 + j], draws.at(at + t0 + j), divisor) << (2 * j);
+      c[k] = static_cast<uint8_t>(byte);
+      if constexpr (kFeedback)
+        for (int j = 0; j < count; ++j)
+          acc.add(a.residual, at + t0 + j, x[t0 + j], terngradValue((byte >> (2 * j)) & 3, s));
+    }
+  }
+  if constexpr (kFeedback) acc.flush(a.norms);
+}
+
+// ---- decode kernels --------------------------------------------------------------------------
+// Each codec's view of a payload: at(b) reads block b's scales, value(block, t) decodes value t
+// of that block as the CPU's decode does.
+
+struct Int8Codes {
+  const unsigned char* scales;
+  const uint8_t* codes;
+  size_t stride;
+  struct Block {
+    float scale;
+    const uint8_t* codes;
+  };
+  __device__ Block at(size_t b) const { return {loadScale(scales, b), codes + b * stride}; }
+  __device__ float value(const Block& k, size_t t) const { return int8Value(k.codes[t], k.scale); }
+};
+
+struct QsgdCodes {
+  const unsigned char* scales;
+  const uint8_t* codes;
+  size_t stride;
+  int levels;
+  int bits;
+  struct Block {
+    float step;
+    const uint8_t* codes;
+  };
+  __device__ Block at(size_t b) const {
+    return {qsgdStep(loadScale(scales, b), levels), codes + b * stride};
+  }
+  __device__ float value(const Block& k, size_t t) const {
+    if (bits == 8) return qsgdValue(static_cast<int8_t>(k.codes[t]), k.step);
+    const uint8_t byte = k.codes[t >> 1];
+    return qsgdValue(t & 1 ? highNibbleCode(byte) : lowNibbleCode(byte), k.step);
+  }
+};
+
+struct OnebitCodes {
+  const unsigned char* scales;
+  const uint8_t* codes;
+  size_t stride;
+  struct Block {
+    float pos, neg;
+    const uint8_t* codes;
+  };
+  __device__ Block at(size_t b) const {
+    return {loadScale(scales, 2 * b), loadScale(scales, 2 * b + 1), codes + b * stride};
+  }
+  __device__ float value(const Block& k, size_t t) const {
+    return onebitValue((k.codes[t >> 3] >> (t & 7)) & 1, k.pos, k.neg);
+  }
+};
+
+struct TerngradCodes {
+  const unsigned char* scales;
+  const uint8_t* codes;
+  size_t stride;
+  struct Block {
+    float s;
+    const uint8_t* codes;
+  };
+  __device__ Block at(size_t b) const { return {loadScale(scales, b), codes + b * stride}; }
+  __device__ float value(const Block& k, size_t t) const {
+    return terngradValue((k.codes[t >> 2] >> (2 * (t & 3))) & 3u, k.s);
+  }
+};
+
+// out[i] = value(i), or local[i] + value(i) with kAdd (out may be local). kGroup values per
+// thread: 4 (out and local 16-byte aligned: one float4 each) or 1.
+template <class Codes, bool kAdd, int kGroup>
+__global__ void __launch_bounds__(kThreads)
+    decodeKernel(Codes codes, size_t n, size_t block, float* out, const float* local) {
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t groups = (n + kGroup - 1) / kGroup;
+  const bool narrow = ((n | block) >> 32) == 0;  // 32-bit division is several times cheaper
+  for (size_t g = first; g < groups; g += stride) {
+    const size_t i0 = g * kGroup;
+    const int count = static_cast<int>(min(size_t{kGroup}, n - i0));
+    size_t b = narrow ? static_cast<uint32_t>(i0) / static_cast<uint32_t>(block) : i0 / block;
+    size_t t = i0 - b * block;
+    typename Codes::Block k = codes.at(b);
+    float v[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) {
+      if (j >= count) break;
+      v[j] = codes.value(k, t);
+      if (++t == block && j + 1 < count) {
+        t = 0;
+        k = codes.at(++b);
+      }
+    }
+    if constexpr (kGroup == 4) {
+      if (count == 4) {
+        float4 r = {v[0], v[1], v[2], v[3]};
+        if constexpr (kAdd) {
+          const float4 l = reinterpret_cast<const float4*>(local)[g];
+          r = {addDecoded(l.x, r.x), addDecoded(l.y, r.y), addDecoded(l.z, r.z),
+               addDecoded(l.w, r.w)};
+        }
+        reinterpret_cast<float4*>(out)[g] = r;
+        continue;
+      }
+    }
+    for (int j = 0; j < count; ++j) {
+      if constexpr (kAdd)
+        out[i0 + j] = addDecoded(local[i0 + j], v[j]);
+      else
+        out[i0 + j] = v[j];
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class Codes>
+void launchDecode(const Codes& codes, size_t n, size_t block, float* out, const float* local,
+                  GpuStream stream, const char* name) {
+  if (n == 0) return;
+  SQZ_ENFORCE(block > 0, name, ": block of 0 values");
+  const bool vec = aligned16(out) && (local == nullptr || aligned16(local));
+  const unsigned grid = gridFor(vec ? (n + 3) / 4 : n, kThreads);
+  if (local) {
+    if (vec)
+      decodeKernel<Codes, true, 4><<<grid, kThreads, 0, stream>>>(codes, n, block, out, local);
+    else
+      decodeKernel<Codes, true, 1><<<grid, kThreads, 0, stream>>>(codes, n, block, out, local);
+  } else {
+    if (vec)
+      decodeKernel<Codes, false, 4><<<grid, kThreads, 0, stream>>>(codes, n, block, out, nullptr);
+    else
+      decodeKernel<Codes, false, 1><<<grid, kThreads, 0, stream>>>(codes, n, block, out, nullptr);
+  }
+  cuda::checkLaunch(name);
+}
+
+// ---- encode launch and the feedback round trip ------------------------------------------------
+
+// The two doubles the feedback kernels add to, and the pinned pair the host reads them into;
+// per thread and device, so concurrent callers never share them (each call syncs before
+// returning, so a later call finds them free).
+struct NormScratch {
+  cuda::DeviceBuffer device;
+  cuda::PinnedBuffer host;
+};
+
+NormScratch& normScratch() {
+  return perThreadDevice<NormScratch>([](int) {
+    auto fresh = std::make_unique<NormScratch>();
+    fresh->device.reserve(2 * sizeof(double));
+    fresh->host.reserve(2 * sizeof(double));
+    return fresh;
+  });
+}
+
+// Runs launch(grid, args, std::bool_constant<feedback>) with one warp per block; with feedback,
+// zeroes the norms first and adds them to *feedback after synchronizing the stream.
+template <class Launch>
+void runEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+               Feedback* feedback, GpuStream stream, const char* name, Launch&& launch) {
+  if (n == 0) return;
+  SQZ_ENFORCE(block > 0, name, ": block of 0 values");
+  const unsigned grid = gridFor(blockCount(n, block), kWarps);
+  EncodeArgs args{x, n, block, static_cast<unsigned char*>(scales), codes, nullptr, nullptr};
+  if (!feedback) {
+    launch(grid, args, std::false_type{});
+    cuda::checkLaunch(name);
+    return;
+  }
+  NormScratch& s = normScratch();
+  args.residual = feedback->residual;
+  args.norms = static_cast<double*>(s.device.data());
+  cuda::check(cudaMemsetAsync(args.norms, 0, 2 * sizeof(double), stream), "cudaMemsetAsync");
+  launch(grid, args, std::true_type{});
+  cuda::checkLaunch(name);
+  cuda::check(cudaMemcpyAsync(s.host.data(), args.norms, 2 * sizeof(double), cudaMemcpyDeviceToHost,
+                              stream),
+              "cudaMemcpyAsync(feedback norms)");
+  cuda::check(cudaStreamSynchronize(stream), name);
+  const double* h = static_cast<const double*>(s.host.data());
+  feedback->inputSq += h[0];
+  feedback->sentSq += h[1];
+}
+
+}  // namespace
+
+// ---- entry points ------------------------------------------------------------------------------
+
+void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                   Feedback* feedback, GpuStream stream) {
+  runEncode(x, n, block, scales, codes, feedback, stream, "int8EncodeKernel",
+            [&](unsigned grid, const EncodeArgs& args, auto fb) {
+              int8EncodeKernel<decltype(fb)::value><<<grid, kThreads, 0, stream>>>(args);
+            });
+}
+void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                   GpuStream stream) {
+  const Int8Codes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 8)};
+  launchDecode(c, n, block, out, nullptr, stream, "int8DecodeKernel");
+}
+void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, GpuStream stream) {
+  const Int8Codes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 8)};
+  launchDecode(c, n, block, out, local, stream, "int8DecodeAddKernel");
+}
+
+void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
+                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
+                   GpuStream stream) {
+  SQZ_ENFORCE(bits == 4 || bits == 8, "qsgd: ", bits, " bits per value");
+  const Draws draws = drawsFor(key, index0);
+  runEncode(x, n, block, scales, codes, feedback, stream, "qsgdEncodeKernel",
+            [&](unsigned grid, const EncodeArgs& args, auto fb) {
+              qsgdEncodeKernel<decltype(fb)::value>
+                  <<<grid, kThreads, 0, stream>>>(args, levels, bits, draws);
+            });
+}
+void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
+                   int bits, float* out, GpuStream stream) {
+  const QsgdCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, bits),
+                    levels, bits};
+  launchDecode(c, n, block, out, nullptr, stream, "qsgdDecodeKernel");
+}
+void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, int levels, int bits, GpuStream stream) {
+  const QsgdCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, bits),
+                    levels, bits};
+  launchDecode(c, n, block, out, local, stream, "qsgdDecodeAddKernel");
+}
+
+void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                     Feedback* feedback, GpuStream stream) {
+  runEncode(x, n, block, scales, codes, feedback, stream, "onebitEncodeKernel",
+            [&](unsigned grid, const EncodeArgs& args, auto fb) {
+              onebitEncodeKernel<decltype(fb)::value><<<grid, kThreads, 0, stream>>>(args);
+            });
+}
+void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                     GpuStream stream) {
+  const OnebitCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 1)};
+  launchDecode(c, n, block, out, nullptr, stream, "onebitDecodeKernel");
+}
+void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                        size_t n, size_t block, GpuStream stream) {
+  const OnebitCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 1)};
+  launchDecode(c, n, block, out, local, stream, "onebitDecodeAddKernel");
+}
+
+void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                       void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream) {
+  const Draws draws = drawsFor(key, index0);
+  runEncode(x, n, block, scales, codes, feedback, stream, "terngradEncodeKernel",
+            [&](unsigned grid, const EncodeArgs& args, auto fb) {
+              terngradEncodeKernel<decltype(fb)::value><<<grid, kThreads, 0, stream>>>(args, draws);
+            });
+}
+void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                       GpuStream stream) {
+  const TerngradCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 2)};
+  launchDecode(c, n, block, out, nullptr, stream, "terngradDecodeKernel");
+}
+void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                          size_t n, size_t block, GpuStream stream) {
+  const TerngradCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 2)};
+  launchDecode(c, n, block, out, local, stream, "terngradDecodeAddKernel");
+}
+
+}  // namespace squeeze::device

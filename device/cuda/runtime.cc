@@ -1,6 +1,9 @@
 // The CUDA runtime wrappers (see runtime.h).
 #include "device/cuda/runtime.h"
 
+#include <cuda.h>
+
+#include <cstdint>
 #include <mutex>
 
 #include "common/logging.h"
@@ -67,6 +70,53 @@ PointerInfo pointerInfo(const void* p) {
   if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
     return {true, attr.device};
   return {};
+}
+
+namespace {
+
+// A driver entry point through the runtime, so the library does not link libcuda (absent on
+// machines without a driver, where the build and its tests must still run).
+template <class Fn>
+Fn driverEntry(const char* symbol, int version) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &status) !=
+          cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return reinterpret_cast<Fn>(fn);
+}
+
+using MemGetAddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+using StreamWaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+}  // namespace
+
+size_t bytesToAllocationEnd(const void* p) {
+  static const auto range = driverEntry<MemGetAddressRangeFn>("cuMemGetAddressRange", 3020);
+  if (!range || !p) return SIZE_MAX;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const auto addr = reinterpret_cast<CUdeviceptr>(p);
+  if (range(&base, &size, addr) != CUDA_SUCCESS) return SIZE_MAX;
+  return base + size - addr;
+}
+
+bool streamWaitValue(cudaStream_t stream, const volatile uint32_t* flag, uint32_t value) {
+  static const auto wait = driverEntry<StreamWaitValue32Fn>("cuStreamWaitValue32", 11070);
+  if (!wait) return false;
+  void* devicePtr = nullptr;
+  check(cudaHostGetDevicePointer(&devicePtr, const_cast<uint32_t*>(flag), 0),
+        "cudaHostGetDevicePointer of the completion flag");
+  CUresult rc = wait(stream, reinterpret_cast<CUdeviceptr>(devicePtr), value,
+                     CU_STREAM_WAIT_VALUE_GEQ);
+  if (rc == CUDA_ERROR_NOT_SUPPORTED) return false;
+  if (rc != CUDA_SUCCESS)
+    raise(ErrorCode::kCuda, "cuStreamWaitValue32 on the caller's stream failed (CUresult ", rc,
+          ")");
+  return true;
 }
 
 int streamDevice(cudaStream_t stream) {

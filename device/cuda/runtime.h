@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -35,6 +36,16 @@ struct PointerInfo {
 // Host memory (pageable, pinned or registered) is {false, -1}; so is any pointer when no GPU is
 // usable. Never throws for a host pointer.
 PointerInfo pointerInfo(const void* p);
+
+// Bytes from p to the end of the device allocation holding it (cuMemGetAddressRange), or
+// SIZE_MAX when that cannot be told: lets the API refuse a buffer too small for a call.
+size_t bytesToAllocationEnd(const void* p);
+
+// Makes `stream` wait until the 32-bit word at host address `flag` (pinned, mapped memory) is
+// >= value as a wrapping difference ((int32_t)(*flag - value) >= 0): the GPU polls the word, so
+// no CUDA callback thread is held (cuStreamWaitValue32). Returns false, enqueuing nothing, when
+// the driver does not offer stream memory operations.
+bool streamWaitValue(cudaStream_t stream, const volatile uint32_t* flag, uint32_t value);
 
 // The device a stream belongs to (the current device for the legacy default stream, null).
 int streamDevice(cudaStream_t stream);

@@ -1,1 +1,630 @@
-// CUDA kernels behind device/sparse.h (being written).
+// CUDA kernels behind device/sparse.h: the gpu* twins of the CPU sparsifier kernels, choosing
+// the same indices as the CPU for the same input.
+//
+// Top-k follows cpuSelectTopk's steps, with these GPU forms:
+//   sample       one thread per sample position (topkSamplePosition), then a CUB radix sort of
+//                the ~1% sample keys gives the order statistics t1 (rank r1) and t2 (rank r2);
+//   pass         one streaming pass (float4 loads, warp-aggregated atomic compaction) keeps the
+//                indices with key >= t, up to the pass's cap; the survivors (~k) are then sorted
+//                (CUB radix sort on the indices), so they come out ascending as the CPU's do;
+//   exact        the k-th largest key among m candidates (or the whole chunk) by radix select:
+//                three histogram passes on the key bits (11, 11, 9), each narrowing the prefix;
+//                then an ordered compaction over tiles of 4096 (a count pass, a scan of the
+//                per-tile counts, a write pass) takes every key above it and the lowest-index
+//                ties, which is the CPU's selectAmong set.
+// The host steers between the steps as the CPU does (it syncs to read t1/t2 and each pass's
+// count), so both backends take the same branch and produce the same index set. The sampled
+// mode costs one read of the chunk, a sort of 1% of it and a few small kernels over ~k values.
+//
+// Scratch device memory and the pinned slots the host reads results from are cached per thread
+// and device; every function that uses them synchronizes before returning, so calls on other
+// streams never find them in use.
+//
+// nvcc only warns when host-only code is called from device code, and compiles the call to
+// nothing: the hashes shared with the CPU (device/quantize.h's mix64, under sparseHash) must be
+// SQZ_HD, so that warning is an error here.
+#pragma nv_diag_error 20011
+#pragma nv_diag_error 20014
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cub/cub.cuh>
+#include <memory>
+#include <vector>
+
+#include "device/cuda/launch.cuh"
+#include "device/cuda/runtime.h"
+#include "device/sparse.h"
+
+namespace squeeze::device {
+namespace {
+
+constexpr uint32_t kTile = 4096;  // elements per tile of the ordered compaction
+constexpr uint32_t kRounds = kTile / kThreads;
+constexpr int kUnroll = 4;  // float4 loads in flight per thread in a pass
+constexpr uint32_t kFullMask = 0xffffffffu;
+constexpr int kSumBlocks = 1024;  // fixed grid of the sums: the same tree on any GPU
+constexpr size_t kNone = static_cast<size_t>(-1);
+
+// Radix select state (device memory). hist is zeroed when a selection starts and after each pick.
+struct SelectState {
+  uint32_t counter;   // hits of a pass
+  uint32_t prefix;    // key bits fixed so far
+  uint32_t mask;      // which bits prefix fixes
+  uint32_t rank;      // 1-based rank still wanted among keys matching prefix
+  uint32_t kth;       // the selection: every key > kth, and the first tiesLeft keys == kth
+  uint32_t tiesLeft;  // (kth == 0: every nonzero key)
+  uint32_t hist[2048];
+};
+
+// What the host reads after a sync (pinned, mapped).
+struct Slots {
+  uint32_t count;
+  uint32_t t1, t2;
+  uint32_t pad;
+  double sums[2];
+};
+
+struct Scratch {
+  int sms = 0;
+  cuda::DeviceBuffer state, sample, sampleAlt, cand, candAlt, tiles, temp, sums;
+  cuda::PinnedBuffer slots;
+};
+
+Scratch& scratch() {
+  return perThreadDevice<Scratch>([](int dev) {
+    auto fresh = std::make_unique<Scratch>();
+    cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
+                "cudaDeviceGetAttribute(multiprocessors)");
+    fresh->state.reserve(sizeof(SelectState));
+    fresh->slots.reserve(sizeof(Slots));
+    return fresh;
+  });
+}
+
+SelectState* stateOf(Scratch& sc) { return static_cast<SelectState*>(sc.state.data()); }
+Slots* slotsOf(Scratch& sc) { return static_cast<Slots*>(sc.slots.data()); }
+
+uint32_t* u32(cuda::DeviceBuffer& b, size_t count) {
+  b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t));
+  return static_cast<uint32_t*>(b.data());
+}
+
+// Bits that hold every index below n.
+int indexBits(size_t n) { return n <= 1 ? 1 : 32 - __builtin_clz(static_cast<uint32_t>(n - 1)); }
+
+// ---- sources of keys: the chunk itself, or the chunk at candidate positions ------------------
+
+struct Direct {
+  const float* x;
+  __device__ uint32_t key(uint32_t j) const { return magnitudeKey(x[j]); }
+  __device__ uint32_t index(uint32_t j) const { return j; }
+};
+
+struct Candidates {
+  const float* x;
+  const uint32_t* cand;
+  __device__ uint32_t key(uint32_t j) const { return magnitudeKey(x[cand[j]]); }
+  __device__ uint32_t index(uint32_t j) const { return cand[j]; }
+};
+
+// ---- block helpers ----------------------------------------------------------------------------
+
+// The number of threads before this one (in thread order) whose flag is set, and the block's
+// total. Every thread of the block must call it.
+__device__ uint32_t blockExclusiveCount(bool flag, uint32_t* warpSums, uint32_t* total) {
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t ballot = __ballot_sync(kFullMask, flag);
+  if (lane == 0) warpSums[warp] = __popc(ballot);
+  __syncthreads();
+  uint32_t before = 0, all = 0;
+  for (uint32_t w = 0; w < kThreads / 32; ++w) {
+    before += w < warp ? warpSums[w] : 0;
+    all += warpSums[w];
+  }
+  __syncthreads();  // warpSums is reused by the next call
+  *total = all;
+  return before + __popc(ballot & ((1u << lane) - 1));
+}
+
+// ---- sample ----------------------------------------------------------------------------------
+
+__global__ void sampleKernel(const float* x, size_t s, size_t step, uint32_t* keys) {
+  const size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (j < s) keys[j] = magnitudeKey(x[topkSamplePosition(j, step)]);
+}
+
+// t1 = the sample's key at rank r1 (descending, 1-based), t2 at rank r2 (1 when r2 <= r1).
+__global__ void thresholdsKernel(const uint32_t* sorted, size_t r1, size_t r2, Slots* out) {
+  out->t1 = max(1u, sorted[r1 - 1]);
+  out->t2 = r2 > r1 ? max(1u, sorted[r2 - 1]) : 1u;
+}
+
+// ---- the streaming pass: indices with key >= minKey, unordered, at most cap of them ----------
+
+__device__ uint32_t hits4(float4 v, uint32_t minKey) {
+  return uint32_t(magnitudeKey(v.x) >= minKey) | uint32_t(magnitudeKey(v.y) >= minKey) << 1 |
+         uint32_t(magnitudeKey(v.z) >= minKey) << 2 | uint32_t(magnitudeKey(v.w) >= minKey) << 3;
+}
+
+// x + head is 16-byte aligned; [0, head) and the tail after the last whole float4 are done by
+// the first warp one value at a time. Each warp reserves room for its hits with one atomic.
+__global__ void __launch_bounds__(kThreads)
+    atLeastKernel(const float* __restrict__ x, uint32_t n, uint32_t head, uint32_t minKey,
+                  uint32_t* __restrict__ out, uint32_t cap, uint32_t* counter) {
+  const float4* v = reinterpret_cast<const float4*>(x + head);
+  const size_t nv = (n - head) / 4;
+  const uint32_t lane = threadIdx.x & 31;
+  const size_t warp = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) >> 5;
+  const size_t warps = (gridDim.x * size_t(blockDim.x)) >> 5;
+  const float4 zero = make_float4(0, 0, 0, 0);
+  for (size_t base = warp * 32 * kUnroll; base < nv; base += warps * 32 * kUnroll) {
+    float4 val[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const size_t slot = base + u * 32 + lane;
+      val[u] = slot < nv ? __ldcs(v + slot) : zero;
+    }
+    uint32_t mask = 0;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) mask |= hits4(val[u], minKey) << (4 * u);
+    if (!__any_sync(kFullMask, mask != 0)) continue;
+    const uint32_t cnt = __popc(mask);
+    uint32_t incl = cnt;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t y = __shfl_up_sync(kFullMask, incl, o);
+      if (lane >= static_cast<uint32_t>(o)) incl += y;
+    }
+    const uint32_t total = __shfl_sync(kFullMask, incl, 31);
+    uint32_t at = lane == 0 ? atomicAdd(counter, total) : 0;
+    at = __shfl_sync(kFullMask, at, 0) + incl - cnt;
+    for (; mask; mask &= mask - 1, ++at) {
+      const uint32_t b = __ffs(mask) - 1;
+      if (at < cap)
+        out[at] = head + static_cast<uint32_t>(4 * (base + (b >> 2) * 32 + lane)) + (b & 3);
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x < 32) {
+    const uint32_t tail = head + static_cast<uint32_t>(4 * nv);  // n - tail < 4, head < 4
+    const uint32_t i = lane < head ? lane : tail + lane - head;
+    if (lane < head + (n - tail) && magnitudeKey(x[i]) >= minKey) {
+      const uint32_t at = atomicAdd(counter, 1u);
+      if (at < cap) out[at] = i;
+    }
+  }
+}
+
+// ---- radix select ----------------------------------------------------------------------------
+
+struct Digit {
+  int shift, bits;
+};
+constexpr Digit kDigits[3] = {{20, 11}, {9, 11}, {0, 9}};  // keys have 31 bits
+
+// Starts a selection; also zeroes the histogram, so a call cut short by an error leaves nothing
+// behind for the next one.
+__global__ void selectInitKernel(SelectState* st, uint32_t rank, uint32_t kth, uint32_t tiesLeft) {
+  for (uint32_t i = threadIdx.x; i < 2048; i += blockDim.x) st->hist[i] = 0;
+  if (threadIdx.x == 0) {
+    st->prefix = 0;
+    st->mask = 0;
+    st->rank = rank;
+    st->kth = kth;
+    st->tiesLeft = tiesLeft;
+  }
+}
+
+template <class Src>
+__global__ void __launch_bounds__(kThreads)
+    histogramKernel(Src src, uint32_t m, SelectState* st, Digit d) {
+  __shared__ uint32_t h[2048];
+  const uint32_t bins = 1u << d.bits;
+  for (uint32_t i = threadIdx.x; i < bins; i += kThreads) h[i] = 0;
+  __syncthreads();
+  const uint32_t prefix = st->prefix, mask = st->mask;
+  for (size_t j = blockIdx.x * size_t(kThreads) + threadIdx.x; j < m;
+       j += gridDim.x * size_t(kThreads)) {
+    const uint32_t key = src.key(static_cast<uint32_t>(j));
+    if ((key & mask) == prefix) atomicAdd(&h[(key >> d.shift) & (bins - 1)], 1u);
+  }
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < bins; i += kThreads)
+    if (h[i]) atomicAdd(&st->hist[i], h[i]);
+}
+
+// Finds the digit holding the wanted rank (bins scanned from the top), fixes it in the prefix and
+// leaves the rank within it; zeroes the histogram for the next pass. One block of 1024.
+__global__ void __launch_bounds__(1024) pickKernel(SelectState* st, Digit d, bool last) {
+  using Scan = cub::BlockScan<uint32_t, 1024>;
+  __shared__ typename Scan::TempStorage temp;
+  const uint32_t bins = 1u << d.bits;
+  const uint32_t o0 = 2 * threadIdx.x, o1 = o0 + 1;  // positions from the top bin down
+  const uint32_t c0 = o0 < bins ? st->hist[bins - 1 - o0] : 0;
+  const uint32_t c1 = o1 < bins ? st->hist[bins - 1 - o1] : 0;
+  const uint32_t rank = st->rank;
+  uint32_t before;
+  Scan(temp).ExclusiveSum(c0 + c1, before);
+  __syncthreads();
+  const uint32_t os[2] = {o0, o1}, cs[2] = {c0, c1};
+  for (int e = 0; e < 2; ++e) {
+    const uint32_t o = os[e], c = cs[e];
+    if (o < bins && before < rank && rank <= before + c) {
+      const uint32_t digit = bins - 1 - o;
+      st->prefix |= digit << d.shift;
+      st->mask |= (bins - 1) << d.shift;
+      st->rank = rank - before;
+      if (last) {
+        // The k-th largest key; a zero one means fewer than k nonzeros: take all of them.
+        st->kth = st->prefix;
+        st->tiesLeft = st->prefix == 0 ? 0 : rank - before;
+      }
+    }
+    before += c;
+  }
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < bins; i += 1024) st->hist[i] = 0;
+}
+
+// ---- ordered compaction of the selection (every key > kth, the first tiesLeft ties) ---------
+
+// Per tile: (keys > kth) << 32 | (keys == kth, kth != 0).
+template <class Src>
+__global__ void __launch_bounds__(kThreads)
+    tileCountKernel(Src src, uint32_t m, const SelectState* st, unsigned long long* counts) {
+  const uint32_t kth = st->kth;
+  const size_t base = blockIdx.x * size_t(kTile);
+  uint32_t above = 0, ties = 0;
+  for (uint32_t r = 0; r < kRounds; ++r) {
+    const size_t j = base + r * kThreads + threadIdx.x;
+    const uint32_t key = j < m ? src.key(static_cast<uint32_t>(j)) : 0;
+    above += __syncthreads_count(key > kth);
+    ties += __syncthreads_count(kth != 0 && key == kth);
+  }
+  if (threadIdx.x == 0) counts[blockIdx.x] = (static_cast<unsigned long long>(above) << 32) | ties;
+}
+
+// Writes the selected indices in order: tile b starts after the above-keys of earlier tiles and
+// the ties of earlier tiles that are still within tiesLeft.
+template <class Src>
+__global__ void __launch_bounds__(kThreads)
+    tileWriteKernel(Src src, uint32_t m, const SelectState* st, const unsigned long long* offsets,
+                    uint32_t* out) {
+  __shared__ uint32_t warpSums[kThreads / 32];
+  const uint32_t kth = st->kth, tiesLeft = st->tiesLeft;
+  const size_t base = blockIdx.x * size_t(kTile);
+  const unsigned long long off = offsets[blockIdx.x];
+  uint32_t tieRank = static_cast<uint32_t>(off);
+  uint32_t at = static_cast<uint32_t>(off >> 32) + min(tieRank, tiesLeft);
+  for (uint32_t r = 0; r < kRounds; ++r) {
+    const size_t j = base + r * kThreads + threadIdx.x;
+    const uint32_t key = j < m ? src.key(static_cast<uint32_t>(j)) : 0;
+    const bool tie = kth != 0 && key == kth;
+    uint32_t ties, taken;
+    const uint32_t tieBefore = blockExclusiveCount(tie, warpSums, &ties);
+    const bool take = key > kth || (tie && tieRank + tieBefore < tiesLeft);
+    const uint32_t pos = at + blockExclusiveCount(take, warpSums, &taken);
+    if (take) out[pos] = src.index(static_cast<uint32_t>(j));
+    at += taken;
+    tieRank += ties;
+  }
+}
+
+// The selection's size: all above-keys plus min(ties, tiesLeft).
+__global__ void selectedCountKernel(const unsigned long long* counts,
+                                    const unsigned long long* offsets, uint32_t tiles,
+                                    const SelectState* st, Slots* out) {
+  const unsigned long long total = offsets[tiles - 1] + counts[tiles - 1];
+  out->count = static_cast<uint32_t>(total >> 32) + min(static_cast<uint32_t>(total), st->tiesLeft);
+}
+
+// ---- host steps ------------------------------------------------------------------------------
+
+// The k largest keys among the m of src (ties to the lowest j, zeros never), in j order, to out;
+// returns how many. Synchronizes.
+template <class Src>
+size_t selectAmong(Scratch& sc, Src src, size_t m, size_t k, uint32_t* out, cudaStream_t stream) {
+  if (m == 0 || k == 0) return 0;
+  SelectState* st = stateOf(sc);
+  if (m <= k) {
+    selectInitKernel<<<1, kThreads, 0, stream>>>(st, 0, 0, 0);
+    cuda::checkLaunch("selectInitKernel");
+  } else {
+    selectInitKernel<<<1, kThreads, 0, stream>>>(st, static_cast<uint32_t>(k), 0, 0);
+    cuda::checkLaunch("selectInitKernel");
+    const unsigned blocks = gridFor(m, kThreads * 16, size_t(sc.sms) * 4);
+    for (int p = 0; p < 3; ++p) {
+      histogramKernel<<<blocks, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st,
+                                                       kDigits[p]);
+      cuda::checkLaunch("histogramKernel");
+      pickKernel<<<1, 1024, 0, stream>>>(st, kDigits[p], p == 2);
+      cuda::checkLaunch("pickKernel");
+    }
+  }
+  const uint32_t tiles = static_cast<uint32_t>((m + kTile - 1) / kTile);
+  sc.tiles.reserve(2 * size_t(tiles) * sizeof(unsigned long long));
+  auto* counts = static_cast<unsigned long long*>(sc.tiles.data());
+  unsigned long long* offsets = counts + tiles;
+  tileCountKernel<<<tiles, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st, counts);
+  cuda::checkLaunch("tileCountKernel");
+  size_t bytes = 0;
+  cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, counts, offsets, tiles, stream),
+              "cub::DeviceScan::ExclusiveSum (size)");
+  sc.temp.reserve(bytes);
+  cuda::check(cub::DeviceScan::ExclusiveSum(sc.temp.data(), bytes, counts, offsets, tiles, stream),
+              "cub::DeviceScan::ExclusiveSum");
+  tileWriteKernel<<<tiles, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st, offsets, out);
+  cuda::checkLaunch("tileWriteKernel");
+  Slots* slots = slotsOf(sc);
+  selectedCountKernel<<<1, 1, 0, stream>>>(counts, offsets, tiles, st, slots);
+  cuda::checkLaunch("selectedCountKernel");
+  syncStream(stream, "top-k selection");
+  return slots->count;
+}
+
+// cpuSelectAtLeast into sc.cand: the count, or kNone past cap; *sorted is where the ascending
+// indices are (sc.cand or sc.candAlt). Synchronizes.
+size_t atLeast(Scratch& sc, const float* x, size_t n, uint32_t minKey, size_t cap,
+               uint32_t** sorted, cudaStream_t stream) {
+  cap = std::min(cap, n);  // no more can match: the scratch needs no more
+  *sorted = u32(sc.cand, cap);
+  if (minKey == 0) minKey = 1;
+  if (minKey > 0x7fffffffu || n == 0) return 0;
+  uint32_t* alt = u32(sc.candAlt, cap);
+  SelectState* st = stateOf(sc);
+  cuda::check(cudaMemsetAsync(&st->counter, 0, sizeof st->counter, stream), "cudaMemsetAsync");
+  const uint32_t head = std::min<uint32_t>(
+      static_cast<uint32_t>(n), ((16 - reinterpret_cast<uintptr_t>(x) % 16) % 16) / sizeof(float));
+  const size_t nv = (n - head) / 4;
+  const unsigned blocks = gridFor(nv, kThreads * kUnroll, size_t(sc.sms) * 8);
+  atLeastKernel<<<blocks, kThreads, 0, stream>>>(x, static_cast<uint32_t>(n), head, minKey, *sorted,
+                                                 static_cast<uint32_t>(cap), &st->counter);
+  cuda::checkLaunch("atLeastKernel");
+  Slots* slots = slotsOf(sc);
+  cuda::check(cudaMemcpyAsync(&slots->count, &st->counter, sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                              stream),
+              "cudaMemcpyAsync");
+  syncStream(stream, "select pass");
+  const size_t kept = slots->count;
+  if (kept > cap) return kNone;
+  if (kept > 1) {
+    cub::DoubleBuffer<uint32_t> keys(*sorted, alt);
+    size_t bytes = 0;
+    const int bits = indexBits(n);
+    cuda::check(cub::DeviceRadixSort::SortKeys(nullptr, bytes, keys, kept, 0, bits, stream),
+                "cub::DeviceRadixSort::SortKeys (size)");
+    sc.temp.reserve(bytes);
+    cuda::check(cub::DeviceRadixSort::SortKeys(sc.temp.data(), bytes, keys, kept, 0, bits, stream),
+                "cub::DeviceRadixSort::SortKeys");
+    *sorted = keys.Current();
+  }
+  return kept;
+}
+
+// ---- small kernels ---------------------------------------------------------------------------
+
+__global__ void gatherKernel(const float* x, const uint32_t* idx, size_t k, float* out) {
+  for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
+       j += gridDim.x * size_t(blockDim.x))
+    out[j] = x[idx[j]];
+}
+
+__global__ void zeroKernel(float* dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += gridDim.x * size_t(blockDim.x))
+    dst[i] = 0.0f;
+}
+
+__global__ void scatterKernel(const uint32_t* idx, const float* vals, size_t k, float* dst,
+                              bool add) {
+  for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
+       j += gridDim.x * size_t(blockDim.x)) {
+    if (add)
+      dst[idx[j]] += vals[j];
+    else
+      dst[idx[j]] = vals[j];
+  }
+}
+
+__global__ void strataKernel(uint64_t key, size_t n, size_t k, uint32_t* idx) {
+  for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
+       j += gridDim.x * size_t(blockDim.x))
+    idx[j] = strataIndex(key, j, n, k);
+}
+
+// First position p in idx[lo, hi) with idx[p] >= v.
+__device__ size_t lowerBound(const uint32_t* idx, size_t lo, size_t hi, size_t v) {
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (idx[mid] < v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// Sparse feedback over tiles of kTile values: the tile's indices (a contiguous run of idx, found
+// by binary search) go to a shared bitmap, then residual[i] += x[i] off the bitmap. Per-block
+// sums of x^2 and x[idx]^2 in double (a fixed tree), reduced by feedbackSumKernel.
+__global__ void __launch_bounds__(kThreads)
+    feedbackKernel(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
+                   double2* partial) {
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  __shared__ uint32_t sent[kTile / 32];
+  __shared__ size_t run[2];
+  double in = 0, out = 0;
+  const size_t tiles = (n + kTile - 1) / kTile;
+  for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const size_t lo = t * kTile, hi = min(n, lo + kTile);
+    for (uint32_t w = threadIdx.x; w < kTile / 32; w += kThreads) sent[w] = 0;
+    if (threadIdx.x < 2) run[threadIdx.x] = lowerBound(idx, 0, k, threadIdx.x ? hi : lo);
+    __syncthreads();
+    for (size_t j = run[0] + threadIdx.x; j < run[1]; j += kThreads) {
+      const uint32_t i = idx[j] - static_cast<uint32_t>(lo);
+      atomicOr(&sent[i >> 5], 1u << (i & 31));
+      out += double(x[idx[j]]) * x[idx[j]];
+    }
+    __syncthreads();
+    for (size_t i = lo + threadIdx.x; i < hi; i += kThreads) {
+      const float v = x[i];
+      in += double(v) * v;
+      const uint32_t b = static_cast<uint32_t>(i - lo);
+      if (residual && !(sent[b >> 5] >> (b & 31) & 1)) residual[i] += v;
+    }
+    __syncthreads();  // sent and run are reset for the next tile
+  }
+  if (!partial) return;
+  in = Reduce(temp).Sum(in);
+  __syncthreads();
+  out = Reduce(temp).Sum(out);
+  if (threadIdx.x == 0) partial[blockIdx.x] = make_double2(in, out);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    feedbackSumKernel(const double2* partial, unsigned blocks, Slots* slots) {
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  double in = 0, out = 0;
+  for (unsigned b = threadIdx.x; b < blocks; b += kThreads) {
+    in += partial[b].x;
+    out += partial[b].y;
+  }
+  in = Reduce(temp).Sum(in);
+  __syncthreads();
+  out = Reduce(temp).Sum(out);
+  if (threadIdx.x == 0) {
+    slots->sums[0] = in;
+    slots->sums[1] = out;
+  }
+}
+
+unsigned elementGrid(size_t n) { return gridFor(n, kThreads, 65535); }
+
+}  // namespace
+
+size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
+                     GpuStream stream) {
+  k = std::min(k, n);
+  if (k == 0) return 0;
+  Scratch& sc = scratch();
+  if (n < kSampledFrom || k == n) return selectAmong(sc, Direct{x}, n, k, idx, stream);
+
+  // The sample and its order statistics t1 (rank r1) and t2 (rank r2), as the CPU takes them.
+  const size_t s = topkSampleSize(n), step = n / s;
+  const size_t r1 = topkFirstRank(n, k, s), r2 = topkLoweredRank(r1, s);
+  uint32_t* sample = u32(sc.sample, s);
+  sampleKernel<<<gridFor(s, kThreads, SIZE_MAX), kThreads, 0, stream>>>(x, s, step, sample);
+  cuda::checkLaunch("sampleKernel");
+  cub::DoubleBuffer<uint32_t> keys(sample, u32(sc.sampleAlt, s));
+  size_t bytes = 0;
+  cuda::check(cub::DeviceRadixSort::SortKeysDescending(nullptr, bytes, keys, s, 0, 31, stream),
+              "cub::DeviceRadixSort::SortKeysDescending (size)");
+  sc.temp.reserve(bytes);
+  cuda::check(
+      cub::DeviceRadixSort::SortKeysDescending(sc.temp.data(), bytes, keys, s, 0, 31, stream),
+      "cub::DeviceRadixSort::SortKeysDescending");
+  Slots* slots = slotsOf(sc);
+  thresholdsKernel<<<1, 1, 0, stream>>>(keys.Current(), r1, r2, slots);
+  cuda::checkLaunch("thresholdsKernel");
+  syncStream(stream, "top-k sample");
+  const uint32_t t1 = slots->t1, t2 = slots->t2;
+
+  size_t kept = kNone;  // the last pass's count, when it fit
+  uint32_t t = t1;
+  size_t rank = r1;
+  uint32_t* cand = nullptr;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {  // pass 0 kept fewer than k: lower the threshold to rank r2 of the sample
+      t = t2;
+      if (t >= t1) break;  // the sample cannot lower it: keep pass 0's result
+      rank = r2;
+    }
+    kept = atLeast(sc, x, n, t, topkPassCap(n, k, rank, s), &cand, stream);
+    if (kept == kNone) break;  // a mass of ties: exact below
+    // kept >= k: the k largest are all among the candidates. t == 1: every nonzero is.
+    if (kept >= k || t == 1) return selectAmong(sc, Candidates{x, cand}, kept, k, idx, stream);
+  }
+  if (sampled && kept != kNone) {  // fewer than k even after lowering: send those
+    if (kept > 0) {
+      cuda::check(cudaMemcpyAsync(idx, cand, kept * sizeof(uint32_t), cudaMemcpyDefault, stream),
+                  "cudaMemcpyAsync");
+      syncStream(stream, "top-k copy");
+    }
+    return kept;
+  }
+  return selectAmong(sc, Direct{x}, n, k, idx, stream);
+}
+
+size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
+                        GpuStream stream) {
+  Scratch& sc = scratch();
+  uint32_t* sorted = nullptr;
+  const size_t kept = atLeast(sc, x, n, minKey, cap, &sorted, stream);
+  if (kept == kNone || kept == 0) return kept;
+  cuda::check(cudaMemcpyAsync(idx, sorted, kept * sizeof(uint32_t), cudaMemcpyDefault, stream),
+              "cudaMemcpyAsync");
+  syncStream(stream, "select copy");
+  return kept;
+}
+
+void gpuGather(const float* x, const uint32_t* idx, size_t k, float* out, GpuStream stream) {
+  if (k == 0) return;
+  gatherKernel<<<elementGrid(k), kThreads, 0, stream>>>(x, idx, k, out);
+  cuda::checkLaunch("gatherKernel");
+}
+
+void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n,
+                GpuStream stream) {
+  if (n == 0) return;
+  zeroKernel<<<elementGrid(n), kThreads, 0, stream>>>(dst, n);
+  cuda::checkLaunch("zeroKernel");
+  if (k == 0) return;
+  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, dst, false);
+  cuda::checkLaunch("scatterKernel");
+}
+
+void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
+                   size_t k, GpuStream stream) {
+  if (n == 0) return;
+  if (out != local)
+    cuda::check(cudaMemcpyAsync(out, local, n * sizeof(float), cudaMemcpyDefault, stream),
+                "cudaMemcpyAsync");
+  if (k == 0) return;
+  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, out, true);
+  cuda::checkLaunch("scatterKernel");
+}
+
+void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
+                       double* inputSq, double* sentSq, GpuStream stream) {
+  const bool sums = inputSq || sentSq;
+  if (n == 0 || (!residual && !sums)) return;
+  const unsigned blocks = gridFor(n, kTile, kSumBlocks);
+  if (!sums) {  // enqueue only: no scratch, which a later call on another stream could reuse
+    feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, nullptr);
+    cuda::checkLaunch("feedbackKernel");
+    return;
+  }
+  Scratch& sc = scratch();
+  sc.sums.reserve(blocks * sizeof(double2));
+  auto* partial = static_cast<double2*>(sc.sums.data());
+  feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, partial);
+  cuda::checkLaunch("feedbackKernel");
+  Slots* slots = slotsOf(sc);
+  feedbackSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, slots);
+  cuda::checkLaunch("feedbackSumKernel");
+  syncStream(stream, "sparse feedback");
+  if (inputSq) *inputSq += slots->sums[0];
+  if (sentSq) *sentSq += slots->sums[1];
+}
+
+void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
+                     uint32_t* idx, GpuStream stream) {
+  if (k == 0) return;
+  strataKernel<<<elementGrid(k), kThreads, 0, stream>>>(strataKey(seed, call, offset), n, k, idx);
+  cuda::checkLaunch("strataKernel");
+}
+
+}  // namespace squeeze::device

@@ -1,0 +1,176 @@
+// CUDA kernels behind device/handle_kernels.h: the codec handles' per-element passes (each
+// element's math is the header's SQZ_HD function the CPU loop calls, so the bits are the CPU's),
+// the generic error-feedback pass with the CPU's norm summation order, and the index check of
+// sparse payloads. Grid-stride loops, element by element: these passes run once per call over
+// the tensor and are memory-bound.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/error.h"
+#include "device/cuda/launch.cuh"
+#include "device/cuda/runtime.h"
+#include "device/handle_kernels.h"
+
+namespace squeeze::device {
+namespace {
+
+
+// Per thread and device: the slots of gpuScratch, the flag of gpuFirstBadIndex and the norm
+// partials of gpuFeedbackPass.
+struct Scratch {
+  cuda::DeviceBuffer slots[static_cast<int>(ScratchSlot::kCount)];
+  cuda::DeviceBuffer flag, partials;
+  std::vector<float> hostPartials;
+};
+
+Scratch& scratch() {
+  return perThreadDevice<Scratch>([](int) { return std::make_unique<Scratch>(); });
+}
+
+#define SQZ_GRID_STRIDE(i, n)                                                        \
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += size_t(gridDim.x) * blockDim.x)
+
+__global__ void addResidualKernel(const float* g, float* e, float* x, size_t n) {
+  SQZ_GRID_STRIDE(i, n) {
+    const float xi = withResidual(g[i], e[i]);
+    e[i] = 0.0f;
+    x[i] = xi;
+  }
+}
+
+__global__ void dgcPrepareKernel(const float* g, float scale, float m, float* u, float* v,
+                                 float* x, uint8_t* nonzero, size_t n) {
+  SQZ_GRID_STRIDE(i, n) {
+    float ui = u[i];
+    const float xi = dgcAccumulate(g[i], scale, m, ui, v[i]);
+    u[i] = ui;
+    v[i] = 0.0f;
+    x[i] = xi;
+    nonzero[i] = xi != 0.0f;
+  }
+}
+
+__global__ void dgcMaskKernel(float* u, const float* v, const uint8_t* nonzero, size_t n) {
+  SQZ_GRID_STRIDE(i, n) {
+    if (dgcSentInFull(nonzero[i], v[i])) u[i] = 0.0f;
+  }
+}
+
+__global__ void feedbackResidualKernel(const float* x, const float* d, float* residual, size_t n) {
+  SQZ_GRID_STRIDE(i, n) { residual[i] = feedbackResidual(residual[i], x[i], d[i]); }
+}
+
+// kNormLanes threads per norm block: lane l sums x[b + l + 8 t]^2 over the block's whole groups
+// of 8, in order, and lane 0 then the tail, as the CPU's loop does; each lane writes its two
+// float sums to partials[(block * kNormLanes + l) * 2 + {0, 1}].
+__global__ void normLanesKernel(const float* x, const float* d, size_t n, size_t blocks,
+                                float* partials) {
+  const size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  const size_t block = t / kNormLanes;
+  const size_t lane = t % kNormLanes;
+  if (block >= blocks) return;
+  const size_t b = block * kNormBlock;
+  const size_t end = n - b < kNormBlock ? n : b + kNormBlock;
+  float in = 0.0f, sent = 0.0f;
+  size_t i = b;
+  for (; i + kNormLanes <= end; i += kNormLanes) {
+    in = addSquare(in, x[i + lane]);
+    sent = addSquare(sent, d[i + lane]);
+  }
+  if (lane == 0)
+    for (; i < end; ++i) {
+      in = addSquare(in, x[i]);
+      sent = addSquare(sent, d[i]);
+    }
+  partials[t * 2] = in;
+  partials[t * 2 + 1] = sent;
+}
+
+__global__ void firstBadIndexKernel(const uint32_t* idx, size_t m, size_t count,
+                                    unsigned long long* first) {
+  SQZ_GRID_STRIDE(j, m) {
+    const uint32_t v = idx[j];
+    if (v >= count || (j > 0 && v <= idx[j - 1]))
+      atomicMin(first, static_cast<unsigned long long>(j));
+  }
+}
+
+}  // namespace
+
+void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  addResidualKernel<<<gridFor(n), kThreads, 0, stream>>>(g, e, x, n);
+  cuda::checkLaunch("addResidualKernel");
+}
+
+void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                   uint8_t* nonzero, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  dgcPrepareKernel<<<gridFor(n), kThreads, 0, stream>>>(g, scale, m, u, v, x, nonzero, n);
+  cuda::checkLaunch("dgcPrepareKernel");
+}
+
+void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  dgcMaskKernel<<<gridFor(n), kThreads, 0, stream>>>(u, v, nonzero, n);
+  cuda::checkLaunch("dgcMaskKernel");
+}
+
+void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq, GpuStream stream) {
+  if (n == 0) return;
+  if (residual) {
+    feedbackResidualKernel<<<gridFor(n), kThreads, 0, stream>>>(x, d, residual, n);
+    cuda::checkLaunch("feedbackResidualKernel");
+  }
+  if (!inputSq && !sentSq) return;
+  Scratch& sc = scratch();
+  const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  const size_t lanes = blocks * kNormLanes;
+  sc.partials.reserve(lanes * 2 * sizeof(float));
+  auto* partials = static_cast<float*>(sc.partials.data());
+  const unsigned grid = static_cast<unsigned>((lanes + kThreads - 1) / kThreads);
+  normLanesKernel<<<grid, kThreads, 0, stream>>>(x, d, n, blocks, partials);
+  cuda::checkLaunch("normLanesKernel");
+  sc.hostPartials.resize(lanes * 2);
+  cuda::check(cudaMemcpyAsync(sc.hostPartials.data(), partials, lanes * 2 * sizeof(float),
+                              cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync(feedback norms)");
+  syncStream(stream, "error feedback on the GPU");
+  // The CPU's order: block after block, lane after lane, into double.
+  double in = 0, sent = 0;
+  for (size_t l = 0; l < lanes; ++l) {
+    in += sc.hostPartials[2 * l];
+    sent += sc.hostPartials[2 * l + 1];
+  }
+  if (inputSq) *inputSq += in;
+  if (sentSq) *sentSq += sent;
+}
+
+size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {
+  if (m == 0) return SIZE_MAX;
+  Scratch& sc = scratch();
+  sc.flag.reserve(sizeof(unsigned long long));
+  auto* flag = static_cast<unsigned long long*>(sc.flag.data());
+  cuda::check(cudaMemsetAsync(flag, 0xff, sizeof *flag, stream), "cudaMemsetAsync(index check)");
+  firstBadIndexKernel<<<gridFor(m), kThreads, 0, stream>>>(idx, m, count, flag);
+  cuda::checkLaunch("firstBadIndexKernel");
+  unsigned long long first = 0;
+  cuda::check(cudaMemcpyAsync(&first, flag, sizeof first, cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync(index check)");
+  syncStream(stream, "checking a sparse payload's indices on the GPU");
+  return first == ~0ull ? SIZE_MAX : static_cast<size_t>(first);
+}
+
+void* gpuScratch(ScratchSlot slot, size_t bytes) {
+  cuda::DeviceBuffer& b = scratch().slots[static_cast<int>(slot)];
+  if (b.size() < bytes) b.reserve(bytes);
+  return b.data();
+}
+
+}  // namespace squeeze::device

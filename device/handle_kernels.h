@@ -1,0 +1,82 @@
+// The per-element passes of the codec handles (compress/handle.cc, dgc.cc) and the small device
+// helpers the chunk codecs need on a device call (compress/*.cc): error feedback's x = g + e,
+// DGC's momentum correction and masking, the generic error-feedback pass of Codec::encodeFeedback,
+// and the check of a sparse payload's index list.
+//
+// The per-element math is written once below (SQZ_HD) and used by the CPU loops in compress/ and
+// by the kernels in device/cuda/handle_kernels.cu, so a device call does the same float
+// operations, in the same order, as a host call: the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "device/elementwise.h"
+#include "device/hd.h"
+#include "squeeze_config.h"
+
+namespace squeeze::device {
+
+// ---- shared math -----------------------------------------------------------------------------
+
+// Error feedback's input: x = g + e (the residual is then cleared).
+SQZ_HD_INLINE float withResidual(float g, float e) { return addRn(g, e); }
+
+// DGC's momentum correction for one element (compress/dgc.cc): u <- m u + g, where g is first
+// scaled by the clipping factor unless that is 1; returns the velocity v + u the call sends.
+SQZ_HD_INLINE float dgcAccumulate(float g, float scale, float m, float& u, float v) {
+  const float gi = scale == 1.0f ? g : mulRn(g, scale);
+  u = addRn(mulRn(m, u), gi);
+  return addRn(v, u);
+}
+
+// DGC's momentum masking: element i was sent in full by this rank's encodes when it was not 0
+// going in and nothing of it came back to the velocity.
+SQZ_HD_INLINE bool dgcSentInFull(uint8_t nonzero, float v) { return nonzero && v == 0.0f; }
+
+// The generic error feedback's residual update: residual += x - decoded.
+SQZ_HD_INLINE float feedbackResidual(float residual, float x, float decoded) {
+  return addRn(residual, subRn(x, decoded));
+}
+
+// One term of a squared norm in float: acc + v * v.
+SQZ_HD_INLINE float addSquare(float acc, float v) { return addRn(acc, mulRn(v, v)); }
+
+// Codec::encodeFeedback's norms are summed per block of kNormBlock values in kNormLanes float
+// lanes (vectorizes on the CPU), then the lanes of block after block in double.
+constexpr size_t kNormBlock = 1024;
+constexpr int kNormLanes = 8;
+
+#if SQZ_HAVE_CUDA
+// ---- CUDA (device/cuda/handle_kernels.cu) ------------------------------------------------------
+// Pointers are device memory or pinned, mapped host memory. Functions that return a value or
+// write to host memory synchronize the stream; the others only enqueue. n == 0 enqueues nothing.
+// Throw Error(kCuda) on a CUDA failure. Thread-safe (scratch is per thread and device).
+
+// x[i] = withResidual(g[i], e[i]), e[i] = 0; x may alias g.
+void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream);
+
+// DGC's prepare: x[i] = dgcAccumulate(g[i], scale, m, u[i], v[i]), v[i] = 0, nonzero[i] =
+// x[i] != 0; x may alias g.
+void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                   uint8_t* nonzero, size_t n, GpuStream stream);
+// DGC's masking: u[i] = 0 where dgcSentInFull(nonzero[i], v[i]).
+void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream);
+
+// Codec::encodeFeedback's pass after the decode: residual[i] = feedbackResidual(residual[i],
+// x[i], d[i]) when residual is not null, and inputSq += |x|^2, sentSq += |d|^2 summed exactly as
+// the CPU sums them (kNormBlock, kNormLanes), so the same bits. Synchronizes.
+void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq, GpuStream stream);
+
+// The first j < m with idx[j] >= count or (j > 0 and idx[j] <= idx[j - 1]), or SIZE_MAX when
+// the list is in range and strictly ascending. Reads idx[0..m) only. Synchronizes.
+size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream);
+
+// Device memory of at least `bytes` for the calling thread on the current device, one buffer per
+// slot (grown, never shrunk); valid until the next request of the same slot on this thread.
+enum class ScratchSlot : int { kDecoded, kIndices, kCount };
+void* gpuScratch(ScratchSlot slot, size_t bytes);
+#endif
+
+}  // namespace squeeze::device
