@@ -8,7 +8,9 @@
 //   float32 scales[scalesPerBlock * ceil(count / block)]
 //   codes (codeBytes(count) bytes; each codec's own packing)
 // encodeFeedback is fused in the kernels (device::Feedback): one pass instead of the generic
-// encode + decode + residual update.
+// encode + decode + residual update. A device call (ChunkInfo::stream) runs each codec's CUDA
+// twins on the stream (same codes, scales and residual bits; the norms in another summation
+// order); the header is written with copyPayload and read back with readPayload.
 #pragma once
 
 #include <cstring>
@@ -51,24 +53,27 @@ class BlockQuantCodec : public Codec {
               void* dst) override {
     check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
-    decodeKernel(p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst));
+    decodeKernel(p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst),
+                 at.stream);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
     decodeAddKernel(static_cast<float*>(out), static_cast<const float*>(local), p + kHeaderBytes,
-                    p + codesAt(count), count);
+                    p + codesAt(count), count, at.stream);
   }
 
  protected:
+  // The kernels, on the CPU, or on the GPU when at.stream / stream is set (SQZ_KERNEL).
   virtual void encodeKernel(const float* x, size_t count, const ChunkInfo& at, void* scales,
                             uint8_t* codes, device::Feedback* feedback) const = 0;
-  virtual void decodeKernel(const void* scales, const uint8_t* codes, size_t count,
-                            float* out) const = 0;
+  virtual void decodeKernel(const void* scales, const uint8_t* codes, size_t count, float* out,
+                            device::GpuStream stream) const = 0;
   // out[i] = local[i] + value[i]; out may alias local.
   virtual void decodeAddKernel(float* out, const float* local, const void* scales,
-                               const uint8_t* codes, size_t count) const = 0;
+                               const uint8_t* codes, size_t count,
+                               device::GpuStream stream) const = 0;
   virtual size_t codeBytes(size_t count) const = 0;
 
   size_t block_;
@@ -78,7 +83,7 @@ class BlockQuantCodec : public Codec {
                device::Feedback* feedback) const {
     auto* p = static_cast<unsigned char*>(payload);
     const uint32_t header[2] = {static_cast<uint32_t>(block_), setting_};
-    std::memcpy(p, header, kHeaderBytes);
+    copyPayload(p, header, kHeaderBytes, at);
     encodeKernel(static_cast<const float*>(src), count, at, p + kHeaderBytes, p + codesAt(count),
                  feedback);
     return bytesFor(count);
@@ -90,7 +95,7 @@ class BlockQuantCodec : public Codec {
   void check(const void* payload, size_t bytes, size_t count, const ChunkInfo& at) const {
     checkPayloadBytes(name_, at, bytes, bytesFor(count), count);
     uint32_t header[2];
-    std::memcpy(header, payload, kHeaderBytes);
+    readPayload(header, payload, kHeaderBytes, at);
     if (header[0] != block_ || header[1] != setting_)
       raiseMalformed(name_, at, "encoded with block=", header[0],
                      settingName_ ? strCat(", ", settingName_, "=", header[1]) : std::string(),

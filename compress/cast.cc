@@ -2,7 +2,8 @@
 // widens, adds in float32 and the next hop narrows again (DESIGN.md's table: "widen, reduce,
 // narrow"). Payload: count 16-bit values, 2 bytes each, so the ratio is exactly 2.
 // Round-trip bound: |x - D(C(x))| <= 2^-11 |x| for fp16 (normal range, |x| < 65504; beyond it
-// the value becomes infinity) and <= 2^-8 |x| for bf16.
+// the value becomes infinity) and <= 2^-8 |x| for bf16. A device call runs the CUDA twins of the
+// kernels (device/cast.h), which give the same bits.
 #include "common/error.h"
 #include "compress/codecs.h"
 #include "device/cast.h"
@@ -16,23 +17,23 @@ class CastCodec final : public Codec {
   uint8_t id() const override { return id_; }
   const char* name() const override { return name_; }
   size_t maxEncodedBytes(size_t count, DataType) const override { return count * 2; }
-  size_t encode(const void* src, size_t count, DataType, const ChunkInfo&,
+  size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {
-    device::cpuNarrow(kind_, static_cast<const float*>(src), static_cast<uint16_t*>(payload),
-                      count);
+    SQZ_KERNEL(at.stream, Narrow, kind_, static_cast<const float*>(src),
+               static_cast<uint16_t*>(payload), count);
     return count * 2;
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
     checkPayloadBytes(name_, at, bytes, count * 2, count);
-    device::cpuWiden(kind_, static_cast<const uint16_t*>(payload), static_cast<float*>(dst),
-                     count);
+    SQZ_KERNEL(at.stream, Widen, kind_, static_cast<const uint16_t*>(payload),
+               static_cast<float*>(dst), count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     checkPayloadBytes(name_, at, bytes, count * 2, count);
-    device::cpuWidenAdd(kind_, static_cast<float*>(out), static_cast<const float*>(local),
-                        static_cast<const uint16_t*>(payload), count);
+    SQZ_KERNEL(at.stream, WidenAdd, kind_, static_cast<float*>(out),
+               static_cast<const float*>(local), static_cast<const uint16_t*>(payload), count);
   }
 
  private:

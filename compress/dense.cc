@@ -1,9 +1,11 @@
-// Dense codec: the payload is the values; combine is the device reduction.
+// Dense codec: the payload is the values; combine is the device reduction (on the CPU, or on the
+// GPU for a device call: ChunkInfo::stream).
 #include <cstring>
 
 #include "common/error.h"
 #include "compress/codecs.h"
 #include "device/reduce.h"
+#include "squeeze_config.h"
 
 namespace squeeze {
 namespace {
@@ -16,20 +18,26 @@ class DenseCodec final : public Codec {
   size_t maxEncodedBytes(size_t count, DataType dtype) const override {
     return count * dataTypeSize(dtype);
   }
-  size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo&,
+  size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
                 void* payload) override {
     size_t bytes = count * dataTypeSize(dtype);
-    if (bytes) std::memcpy(payload, src, bytes);  // an empty chunk's pointers may be null
+    copyPayload(payload, src, bytes, at);
     return bytes;
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType dtype,
               const ChunkInfo& at, void* dst) override {
     checkPayloadBytes("dense", at, bytes, count * dataTypeSize(dtype), count);
-    if (bytes) std::memcpy(dst, payload, bytes);
+    copyPayload(dst, payload, bytes, at);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType dtype, RedOp op, const ChunkInfo& at) override {
     checkPayloadBytes("dense", at, bytes, count * dataTypeSize(dtype), count);
+#if SQZ_HAVE_CUDA
+    if (at.stream) {
+      device::gpuReduce(dtype, op, out, local, payload, count, at.stream);
+      return;
+    }
+#endif
     device::cpuReduceFn(dtype, op)(out, local, payload, count);
   }
 };

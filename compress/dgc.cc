@@ -22,6 +22,9 @@
 // the current call's density. The momentum u is saved and loaded with the state (the call
 // counter, hence the warm-up stage, and v are saved by CodecHandle), so a reload resumes bit for
 // bit.
+// Device calls: u, v and the mask run on the GPU (the state's device mirror, handle.h), with the
+// per-element math of the CPU loops (device/handle_kernels.h): the same bits, except that the
+// clipping norm is summed in another order (so clipped calls agree to rounding only).
 // Keys: ratio (default 0.001, in (0, 1]), momentum (0.9, in [0, 1]), clip (0: off), warmup (0:
 // off, whole calls), sample (1; 0: exact top k), ef (1; 0: v is cleared after every call, so
 // what was not sent is dropped: momentum correction and masking without error feedback).
@@ -32,6 +35,9 @@
 #include "common/error.h"
 #include "compress/codecs.h"
 #include "compress/topk.h"
+#include "device/handle_kernels.h"
+#include "device/linalg.h"
+#include "squeeze_config.h"
 
 namespace squeeze {
 namespace {
@@ -65,41 +71,49 @@ class DgcHandle final : public CodecHandle {
   }
 
  protected:
-  void prepare(const float* g, float* x, int nranks) override {
+  void prepare(const float* g, float* x, int nranks, device::GpuStream stream) override {
     topk_->setRatio(densityAt(calls_));
     float scale = 1.0f;
     if (p_.clip > 0) {
-      double acc[4] = {0, 0, 0, 0};
-      size_t i = 0;
-      for (; i + 4 <= count_; i += 4)
-        for (int l = 0; l < 4; ++l) acc[l] += double(g[i + l]) * g[i + l];
-      for (; i < count_; ++i) acc[0] += double(g[i]) * g[i];
-      const double norm = std::sqrt((acc[0] + acc[1]) + (acc[2] + acc[3]));
+      const double norm = std::sqrt(squaredNorm(g, stream));
       const double limit = p_.clip / std::sqrt(double(nranks));
       if (norm > limit) scale = static_cast<float>(limit / norm);
     }
     const float m = static_cast<float>(p_.momentum);
-    float* u = u_.data();
-    float* v = residual_.data();
+    float* u = stateData(u_, stream);
+    float* v = stateData(residual_, stream);
+#if SQZ_HAVE_CUDA
+    if (stream) {
+      auto* nonzero = static_cast<uint8_t*>(deviceScratch(kNonzeroSlot, count_));
+      device::gpuDgcPrepare(g, scale, m, u, v, x, nonzero, count_, stream);
+      return;
+    }
+#endif
     uint8_t* nonzero = nonzero_.data();
     // x may alias g: each element is read before it is written.
     for (size_t i = 0; i < count_; ++i) {
-      const float gi = scale == 1.0f ? g[i] : g[i] * scale;
-      u[i] = m * u[i] + gi;
-      const float xi = v[i] + u[i];
+      const float xi = device::dgcAccumulate(g[i], scale, m, u[i], v[i]);
       v[i] = 0.0f;
       x[i] = xi;
       nonzero[i] = xi != 0.0f;
     }
   }
 
-  void finish(float*) override {
-    float* u = u_.data();
-    const float* v = residual_.data();
+  void finish(float*, device::GpuStream stream) override {
+    float* u = stateData(u_, stream);
+    const float* v = stateData(residual_, stream);
+#if SQZ_HAVE_CUDA
+    if (stream) {
+      const auto* nonzero = static_cast<const uint8_t*>(deviceScratch(kNonzeroSlot, count_));
+      device::gpuDgcMask(u, v, nonzero, count_, stream);
+      if (!accumulate_) clearState(residual_, stream);
+      return;
+    }
+#endif
     const uint8_t* nonzero = nonzero_.data();
     for (size_t i = 0; i < count_; ++i)
-      if (nonzero[i] && v[i] == 0.0f) u[i] = 0.0f;  // sent in full: mask
-    if (!accumulate_) residual_.assign(count_, 0.0f);
+      if (device::dgcSentInFull(nonzero[i], v[i])) u[i] = 0.0f;  // sent in full: mask
+    if (!accumulate_) clearState(residual_, stream);
   }
 
   std::vector<std::pair<std::string, std::vector<float>*>> extraState() override {
@@ -107,6 +121,24 @@ class DgcHandle final : public CodecHandle {
   }
 
  private:
+  static constexpr int kNonzeroSlot = 0;  // deviceScratch: the device twin of nonzero_
+
+  // |g|^2 for clipping: on the CPU in 4 double lanes; on the GPU device::gpuSquaredNorm's tree
+  // (equal to rounding, not bit for bit: a clipped call's results differ in the last bits).
+  double squaredNorm(const float* g, device::GpuStream stream) const {
+#if SQZ_HAVE_CUDA
+    if (stream) return device::gpuSquaredNorm(g, count_, stream);
+#else
+    (void)stream;
+#endif
+    double acc[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= count_; i += 4)
+      for (int l = 0; l < 4; ++l) acc[l] += double(g[i + l]) * g[i + l];
+    for (; i < count_; ++i) acc[0] += double(g[i]) * g[i];
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  }
+
   DgcParams p_;
   bool accumulate_ = true;  // ef: keep the unsent velocity for the next call
   TopkCodec* topk_ = nullptr;  // chunk_, with the ratio set per call

@@ -2,6 +2,7 @@
 // the state's byte format.
 #include "compress/handle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -10,8 +11,29 @@
 #include "common/strings.h"
 #include "compress/codecs.h"
 #include "core/communicator.h"
+#include "device/handle_kernels.h"
+#include "squeeze_config.h"
+#if SQZ_HAVE_CUDA
+#include "device/cuda/runtime.h"
+#endif
 
 namespace squeeze {
+
+// The device mirror of a handle's state (handle.h, "State on the device").
+#if SQZ_HAVE_CUDA
+struct CodecHandle::DeviceState {
+  enum class Current { kHost, kDevice, kBoth };  // which copy holds the state
+  int device = -1;                               // the GPU the buffers are on
+  Current current = Current::kHost;
+  std::vector<cuda::DeviceBuffer> arrays;   // by stateArrays() index
+  std::vector<cuda::DeviceBuffer> scratch;  // deviceScratch's slots
+  // fetchState's downloads: a non-blocking stream of the handle's own, so a download waits for
+  // nothing else on the device (the legacy default stream would wait for the caller's streams).
+  std::unique_ptr<cuda::Stream> downloads;
+};
+#else
+struct CodecHandle::DeviceState {};
+#endif
 
 CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
                          std::unique_ptr<Codec> chunk)
@@ -28,15 +50,163 @@ CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
   if (errorFeedback_) residual_.assign(count_, 0.0f);
 }
 
-void CodecHandle::prepare(const float* g, float* x, int) {
+CodecHandle::~CodecHandle() {
+#if SQZ_HAVE_CUDA
+  if (device_) {
+    try {
+      cuda::DeviceGuard guard(device_->device);
+      device_.reset();
+    } catch (const Error&) {  // no device to switch to: free from where we are
+      device_.reset();
+    }
+  }
+#endif
+}
+
+std::vector<std::pair<std::string, std::vector<float>*>> CodecHandle::stateArrays() const {
+  auto arrays = const_cast<CodecHandle*>(this)->extraState();
+  arrays.insert(arrays.begin(), {"residual", const_cast<std::vector<float>*>(&residual_)});
+  return arrays;
+}
+
+void CodecHandle::placeState(device::GpuStream stream) {
+  if (!stream) {
+    fetchState();
+#if SQZ_HAVE_CUDA
+    if (device_) device_->current = DeviceState::Current::kHost;
+#endif
+    return;
+  }
+#if SQZ_HAVE_CUDA
+  using Current = DeviceState::Current;
+  const int dev = cuda::streamDevice(stream);
+  if (device_ && device_->device != dev) {  // another GPU: move the state over through the host
+    fetchState();
+    cuda::DeviceGuard guard(device_->device);
+    device_.reset();
+  }
+  cuda::DeviceGuard guard(dev);
+  if (!device_) {
+    device_ = std::make_unique<DeviceState>();
+    device_->device = dev;
+    device_->downloads = std::make_unique<cuda::Stream>();
+  }
+  DeviceState& d = *device_;
+  const auto arrays = stateArrays();
+  d.arrays.resize(arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const size_t bytes = arrays[i].second->size() * sizeof(float);
+    if (d.arrays[i].size() < bytes) {  // first use (sizes are fixed): nothing to keep
+      SQZ_ENFORCE(d.current == Current::kHost, "codec state array ", arrays[i].first,
+                  " grew while its device copy was the current one");
+      d.arrays[i].reserve(bytes);
+    }
+  }
+  if (d.current == Current::kHost)
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      const size_t bytes = arrays[i].second->size() * sizeof(float);
+      if (bytes)
+        cuda::check(cudaMemcpyAsync(d.arrays[i].data(), arrays[i].second->data(), bytes,
+                                    cudaMemcpyHostToDevice, stream),
+                    "uploading codec state to the GPU");
+    }
+  d.current = Current::kDevice;
+#else
+  SQZ_ENFORCE(stream == nullptr, "a codec call on device buffers in a build without CUDA");
+#endif
+}
+
+void CodecHandle::fetchState() const {
+#if SQZ_HAVE_CUDA
+  if (!device_ || device_->current != DeviceState::Current::kDevice) return;
+  // The device call that wrote the state synchronized its stream before it returned.
+  cuda::DeviceGuard guard(device_->device);
+  const cudaStream_t stream = device_->downloads->get();
+  const auto arrays = stateArrays();
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const size_t bytes = arrays[i].second->size() * sizeof(float);
+    if (bytes)
+      cuda::check(cudaMemcpyAsync(arrays[i].second->data(), device_->arrays[i].data(), bytes,
+                                  cudaMemcpyDeviceToHost, stream),
+                  "downloading codec state from the GPU");
+  }
+  device_->downloads->synchronize("downloading codec state from the GPU");
+  device_->current = DeviceState::Current::kBoth;
+#endif
+}
+
+float* CodecHandle::stateData(std::vector<float>& array, device::GpuStream stream) {
+  if (!stream) return array.data();
+#if SQZ_HAVE_CUDA
+  SQZ_ENFORCE(device_ && device_->current == DeviceState::Current::kDevice,
+              "codec state used on the GPU before placeState");
+  const auto arrays = stateArrays();
+  for (size_t i = 0; i < arrays.size(); ++i)
+    if (arrays[i].second == &array) return static_cast<float*>(device_->arrays[i].data());
+  raise(ErrorCode::kInternal, "stateData: an array that is not part of the codec's state");
+#else
+  raise(ErrorCode::kInternal, "codec state on the GPU in a build without CUDA");
+#endif
+}
+
+void CodecHandle::clearState(std::vector<float>& array, device::GpuStream stream) {
+#if SQZ_HAVE_CUDA
+  if (stream) {
+    if (!array.empty())
+      cuda::check(cudaMemsetAsync(stateData(array, stream), 0, array.size() * sizeof(float),
+                                  stream),
+                  "clearing codec state on the GPU");
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  std::fill(array.begin(), array.end(), 0.0f);
+}
+
+void* CodecHandle::deviceScratch(int slot, size_t bytes) {
+#if SQZ_HAVE_CUDA
+  SQZ_ENFORCE(device_, "device scratch before placeState");
+  if (device_->scratch.size() <= static_cast<size_t>(slot)) device_->scratch.resize(slot + 1);
+  if (device_->scratch[slot].size() < bytes) {
+    cuda::DeviceGuard guard(device_->device);
+    device_->scratch[slot].reserve(bytes);
+  }
+  return device_->scratch[slot].data();
+#else
+  (void)slot;
+  (void)bytes;
+  raise(ErrorCode::kInternal, "device scratch in a build without CUDA");
+#endif
+}
+
+void CodecHandle::synchronize(device::GpuStream stream, const char* what) {
+#if SQZ_HAVE_CUDA
+  if (stream) cuda::check(cudaStreamSynchronize(stream), what);
+#else
+  (void)stream;
+  (void)what;
+#endif
+}
+
+void CodecHandle::prepare(const float* g, float* x, int, device::GpuStream stream) {
   if (errorFeedback_) {
-    float* e = residual_.data();
+    float* e = stateData(residual_, stream);
+#if SQZ_HAVE_CUDA
+    if (stream) {
+      device::gpuAddResidual(g, e, x, count_, stream);
+      return;
+    }
+#endif
     for (size_t i = 0; i < count_; ++i) {
-      x[i] = g[i] + e[i];
+      const float xi = device::withResidual(g[i], e[i]);
       e[i] = 0.0f;
+      x[i] = xi;
     }
   } else if (x != g) {
-    std::memcpy(x, g, count_ * sizeof(float));
+    ChunkInfo at;
+    at.stream = stream;
+    copyPayload(x, g, count_ * sizeof(float), at);
   }
 }
 
@@ -56,19 +226,23 @@ void CodecHandle::runChunked(Communicator& comm, const void* in, void* out, size
   comm.collective(req);
 }
 
-void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp op) {
+void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp op,
+                            device::GpuStream stream) {
   CodecCall call;
   call.call = calls_;
   if (chunk_->rawWire()) {  // dense: exactly sqzAllReduce, any datatype and op
     runChunked(comm, in, out, count_, op, *chunk_, call);
   } else {
+    placeState(stream);
     float* x = static_cast<float*>(out);
-    prepare(static_cast<const float*>(in), x, comm.size());
-    call.residual = errorFeedback_ ? residual_.data() : nullptr;
+    prepare(static_cast<const float*>(in), x, comm.size(), stream);
+    call.residual = errorFeedback_ ? stateData(residual_, stream) : nullptr;
     const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
     const bool tooSmall = double(count_) * dataTypeSize(dtype_) < minBytes;
+    // A device call's collective runs on the same stream, after prepare's kernels.
     runChunked(comm, x, x, count_, op, tooSmall ? denseCodec() : *chunk_, call);
-    finish(x);
+    finish(x, stream);
+    synchronize(stream, "a compressed all-reduce's last pass on the GPU");
   }
   account(call);
   ++calls_;
@@ -86,6 +260,7 @@ void CodecHandle::account(const CodecCall& call) {
 }
 
 CodecStats CodecHandle::stats() const {
+  fetchState();
   CodecStats s = stats_;
   double sq = 0;
   for (float v : residual_) sq += double(v) * v;
@@ -151,6 +326,7 @@ struct Reader {
 }  // namespace
 
 std::vector<char> CodecHandle::saveState() const {
+  fetchState();
   std::vector<char> out;
   Writer w{out};
   w.bytes(kStateMagic, sizeof kStateMagic);
@@ -159,8 +335,7 @@ std::vector<char> CodecHandle::saveState() const {
   w.pod(static_cast<uint64_t>(count_));
   w.pod(static_cast<uint64_t>(calls_));
   w.str(spec_.str());
-  auto arrays = const_cast<CodecHandle*>(this)->extraState();
-  arrays.insert(arrays.begin(), {"residual", const_cast<std::vector<float>*>(&residual_)});
+  const auto arrays = stateArrays();
   w.pod(static_cast<uint32_t>(arrays.size()));
   for (auto& [name, vec] : arrays) {
     w.str(name);
@@ -171,6 +346,7 @@ std::vector<char> CodecHandle::saveState() const {
 }
 
 void CodecHandle::loadState(const void* data, size_t bytes) {
+  fetchState();  // a bad buffer leaves the codec as it was, in host memory too
   Reader r{static_cast<const char*>(data), bytes};
   char magic[8];
   r.bytes(magic, sizeof magic);
@@ -190,8 +366,7 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
           " elements of type ", dtype, "; this codec is '", spec_.str(), "' over ", count_,
           " elements of type ", static_cast<int>(dtype_), ". Load it into a codec created "
           "the same way.");
-  auto arrays = extraState();
-  arrays.insert(arrays.begin(), {"residual", &residual_});
+  const auto arrays = stateArrays();
   uint32_t n = r.pod<uint32_t>();
   if (n != arrays.size())
     raise(ErrorCode::kInvalidArgument, "codec state has ", n, " arrays; '", spec_.method,
@@ -210,6 +385,9 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
   if (r.left != 0)
     raise(ErrorCode::kInvalidArgument, "codec state has ", r.left, " trailing bytes.");
   for (uint32_t i = 0; i < n; ++i) *arrays[i].second = std::move(loaded[i]);
+#if SQZ_HAVE_CUDA
+  if (device_) device_->current = DeviceState::Current::kHost;  // the next device call uploads
+#endif
   calls_ = calls;
   stats_ = CodecStats{};
 }

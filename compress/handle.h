@@ -9,6 +9,14 @@
 //             whose residual receives what every encode on this rank drops
 //   finish    statistics; method hooks (DGC's momentum factor masking)
 // Composite methods (PowerSGD) override allReduce and call the communicator's dense all-reduce.
+//
+// State on the device. The host vectors (residual_ and what extraState lists) are the state's
+// home: saveState, loadState and stats read and write them. A call on device buffers runs on a
+// device mirror of every state array (one device buffer each, on the stream's GPU): placeState
+// uploads the arrays whose host copy is newer, and marks the device copy the current one; a host
+// call, stats, saveState and loadState first download what the device holds newer (fetchState).
+// Between calls of the same kind nothing moves. Methods reach the copy a call runs on through
+// stateData, and device scratch of their own (DGC's mask, PowerSGD's P) through deviceScratch.
 #pragma once
 
 #include <cstddef>
@@ -38,13 +46,16 @@ struct CodecStats {
 class CodecHandle {
  public:
   CodecHandle(const CodecSpec& spec, size_t count, DataType dtype, std::unique_ptr<Codec> chunk);
-  virtual ~CodecHandle() = default;
+  virtual ~CodecHandle();
+  CodecHandle(const CodecHandle&) = delete;
+  CodecHandle& operator=(const CodecHandle&) = delete;
 
   const CodecSpec& spec() const { return spec_; }
   size_t count() const { return count_; }
   DataType dtype() const { return dtype_; }
   // The residual's norm is computed here, when asked, not after every call: it is a pass over
-  // the whole tensor that would otherwise cost as much as the encode.
+  // the whole tensor that would otherwise cost as much as the encode. After device calls it
+  // downloads the state first (the caller has waited for them: the API's settle).
   CodecStats stats() const;
   bool errorFeedback() const { return errorFeedback_; }
   // The chunk codec the schedule runs (for benchmarks). A composite method (PowerSGD) overrides
@@ -52,19 +63,46 @@ class CodecHandle {
   Codec* chunkCodec() const { return chunk_.get(); }
 
   // One compressed all-reduce of in (count values) into out; op is sum or avg. Collective.
-  virtual void allReduce(Communicator& comm, const void* in, void* out, RedOp op);
+  // stream: null for host buffers; for device buffers, the communicator's internal stream (the
+  // call then runs on its progress thread, core/device_queue.h): every pass runs on the GPU
+  // (the chunk codec's kernels, and the handle's own on the state's device mirror), and the
+  // stream is synchronized before the call returns.
+  virtual void allReduce(Communicator& comm, const void* in, void* out, RedOp op,
+                         device::GpuStream stream = nullptr);
 
   // The state as bytes (checkpoint) and back; load checks method, count and datatype.
   std::vector<char> saveState() const;
   void loadState(const void* data, size_t bytes);
 
  protected:
-  // x = g + residual (when error feedback is on), residual = 0. x may alias g.
-  virtual void prepare(const float* g, float* x, int nranks);
+  // x = g + residual (when error feedback is on), residual = 0. x may alias g. stream: the
+  // device call's stream (g, x and the state are then device memory), or null.
+  virtual void prepare(const float* g, float* x, int nranks, device::GpuStream stream);
   // After a call's schedule ran; out holds the result.
-  virtual void finish(float* out) { (void)out; }
-  // Arrays saved and loaded with the state, beyond the residual (e.g. DGC's momentum).
+  virtual void finish(float* out, device::GpuStream stream) {
+    (void)out;
+    (void)stream;
+  }
+  // Arrays saved and loaded with the state, beyond the residual (e.g. DGC's momentum), each
+  // mirrored on the device for device calls.
   virtual std::vector<std::pair<std::string, std::vector<float>*>> extraState() { return {}; }
+
+  // Before a call's passes: makes the copy of the state the call runs on current (the host
+  // vectors for stream null, else the device mirror on the stream's GPU, uploading what is
+  // stale there) and the only current one from then on (the call changes it).
+  void placeState(device::GpuStream stream);
+  // The host vectors hold the state (downloads what the device holds newer; both stay current).
+  void fetchState() const;
+  // Where `array` (residual_ or one of extraState's) lives for the call placeState placed: its
+  // host data, or its device mirror.
+  float* stateData(std::vector<float>& array, device::GpuStream stream);
+  // array = 0 where the call runs (host, or the device mirror on the stream).
+  void clearState(std::vector<float>& array, device::GpuStream stream);
+  // Device memory of at least `bytes` owned by the handle (slot: 0, 1, ...; contents are kept
+  // between calls only while the size does not grow). Device calls only.
+  void* deviceScratch(int slot, size_t bytes);
+  // Waits for the work enqueued on a device call's stream (nothing for null).
+  static void synchronize(device::GpuStream stream, const char* what);
   // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.
   void runChunked(Communicator& comm, const void* in, void* out, size_t count, RedOp op,
                   Codec& codec, CodecCall& call);
@@ -82,6 +120,12 @@ class CodecHandle {
   uint8_t methodId_ = 0;
   uint32_t specHash_ = 0;
   CodecStats stats_;
+
+ private:
+  // The state arrays, residual first (empty ones included), as saved.
+  std::vector<std::pair<std::string, std::vector<float>*>> stateArrays() const;
+  struct DeviceState;  // the device mirror (handle.cc); null until the first device call
+  mutable std::unique_ptr<DeviceState> device_;
 };
 
 // Builds the handle for a spec (registry.cc: one line per method). Throws kInvalidArgument

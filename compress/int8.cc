@@ -24,16 +24,17 @@ class Int8Codec final : public BlockQuantCodec {
   explicit Int8Codec(size_t block) : BlockQuantCodec(3, "int8", block, 0, nullptr, 1) {}
 
  protected:
-  void encodeKernel(const float* x, size_t n, const ChunkInfo&, void* scales, uint8_t* codes,
+  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    device::cpuInt8Encode(x, n, block_, scales, codes, feedback);
+    SQZ_KERNEL(at.stream, Int8Encode, x, n, block_, scales, codes, feedback);
   }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out) const override {
-    device::cpuInt8Decode(scales, codes, n, block_, out);
+  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
+                    device::GpuStream stream) const override {
+    SQZ_KERNEL(stream, Int8Decode, scales, codes, n, block_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n) const override {
-    device::cpuInt8DecodeAdd(out, local, scales, codes, n, block_);
+                       size_t n, device::GpuStream stream) const override {
+    SQZ_KERNEL(stream, Int8DecodeAdd, out, local, scales, codes, n, block_);
   }
   size_t codeBytes(size_t n) const override { return n; }
 };

@@ -31,16 +31,17 @@ class OnebitCodec final : public BlockQuantCodec {
   explicit OnebitCodec(size_t block) : BlockQuantCodec(5, "onebit", block, 0, nullptr, 2) {}
 
  protected:
-  void encodeKernel(const float* x, size_t n, const ChunkInfo&, void* scales, uint8_t* codes,
+  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    device::cpuOnebitEncode(x, n, block_, scales, codes, feedback);
+    SQZ_KERNEL(at.stream, OnebitEncode, x, n, block_, scales, codes, feedback);
   }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out) const override {
-    device::cpuOnebitDecode(scales, codes, n, block_, out);
+  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
+                    device::GpuStream stream) const override {
+    SQZ_KERNEL(stream, OnebitDecode, scales, codes, n, block_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n) const override {
-    device::cpuOnebitDecodeAdd(out, local, scales, codes, n, block_);
+                       size_t n, device::GpuStream stream) const override {
+    SQZ_KERNEL(stream, OnebitDecodeAdd, out, local, scales, codes, n, block_);
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 1); }
 };

@@ -31,6 +31,12 @@
 // rounding) when mean(M) has rank <= r and span(P^) holds its column space. What it drops stays
 // in e and is sent on later calls.
 //
+// Device calls (stream set) run the same steps on the GPU: M, P (device scratch), Q and e (the
+// state's device mirror, handle.h) in device memory, the gpu* twins of device/linalg.h, and the
+// two inner all-reduces on device spans. cuBLAS's products round differently from the CPU's, so
+// a device call agrees with a host call to float tolerance (and with other GPUs of the same kind
+// bit for bit); the dense fallback is exact either way.
+//
 // Keys: rank (default 4, 1..65536), cols (0: near-square), seed (0), ef, min_bytes.
 #include <chrono>
 #include <cmath>
@@ -95,21 +101,24 @@ class PowerSgdHandle final : public CodecHandle {
     p_.resize(n_ * rank_);
   }
 
-  void allReduce(Communicator& comm, const void* in, void* out, RedOp op) override {
+  void allReduce(Communicator& comm, const void* in, void* out, RedOp op,
+                 device::GpuStream stream) override {
     CodecCall call;
     call.call = calls_;
+    placeState(stream);
     float* x = static_cast<float*>(out);
     auto t0 = Clock::now();
-    prepare(static_cast<const float*>(in), x, comm.size());  // x = M = g + e; e = 0
-    call.norms.inputSq = device::cpuSquaredNorm(x, count_);
+    prepare(static_cast<const float*>(in), x, comm.size(), stream);  // x = M = g + e; e = 0
+    call.norms.inputSq = SQZ_KERNEL(stream, SquaredNorm, x, count_);
     const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
     if (!lowRank_ || double(count_) * sizeof(float) < minBytes) {
       call.norms.sentSq = call.norms.inputSq;
       call.encodeSeconds += secondsSince(t0);
       dense(comm, x, count_, op, call);  // exact: e stays 0
     } else {
-      lowRank(comm, x, op, call, t0);
+      lowRank(comm, x, op, call, t0, stream);
     }
+    synchronize(stream, "PowerSGD's last pass on the GPU");
     account(call);
     ++calls_;
   }
@@ -120,28 +129,38 @@ class PowerSgdHandle final : public CodecHandle {
   }
 
  private:
-  // One dense all-reduce of buf (count floats) in place, counted in call.
+  static constexpr int kPSlot = 0;  // deviceScratch: P on the GPU
+
+  // One dense all-reduce of buf (count floats) in place, counted in call. On a device call buf
+  // is device memory and the collective runs on the same stream, after the kernels before it.
   void dense(Communicator& comm, float* buf, size_t count, RedOp op, CodecCall& call) {
     runChunked(comm, buf, buf, count, op, *chunk_, call);  // chunk_ is the dense codec
   }
 
-  void lowRank(Communicator& comm, float* x, RedOp op, CodecCall& call, Clock::time_point t0) {
+  // Algorithm 1 on the host (stream null: p_, q_) or on the GPU (P in device scratch, Q the
+  // state's device mirror; the gpu* twins of device/linalg.h).
+  void lowRank(Communicator& comm, float* x, RedOp op, CodecCall& call, Clock::time_point t0,
+               device::GpuStream stream) {
     const size_t r = rank_;
-    device::cpuMatMulPanels(x, count_, n_, m_, q_.data(), r, p_.data());  // P = M Q
+    float* p = stream ? static_cast<float*>(deviceScratch(kPSlot, p_.size() * sizeof(float)))
+                      : p_.data();
+    float* q = stateData(q_, stream);
+    SQZ_KERNEL(stream, MatMulPanels, x, count_, n_, m_, q, r, p);  // P = M Q
     call.encodeSeconds += secondsSince(t0);
     CodecCall inner;  // the two all-reduces' own figures
     inner.call = calls_;
-    dense(comm, p_.data(), p_.size(), RedOp::kAvg, inner);
+    dense(comm, p, p_.size(), RedOp::kAvg, inner);
     t0 = Clock::now();
-    device::cpuOrthonormalize(p_.data(), n_, r);
-    device::cpuMatTMulPanels(x, count_, n_, m_, p_.data(), r, q_.data());  // Q = M^T P^
-    call.norms.sentSq = device::cpuSquaredNorm(q_.data(), q_.size());
+    SQZ_KERNEL(stream, Orthonormalize, p, n_, r);
+    SQZ_KERNEL(stream, MatTMulPanels, x, count_, n_, m_, p, r, q);  // Q = M^T P^
+    call.norms.sentSq = SQZ_KERNEL(stream, SquaredNorm, q, q_.size());
     call.encodeSeconds += secondsSince(t0);
-    dense(comm, q_.data(), q_.size(), RedOp::kAvg, inner);
+    dense(comm, q, q_.size(), RedOp::kAvg, inner);
     t0 = Clock::now();
     const float scale = op == RedOp::kSum ? float(comm.size()) : 1.0f;
-    device::cpuLowRankApply(p_.data(), q_.data(), n_, m_, r, count_, x, scale, x,
-                            errorFeedback_ ? residual_.data() : nullptr);
+    SQZ_KERNEL(stream, LowRankApply, p, q, n_, m_, r, count_, x, scale, x,
+               errorFeedback_ ? stateData(residual_, stream) : nullptr);
+    synchronize(stream, "PowerSGD's P Q^T on the GPU");
     call.decodeSeconds += secondsSince(t0);
     call.wireBytes = inner.wireBytes;
     call.denseBytes = static_cast<uint64_t>(

@@ -13,13 +13,17 @@
 // Keys: ratio (default 0.01, in (0, 1]), seed (default 0).
 // Payload: the k values only, f32, 4k bytes (the indices are implied); 4k <= 4 count always.
 // Round trip: picked values are exact, the rest decode to 0.
+// Device calls draw the indices into device scratch with the CUDA twin (the same indices) and
+// gather, scatter and feed back with the CUDA kernels: the same payloads and residual.
 #include <limits>
 #include <vector>
 
 #include "common/error.h"
 #include "compress/codecs.h"
 #include "compress/topk.h"
+#include "device/handle_kernels.h"
 #include "device/sparse.h"
+#include "squeeze_config.h"
 
 namespace squeeze {
 namespace {
@@ -35,30 +39,30 @@ class RandkCodec final : public Codec {
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {
     const size_t k = keepCount(ratio_, count);
-    device::cpuGather(static_cast<const float*>(src), pick(count, k, at), k,
-                      static_cast<float*>(payload));
+    SQZ_KERNEL(at.stream, Gather, static_cast<const float*>(src), pick(count, k, at), k,
+               static_cast<float*>(payload));
     return 4 * k;
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
     const size_t k = check(bytes, count, at);
-    device::cpuDensify(pick(count, k, at), static_cast<const float*>(payload), k,
-                       static_cast<float*>(dst), count);
+    SQZ_KERNEL(at.stream, Densify, pick(count, k, at), static_cast<const float*>(payload), k,
+               static_cast<float*>(dst), count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     const size_t k = check(bytes, count, at);
-    device::cpuScatterAdd(static_cast<float*>(out), static_cast<const float*>(local), count,
-                          pick(count, k, at), static_cast<const float*>(payload), k);
+    SQZ_KERNEL(at.stream, ScatterAdd, static_cast<float*>(out), static_cast<const float*>(local),
+               count, pick(count, k, at), static_cast<const float*>(payload), k);
   }
   size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
                         float* residual, EncodeNorms* norms) override {
     const float* x = static_cast<const float*>(src);
     const size_t k = keepCount(ratio_, count);
     const uint32_t* idx = pick(count, k, at);
-    device::cpuGather(x, idx, k, static_cast<float*>(payload));
+    SQZ_KERNEL(at.stream, Gather, x, idx, k, static_cast<float*>(payload));
     double in = 0, sent = 0;
-    device::cpuSparseFeedback(x, count, idx, k, residual, &in, &sent);
+    SQZ_KERNEL(at.stream, SparseFeedback, x, count, idx, k, residual, &in, &sent);
     if (norms) {
       norms->inputSq += in;
       norms->sentSq += sent;
@@ -67,10 +71,19 @@ class RandkCodec final : public Codec {
   }
 
  private:
-  // The chunk's k indices (per-thread buffer, valid until the next call on this thread).
+  // The chunk's k indices (per-thread buffer, valid until the next call on this thread; device
+  // scratch for a device call).
   const uint32_t* pick(size_t count, size_t k, const ChunkInfo& at) const {
     SQZ_ENFORCE(count <= std::numeric_limits<uint32_t>::max(), "randk chunk of ", count,
                 " values is too large for 32-bit indices");
+#if SQZ_HAVE_CUDA
+    if (at.stream) {
+      auto* idx = static_cast<uint32_t*>(
+          device::gpuScratch(device::ScratchSlot::kIndices, k * sizeof(uint32_t)));
+      device::gpuRandomStrata(seed_, at.call, at.offset, count, k, idx, at.stream);
+      return idx;
+    }
+#endif
     thread_local std::vector<uint32_t> idx;
     if (idx.size() < k) idx.resize(k);
     device::cpuRandomStrata(seed_, at.call, at.offset, count, k, idx.data());

@@ -29,15 +29,16 @@ class TerngradCodec final : public BlockQuantCodec {
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    device::cpuTerngradEncode(x, n, block_, device::counterKey(seed_, at.call, at.rank), at.offset,
-                              scales, codes, feedback);
+    SQZ_KERNEL(at.stream, TerngradEncode, x, n, block_,
+               device::counterKey(seed_, at.call, at.rank), at.offset, scales, codes, feedback);
   }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out) const override {
-    device::cpuTerngradDecode(scales, codes, n, block_, out);
+  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
+                    device::GpuStream stream) const override {
+    SQZ_KERNEL(stream, TerngradDecode, scales, codes, n, block_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n) const override {
-    device::cpuTerngradDecodeAdd(out, local, scales, codes, n, block_);
+                       size_t n, device::GpuStream stream) const override {
+    SQZ_KERNEL(stream, TerngradDecodeAdd, out, local, scales, codes, n, block_);
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 2); }
 

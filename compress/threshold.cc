@@ -9,6 +9,8 @@
 // count floats) when that is not larger, so maxEncodedBytes = 4 count + 8 (the dense size plus
 // the header): unlike topk the volume is not bounded by a k, only by the chunk.
 // Round trip: sent values are exact, the rest decode to 0: |x - D(C(x))| < threshold per value.
+// Device calls select with the CUDA twin (device/sparse.h), straight into the payload: the same
+// indices, the same payloads.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "compress/codecs.h"
 #include "compress/topk.h"
 #include "device/sparse.h"
+#include "squeeze_config.h"
 
 namespace squeeze {
 namespace {
@@ -36,40 +39,53 @@ class ThresholdCodec final : public Codec {
   size_t maxEncodedBytes(size_t count, DataType) const override {
     return sparse::kHeaderBytes + 4 * count;
   }
-  size_t encode(const void* src, size_t count, DataType, const ChunkInfo&, void* payload) override {
-    const float* x = static_cast<const float*>(src);
-    // Sparse while 8m < 4 count: at most (count - 1) / 2 pairs, which fit the bound.
-    if (count > 0 && count <= std::numeric_limits<uint32_t>::max()) {
-      const size_t cap = (count - 1) / 2;
-      thread_local std::vector<uint32_t> idx;  // cap + the kernel's slack
-      if (idx.size() < cap + device::kSelectSlack) idx.resize(cap + device::kSelectSlack);
-      const size_t m = device::cpuSelectAtLeast(x, count, minKey_, idx.data(), cap);
-      if (m != static_cast<size_t>(-1)) {
-        std::memcpy(sparse::indexArea(payload), idx.data(), m * sizeof(uint32_t));
-        return sparse::finishSparse(x, m, payload);
-      }
-    }
-    return sparse::writeDense(x, count, payload);
+  size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
+                void* payload) override {
+    return write(static_cast<const float*>(src), count, at, payload).bytes;
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
     sparse::decode(sparse::parse(name(), at, payload, bytes, count, count), count,
-                   static_cast<float*>(dst));
+                   static_cast<float*>(dst), at);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     sparse::combine(sparse::parse(name(), at, payload, bytes, count, count), count,
-                    static_cast<const float*>(local), static_cast<float*>(out));
+                    static_cast<const float*>(local), static_cast<float*>(out), at);
   }
-  size_t encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+  size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at,
                         void* payload, float* residual, EncodeNorms* norms) override {
-    const size_t bytes = encode(src, count, dtype, at, payload);
-    sparse::feedback(sparse::parse(name(), at, payload, bytes, count, count),
-                     static_cast<const float*>(src), count, residual, norms);
-    return bytes;
+    const float* x = static_cast<const float*>(src);
+    const sparse::Encoded e = write(x, count, at, payload);
+    sparse::feedback(e.view, x, count, residual, norms, at);
+    return e.bytes;
   }
 
  private:
+  sparse::Encoded write(const float* x, size_t count, const ChunkInfo& at, void* payload) const {
+    // Sparse while 8m < 4 count: at most (count - 1) / 2 pairs, which fit the bound.
+    if (count > 0 && count <= std::numeric_limits<uint32_t>::max()) {
+      const size_t cap = (count - 1) / 2;
+      size_t m;
+#if SQZ_HAVE_CUDA
+      if (at.stream) {  // the GPU's selection needs room for cap indices only: the payload's
+        m = device::gpuSelectAtLeast(x, count, minKey_, sparse::indexArea(payload), cap,
+                                     at.stream);
+        if (m != static_cast<size_t>(-1)) return sparse::finishSparse(x, m, payload, at);
+        return sparse::writeDense(x, count, payload, at);
+      }
+#endif
+      thread_local std::vector<uint32_t> idx;  // cap + the kernel's slack
+      if (idx.size() < cap + device::kSelectSlack) idx.resize(cap + device::kSelectSlack);
+      m = device::cpuSelectAtLeast(x, count, minKey_, idx.data(), cap);
+      if (m != static_cast<size_t>(-1)) {
+        std::memcpy(sparse::indexArea(payload), idx.data(), m * sizeof(uint32_t));
+        return sparse::finishSparse(x, m, payload, at);
+      }
+    }
+    return sparse::writeDense(x, count, payload, at);
+  }
+
   uint32_t minKey_;
 };
 

@@ -13,6 +13,7 @@
 // (header + count floats) when 8k >= 4 count. Volume per hop <= min(8k, 4 count) + 8 bytes.
 // Round trip: sent values are exact, the rest decode to 0, so |x - D(C(x))|_inf <= the k-th
 // largest |x| and |x - D(C(x))|^2 <= (1 - k/count) |x|^2 (exact mode).
+// Device calls run the CUDA twins (topk.h), which select the same indices: the same payloads.
 #include "compress/topk.h"
 
 #include <cmath>
@@ -21,8 +22,10 @@
 
 #include "common/error.h"
 #include "compress/codecs.h"
+#include "device/handle_kernels.h"
 #include "device/reduce.h"
 #include "device/sparse.h"
+#include "squeeze_config.h"
 
 namespace squeeze {
 
@@ -39,24 +42,36 @@ namespace {
 
 constexpr size_t kMaxIndexable = std::numeric_limits<uint32_t>::max();
 
-void putHeader(void* payload, uint32_t format, uint32_t entries) {
-  std::memcpy(payload, &format, 4);
-  std::memcpy(static_cast<char*>(payload) + 4, &entries, 4);
+void putHeader(void* payload, uint32_t format, uint32_t entries, const ChunkInfo& at) {
+  const uint32_t header[2] = {format, entries};
+  copyPayload(payload, header, kHeaderBytes, at);
 }
 
 }  // namespace
 
-size_t finishSparse(const float* x, size_t m, void* payload) {
-  putHeader(payload, kSparseFormat, static_cast<uint32_t>(m));
+Encoded finishSparse(const float* x, size_t m, void* payload, const ChunkInfo& at) {
+  putHeader(payload, kSparseFormat, static_cast<uint32_t>(m), at);
   const uint32_t* idx = indexArea(payload);
-  device::cpuGather(x, idx, m, reinterpret_cast<float*>(indexArea(payload) + m));
-  return kHeaderBytes + 8 * m;
+  float* values = reinterpret_cast<float*>(indexArea(payload) + m);
+  SQZ_KERNEL(at.stream, Gather, x, idx, m, values);
+  Encoded e;
+  e.bytes = kHeaderBytes + 8 * m;
+  e.view.entries = m;
+  e.view.index = idx;
+  e.view.value = values;
+  return e;
 }
 
-size_t writeDense(const float* x, size_t count, void* payload) {
-  putHeader(payload, kDenseFormat, static_cast<uint32_t>(std::min(count, kMaxIndexable)));
-  if (count) std::memcpy(static_cast<char*>(payload) + kHeaderBytes, x, count * sizeof(float));
-  return kHeaderBytes + 4 * count;
+Encoded writeDense(const float* x, size_t count, void* payload, const ChunkInfo& at) {
+  putHeader(payload, kDenseFormat, static_cast<uint32_t>(std::min(count, kMaxIndexable)), at);
+  float* values = reinterpret_cast<float*>(static_cast<char*>(payload) + kHeaderBytes);
+  copyPayload(values, x, count * sizeof(float), at);
+  Encoded e;
+  e.bytes = kHeaderBytes + 4 * count;
+  e.view.dense = true;
+  e.view.entries = count;
+  e.view.value = values;
+  return e;
 }
 
 View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes, size_t count,
@@ -64,9 +79,9 @@ View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t b
   SQZ_ENFORCE(reinterpret_cast<uintptr_t>(payload) % 4 == 0, codec, " payload is not aligned");
   if (bytes < kHeaderBytes)
     raiseMalformed(codec, at, bytes, " bytes, shorter than its ", kHeaderBytes, "-byte header");
-  uint32_t format, entries;
-  std::memcpy(&format, payload, 4);
-  std::memcpy(&entries, static_cast<const char*>(payload) + 4, 4);
+  uint32_t header[2];
+  readPayload(header, payload, kHeaderBytes, at);
+  const uint32_t format = header[0], entries = header[1];
   const char* body = static_cast<const char*>(payload) + kHeaderBytes;
   // Sizes compare as counts of the body, never as products: nothing here can wrap around.
   const size_t bodyBytes = bytes - kHeaderBytes;
@@ -92,36 +107,56 @@ View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t b
   v.entries = entries;
   v.index = reinterpret_cast<const uint32_t*>(body);
   v.value = reinterpret_cast<const float*>(body) + entries;
+  auto badEntry = [&](size_t j, uint32_t index) {
+    raiseMalformed(codec, at, "entry ", j, " has index ", index,
+                   index >= count ? strCat(", outside the chunk of ", count, " values")
+                                  : std::string(", not above the previous one"));
+  };
+#if SQZ_HAVE_CUDA
+  if (at.stream) {  // the indices stay where they are: a kernel finds the first bad one
+    const size_t j = device::gpuFirstBadIndex(v.index, v.entries, count, at.stream);
+    if (j != SIZE_MAX) {
+      uint32_t index;
+      readPayload(&index, v.index + j, sizeof index, at);
+      badEntry(j, index);
+    }
+    return v;
+  }
+#endif
   for (size_t j = 0; j < v.entries; ++j)
-    if (v.index[j] >= count || (j > 0 && v.index[j] <= v.index[j - 1]))
-      raiseMalformed(codec, at, "entry ", j, " has index ", v.index[j],
-                     v.index[j] >= count ? strCat(", outside the chunk of ", count, " values")
-                                         : std::string(", not above the previous one"));
+    if (v.index[j] >= count || (j > 0 && v.index[j] <= v.index[j - 1])) badEntry(j, v.index[j]);
   return v;
 }
 
-void decode(const View& v, size_t count, float* dst) {
+void decode(const View& v, size_t count, float* dst, const ChunkInfo& at) {
+  if (v.dense)
+    copyPayload(dst, v.value, count * sizeof(float), at);  // dst may be null when empty
+  else
+    SQZ_KERNEL(at.stream, Densify, v.index, v.value, v.entries, dst, count);
+}
+
+void combine(const View& v, size_t count, const float* local, float* out, const ChunkInfo& at) {
   if (v.dense) {
-    if (count) std::memcpy(dst, v.value, count * sizeof(float));  // dst may be null when empty
+#if SQZ_HAVE_CUDA
+    if (at.stream) {
+      device::gpuReduce(DataType::kFloat32, RedOp::kSum, out, local, v.value, count, at.stream);
+      return;
+    }
+#endif
+    device::cpuReduceFn(DataType::kFloat32, RedOp::kSum)(out, local, v.value, count);
   } else {
-    device::cpuDensify(v.index, v.value, v.entries, dst, count);
+    SQZ_KERNEL(at.stream, ScatterAdd, out, local, count, v.index, v.value, v.entries);
   }
 }
 
-void combine(const View& v, size_t count, const float* local, float* out) {
-  if (v.dense)
-    device::cpuReduceFn(DataType::kFloat32, RedOp::kSum)(out, local, v.value, count);
-  else
-    device::cpuScatterAdd(out, local, count, v.index, v.value, v.entries);
-}
-
-void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms) {
+void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms,
+              const ChunkInfo& at) {
   double in = 0, sent = 0;
   if (v.dense) {  // everything sent: the residual keeps what it had (x - x = 0)
-    device::cpuSparseFeedback(x, count, nullptr, 0, nullptr, &in, nullptr);
+    SQZ_KERNEL(at.stream, SparseFeedback, x, count, nullptr, 0, nullptr, &in, nullptr);
     sent = in;
   } else {
-    device::cpuSparseFeedback(x, count, v.index, v.entries, residual, &in, &sent);
+    SQZ_KERNEL(at.stream, SparseFeedback, x, count, v.index, v.entries, residual, &in, &sent);
   }
   if (norms) {
     norms->inputSq += in;
@@ -142,32 +177,38 @@ size_t TopkCodec::maxEncodedBytes(size_t count, DataType) const {
   return sparse::kHeaderBytes + (sendDense(k, count) ? 4 * count : 8 * k);
 }
 
-size_t TopkCodec::encode(const void* src, size_t count, DataType, const ChunkInfo&, void* payload) {
-  const float* x = static_cast<const float*>(src);
+sparse::Encoded TopkCodec::write(const float* x, size_t count, const ChunkInfo& at,
+                                 void* payload) const {
   const size_t k = keepCount(ratio_, count);
-  if (sendDense(k, count)) return sparse::writeDense(x, count, payload);
-  const size_t m = device::cpuSelectTopk(x, count, k, sampled_, sparse::indexArea(payload));
-  return sparse::finishSparse(x, m, payload);
+  if (sendDense(k, count)) return sparse::writeDense(x, count, payload, at);
+  const size_t m =
+      SQZ_KERNEL(at.stream, SelectTopk, x, count, k, sampled_, sparse::indexArea(payload));
+  return sparse::finishSparse(x, m, payload, at);
+}
+
+size_t TopkCodec::encode(const void* src, size_t count, DataType, const ChunkInfo& at,
+                         void* payload) {
+  return write(static_cast<const float*>(src), count, at, payload).bytes;
 }
 
 void TopkCodec::decode(const void* payload, size_t bytes, size_t count, DataType,
                        const ChunkInfo& at, void* dst) {
   sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
-  sparse::decode(v, count, static_cast<float*>(dst));
+  sparse::decode(v, count, static_cast<float*>(dst), at);
 }
 
 void TopkCodec::combine(void* out, const void* local, const void* payload, size_t bytes,
                         size_t count, DataType, RedOp, const ChunkInfo& at) {
   sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
-  sparse::combine(v, count, static_cast<const float*>(local), static_cast<float*>(out));
+  sparse::combine(v, count, static_cast<const float*>(local), static_cast<float*>(out), at);
 }
 
-size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at,
                                  void* payload, float* residual, EncodeNorms* norms) {
-  const size_t bytes = encode(src, count, dtype, at, payload);
-  sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
-  sparse::feedback(v, static_cast<const float*>(src), count, residual, norms);
-  return bytes;
+  const float* x = static_cast<const float*>(src);
+  const sparse::Encoded e = write(x, count, at, payload);
+  sparse::feedback(e.view, x, count, residual, norms, at);
+  return e.bytes;
 }
 
 std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {

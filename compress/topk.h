@@ -7,6 +7,12 @@
 //   sparse: u32 index[m] (relative to the chunk, strictly ascending), f32 value[m]
 //   dense:  f32 value[count]
 // 8 + 8m bytes sparse, 8 + 4 count dense; the encoder sends dense whenever 8m >= 4 count.
+//
+// Device calls (ChunkInfo::stream set): payloads and values are device or pinned memory. The
+// selection, gather, scatters and feedback run their CUDA twins (device/sparse.h: the same
+// indices and bits); headers are written with copyPayload and read back with readPayload, and
+// parse checks the index list with a kernel (device/handle_kernels.h) before any other kernel
+// uses it.
 #pragma once
 
 #include <cstddef>
@@ -29,29 +35,35 @@ constexpr size_t kHeaderBytes = 8;
 inline uint32_t* indexArea(void* payload) {
   return reinterpret_cast<uint32_t*>(static_cast<char*>(payload) + kHeaderBytes);
 }
-// Finishes a sparse payload whose m indices are already in indexArea(payload): header and the
-// values x[index]. Returns its size.
-size_t finishSparse(const float* x, size_t m, void* payload);
-// Writes a dense payload of x[0..count). Returns its size.
-size_t writeDense(const float* x, size_t count, void* payload);
-
-// A validated payload.
+// A validated payload (pointers into it: device or pinned memory for a device call).
 struct View {
   bool dense = false;
   size_t entries = 0;               // sparse pairs (dense: count)
   const uint32_t* index = nullptr;  // sparse only
   const float* value = nullptr;
 };
+// What an encoder wrote: its size, and its view (the encoder's own payload needs no parse).
+struct Encoded {
+  size_t bytes = 0;
+  View view;
+};
+
+// Finishes a sparse payload whose m indices are already in indexArea(payload): header and the
+// values x[index].
+Encoded finishSparse(const float* x, size_t m, void* payload, const ChunkInfo& at);
+// Writes a dense payload of x[0..count).
+Encoded writeDense(const float* x, size_t count, void* payload, const ChunkInfo& at);
 // Checks a payload from the network for a chunk of count values: the format, the size, entries
 // <= maxEntries (sparse), every index < count and strictly ascending. Raises kRemote, naming the
 // codec and the sender (raiseMalformed), on anything else.
 View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes, size_t count,
            size_t maxEntries);
 // dst = the values; out = local + the values (out may alias local).
-void decode(const View& v, size_t count, float* dst);
-void combine(const View& v, size_t count, const float* local, float* out);
+void decode(const View& v, size_t count, float* dst, const ChunkInfo& at);
+void combine(const View& v, size_t count, const float* local, float* out, const ChunkInfo& at);
 // Error feedback for a payload just encoded from x (see Codec::encodeFeedback).
-void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms);
+void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms,
+              const ChunkInfo& at);
 
 }  // namespace sparse
 
@@ -78,6 +90,8 @@ class TopkCodec final : public Codec {
                         void* payload, float* residual, EncodeNorms* norms) override;
 
  private:
+  sparse::Encoded write(const float* x, size_t count, const ChunkInfo& at, void* payload) const;
+
   uint8_t id_;
   const char* name_;
   double ratio_;
