@@ -113,13 +113,15 @@ typedef struct {
   int tcpNsocks;          /**< Sockets per tcp peer connection (SQZ_TCP_NSOCKS). */
   int chunkBytes;         /**< Pipeline chunk size in bytes (SQZ_CHUNK_BYTES). */
   const char* socketIfname; /**< Interface for peer sockets (SQZ_SOCKET_IFNAME). */
+  int device; /**< CUDA device of the communicator's device calls; unset: the caller's current
+                   device at init (CUDA builds with a usable GPU; otherwise host memory only). */
 } sqzConfig_t;
 
 #define SQZ_CONFIG_MAGIC 0x53515a43u
 #define SQZ_CONFIG_INITIALIZER                                                           \
   {                                                                                      \
     sizeof(sqzConfig_t), SQZ_CONFIG_MAGIC, SQZ_VERSION_CODE, SQZ_CONFIG_UNDEF_INT, NULL, \
-        SQZ_CONFIG_UNDEF_INT, SQZ_CONFIG_UNDEF_INT, NULL                                 \
+        SQZ_CONFIG_UNDEF_INT, SQZ_CONFIG_UNDEF_INT, NULL, SQZ_CONFIG_UNDEF_INT           \
   }
 
 /**
@@ -204,12 +206,25 @@ SQZ_API const char* sqzGetErrorString(sqzResult_t result);
  */
 SQZ_API const char* sqzGetLastError(sqzComm_t comm);
 
+/*
+ * Host or device memory, in every data call (collectives, send/recv, compressed all-reduce):
+ * - host buffers (stream must be NULL): the call returns when the result is in the buffers;
+ * - device buffers (CUDA builds; device or managed memory of the communicator's device): the
+ *   call is enqueued on `stream` (a cudaStream_t of that device; NULL: the legacy default
+ *   stream) and returns at once, as in NCCL; the result is ready when the stream reaches it.
+ *   An enqueued call that fails reports through sqzCommGetAsyncError and fails every later call.
+ *   Inside sqzGroupStart/End, the group's sends and receives are enqueued as one unit.
+ * Mixing host and device buffers in one call, a buffer of another device, a stream of another
+ * device, a host buffer with a stream, or a device buffer smaller than the call needs is
+ * sqzInvalidArgument, and nothing is enqueued.
+ */
+
 /**
  * Reduces count elements from every rank's sendbuff with op and leaves the result in every
  * rank's recvbuff. In place when sendbuff == recvbuff. Host memory: returns when the result is
  * in recvbuff. Every rank must pass the same count, datatype and op. Results are bitwise
  * identical on every rank.
- * @param stream reserved for CUDA streams; must be NULL for host memory.
+ * @param stream NULL for host memory; for device memory the cudaStream_t to enqueue on.
  * @return sqzSuccess; sqzInvalidArgument (null buffers with count > 0, unknown datatype or op,
  *         a count that is negative when read as signed); sqzInvalidUsage (ranks disagree);
  *         sqzRemoteError; sqzTimeout.

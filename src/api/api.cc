@@ -1,12 +1,18 @@
 // The C API (include/squeeze/squeeze.h): argument checks, then a hand-off to the communicator.
 #include <climits>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "api/api_guard.h"
 #include "bootstrap/env_init.h"
 #include "bootstrap/rendezvous.h"
 #include "common/params.h"
 #include "compress/handle.h"
+#include "squeeze_config.h"
+#if SQZ_HAVE_CUDA
+#include "device/cuda/runtime.h"
+#endif
 
 using namespace squeeze;
 
@@ -21,6 +27,22 @@ void setThreadLastError(const std::string& msg) { tlsLastError = msg; }
 }  // namespace squeeze
 
 namespace {
+
+// The communicators alive now, so a codec can tell whether the one it was made on still is
+// (sqzCodecDestroy after sqzCommDestroy must not touch the freed handle).
+std::mutex liveCommsMu;  // protects liveComms
+std::set<const sqzComm*> liveComms;
+
+sqzComm* adopt(std::unique_ptr<sqzComm> handle) {
+  std::lock_guard<std::mutex> lock(liveCommsMu);
+  liveComms.insert(handle.get());
+  return handle.release();
+}
+
+void forget(sqzComm* comm) {
+  std::lock_guard<std::mutex> lock(liveCommsMu);
+  liveComms.erase(comm);
+}
 
 // Counts above this are negative numbers cast to size_t, or more memory than exists.
 constexpr size_t kMaxCount = size_t(1) << 56;
@@ -53,7 +75,25 @@ CommConfig resolveConfig(const sqzConfig_t* cfg) {
     }
     if (cfg->socketIfname) p.socketIfname = cfg->socketIfname;
   }
-  return CommConfig::fromParams(p);
+  CommConfig config = CommConfig::fromParams(p);
+  const bool hasDevice = cfg && cfg->size >= offsetof(sqzConfig_t, device) + sizeof(cfg->device) &&
+                         cfg->device != SQZ_CONFIG_UNDEF_INT;
+#if SQZ_HAVE_CUDA
+  if (hasDevice) {
+    if (cfg->device < 0 || cfg->device >= cuda::deviceCount())
+      raise(ErrorCode::kInvalidArgument, "sqzConfig_t.device is ", cfg->device, "; this process "
+            "sees ", cuda::deviceCount(), " GPU(s)",
+            cuda::deviceCount() ? "" : strCat(" (", cuda::unavailableReason(), ")"), ".");
+    config.device = cfg->device;
+  } else if (cuda::deviceCount() > 0) {
+    config.device = cuda::currentDevice();  // as NCCL: the device current at init
+  }
+#else
+  if (hasDevice)
+    raise(ErrorCode::kInvalidArgument, "sqzConfig_t.device is set, but this build of Squeeze has "
+          "no CUDA support (rebuild with the CUDA toolkit installed).");
+#endif
+  return config;
 }
 
 void checkType(sqzDataType_t t, const char* fn) {
@@ -75,16 +115,83 @@ void checkCount(size_t count, const char* fn) {
 }
 
 // The checks every data call makes: a live comm, a sane count (and total, for calls that move
-// nranks blocks), a datatype, and no stream in this host-only build.
-void checkCommon(sqzComm_t comm, size_t count, size_t total, sqzDataType_t datatype, void* stream,
+// nranks blocks), a datatype.
+void checkCommon(sqzComm_t comm, size_t count, size_t total, sqzDataType_t datatype,
                  const char* fn) {
   checkComm(comm, fn);
   checkCount(count, fn);
   checkCount(total, fn);
   checkType(datatype, fn);
+}
+
+// One buffer of a data call: what it is called in the API and the bytes the call touches.
+struct BufferArg {
+  const char* name;
+  const void* ptr;
+  size_t bytes;
+};
+
+// Whether a call's buffers are device memory (the call is enqueued on `stream`) or host memory
+// (it runs now; stream must be NULL). Buffers the call does not touch (null, or 0 bytes) do not
+// count. Refuses, before anything is enqueued, every mix the call cannot run with.
+bool onDevice(sqzComm_t comm, std::initializer_list<BufferArg> buffers, void* stream,
+              const char* fn) {
+#if SQZ_HAVE_CUDA
+  const BufferArg* first = nullptr;  // the first buffer the call touches
+  bool device = false;
+  for (const BufferArg& b : buffers) {
+    if (!b.ptr || b.bytes == 0) continue;
+    const cuda::PointerInfo info = cuda::pointerInfo(b.ptr);
+    if (first && info.device != device)
+      raise(ErrorCode::kInvalidArgument, fn, ": ", first->name, " is ",
+            device ? "device" : "host", " memory but ", b.name, " is ",
+            info.device ? "device" : "host", " memory; a call's buffers must all be on the "
+            "communicator's GPU, or all in host memory.");
+    if (!first) first = &b;
+    device = info.device;
+    if (!info.device) continue;
+    const int commDevice = comm->impl->config().device;
+    if (info.ordinal != commDevice)
+      raise(ErrorCode::kInvalidArgument, fn, ": ", b.name, " is memory of GPU ", info.ordinal,
+            " but the communicator runs on GPU ", commDevice, " (the device current at "
+            "sqzCommInitRank, or sqzConfig_t.device); pass buffers of that GPU.");
+    const size_t room = cuda::bytesToAllocationEnd(b.ptr);
+    if (room < b.bytes)
+      raise(ErrorCode::kInvalidArgument, fn, ": ", b.name, " has ", room, " bytes from the "
+            "pointer to the end of its allocation; the call needs ", b.bytes, ".");
+  }
+  // A call that touches no memory (count 0) with a stream is a device call that moves nothing:
+  // it is enqueued to keep its place in the order of calls, as NCCL does.
+  if (!first && stream && comm->impl->config().device >= 0) device = true;
+  if (!device) {
+    if (stream)
+      raise(ErrorCode::kInvalidArgument, fn, ": stream is set but the buffers are host memory; "
+            "pass stream NULL for host buffers (the call then returns when it is done), or "
+            "device buffers.");
+    return false;
+  }
+  const int streamDevice = cuda::streamDevice(static_cast<cudaStream_t>(stream));
+  if (streamDevice != comm->impl->config().device)
+    raise(ErrorCode::kInvalidArgument, fn, ": the stream belongs to GPU ", streamDevice,
+          " but the communicator and its buffers are on GPU ", comm->impl->config().device,
+          "; pass a stream of that GPU.");
+  return true;
+#else
+  (void)comm;
+  (void)buffers;
   if (stream)
-    raise(ErrorCode::kInvalidArgument, fn, ": stream must be NULL: this build supports host "
-          "memory only (CUDA support is not built).");
+    raise(ErrorCode::kInvalidArgument, fn, ": stream must be NULL: this build of Squeeze has no "
+          "CUDA support (host memory only; rebuild with the CUDA toolkit for device buffers).");
+  return false;
+#endif
+}
+
+// Runs a checked call now (host buffers) or enqueues it on the stream (device buffers).
+void dispatch(sqzComm_t comm, const CollRequest& req, bool device, void* stream) {
+  if (device)
+    comm->impl->enqueueCollective(req, stream);
+  else
+    comm->impl->collective(req);
 }
 
 void checkBuffers(const void* sendbuff, const void* recvbuff, size_t count, const char* fn) {
@@ -122,28 +229,46 @@ CollRequest makeRequest(CollKind kind, const void* sendbuff, void* recvbuff, siz
   return req;
 }
 
-// This thread's open groups: queued send/recv calls per communicator, in first-use order.
+// This thread's open groups: queued send/recv calls per communicator, in first-use order, with
+// where their buffers are (a group runs at once on host buffers, or is enqueued as one unit on
+// its stream for device buffers).
+struct GroupCalls {
+  sqzComm* comm;
+  std::vector<P2pCall> calls;
+  bool device;
+  void* stream;
+};
 thread_local int tlsGroupDepth = 0;
-thread_local std::vector<std::pair<sqzComm*, std::vector<P2pCall>>> tlsGroup;
+thread_local std::vector<GroupCalls> tlsGroup;
 
 void queueP2p(sqzComm_t comm, bool isSend, void* buf, size_t count, sqzDataType_t datatype,
               int peer, void* stream, const char* fn) {
-  checkCommon(comm, count, count, datatype, stream, fn);
+  checkCommon(comm, count, count, datatype, fn);
   if (count > 0 && !buf) raise(ErrorCode::kInvalidArgument, fn, ": buffer is NULL with count ", count, ".");
   if (peer < 0 || peer >= comm->impl->size())
     raise(ErrorCode::kInvalidArgument, fn, ": peer ", peer, " is out of range for ",
           comm->impl->size(), " ranks.");
   P2pCall call{isSend, peer, buf, count * dataTypeSize(static_cast<DataType>(datatype))};
+  const bool device = onDevice(comm, {{isSend ? "sendbuff" : "recvbuff", buf, call.bytes}},
+                               stream, fn);
   if (tlsGroupDepth == 0) {
-    comm->impl->sendRecv({call});
+    if (device)
+      comm->impl->enqueueSendRecv({call}, stream);
+    else
+      comm->impl->sendRecv({call});
     return;
   }
-  for (auto& [c, calls] : tlsGroup)
-    if (c == comm) {
-      calls.push_back(call);
+  for (GroupCalls& g : tlsGroup)
+    if (g.comm == comm) {
+      if (device != g.device || (device && stream != g.stream))
+        raise(ErrorCode::kInvalidArgument, fn, ": this group already holds ",
+              g.device ? "device" : "host", " sends or receives on this communicator",
+              g.device ? " on another stream" : "", "; a group's calls on one communicator "
+              "must all be host memory, or all device memory on one stream.");
+      g.calls.push_back(call);
       return;
     }
-  tlsGroup.push_back({comm, {call}});
+  tlsGroup.push_back({comm, {call}, device, stream});
 }
 
 sqzResult_t initRank(sqzComm_t* out, int nranks, const UniqueIdData* parsedId,
@@ -160,7 +285,7 @@ sqzResult_t initRank(sqzComm_t* out, int nranks, const UniqueIdData* parsedId,
     UniqueIdData id = parsedId ? *parsedId : UniqueIdData::parse(rawId->internal);
     auto handle = std::make_unique<sqzComm>();
     handle->impl = Communicator::create(id, rank, nranks, config);
-    *out = handle.release();
+    *out = adopt(std::move(handle));
   });
 }
 
@@ -213,6 +338,7 @@ sqzResult_t sqzCommDestroy(sqzComm_t comm) {
   return apiGuard(nullptr, [&] {
     checkComm(comm, "sqzCommDestroy");
     comm->magic = 0;
+    forget(comm);
     delete comm;
   });
 }
@@ -228,6 +354,7 @@ sqzResult_t sqzCommAbort(sqzComm_t comm) {
   // error). This guard's own count is gone by now.
   while (comm->inflight.load() > 0) std::this_thread::yield();
   comm->magic = 0;
+  forget(comm);
   delete comm;
   return sqzSuccess;
 }
@@ -285,11 +412,14 @@ sqzResult_t sqzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                          sqzDataType_t datatype, sqzRedOp_t op, sqzComm_t comm, void* stream) {
   return apiGuard(comm, [&] {
     const char* fn = "sqzAllReduce";
-    checkCommon(comm, count, count, datatype, stream, fn);
+    checkCommon(comm, count, count, datatype, fn);
     checkOp(op, fn);
     checkBuffers(sendbuff, recvbuff, count, fn);
-    comm->impl->collective(makeRequest(CollKind::kAllReduce, sendbuff, recvbuff, count,
-                                       datatype, op, 0));
+    const size_t bytes = count * dataTypeSize(static_cast<DataType>(datatype));
+    const bool device = onDevice(comm, {{"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}},
+                                 stream, fn);
+    dispatch(comm, makeRequest(CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0),
+             device, stream);
   });
 }
 
@@ -297,14 +427,18 @@ sqzResult_t sqzBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                          sqzDataType_t datatype, int root, sqzComm_t comm, void* stream) {
   return apiGuard(comm, [&] {
     const char* fn = "sqzBroadcast";
-    checkCommon(comm, count, count, datatype, stream, fn);
+    checkCommon(comm, count, count, datatype, fn);
     checkRoot(comm, root, fn);
     int rank = comm->impl->rank();
     if (count > 0 && (!recvbuff || (rank == root && !sendbuff)))
       raise(ErrorCode::kInvalidArgument, fn, ": ", !recvbuff ? "recvbuff" : "sendbuff (on root)",
             " is NULL with count ", count, ".");
-    comm->impl->collective(makeRequest(CollKind::kBroadcast, sendbuff, recvbuff, count,
-                                       datatype, sqzSum, root));
+    const size_t bytes = count * dataTypeSize(static_cast<DataType>(datatype));
+    const bool device = onDevice(
+        comm, {{"sendbuff", rank == root ? sendbuff : nullptr, bytes}, {"recvbuff", recvbuff, bytes}},
+        stream, fn);
+    dispatch(comm, makeRequest(CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, sqzSum,
+                               root), device, stream);
   });
 }
 
@@ -312,15 +446,19 @@ sqzResult_t sqzReduce(const void* sendbuff, void* recvbuff, size_t count, sqzDat
                       sqzRedOp_t op, int root, sqzComm_t comm, void* stream) {
   return apiGuard(comm, [&] {
     const char* fn = "sqzReduce";
-    checkCommon(comm, count, count, datatype, stream, fn);
+    checkCommon(comm, count, count, datatype, fn);
     checkOp(op, fn);
     checkRoot(comm, root, fn);
     int rank = comm->impl->rank();
     if (count > 0 && (!sendbuff || (rank == root && !recvbuff)))
       raise(ErrorCode::kInvalidArgument, fn, ": ", !sendbuff ? "sendbuff" : "recvbuff (on root)",
             " is NULL with count ", count, ".");
-    comm->impl->collective(makeRequest(CollKind::kReduce, sendbuff, recvbuff, count, datatype,
-                                       op, root));
+    const size_t bytes = count * dataTypeSize(static_cast<DataType>(datatype));
+    const bool device = onDevice(
+        comm, {{"sendbuff", sendbuff, bytes}, {"recvbuff", rank == root ? recvbuff : nullptr, bytes}},
+        stream, fn);
+    dispatch(comm, makeRequest(CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root),
+             device, stream);
   });
 }
 
@@ -329,10 +467,15 @@ sqzResult_t sqzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
   return apiGuard(comm, [&] {
     const char* fn = "sqzAllGather";
     checkComm(comm, fn);
-    checkCommon(comm, sendcount, totalCount(comm, sendcount, fn), datatype, stream, fn);
+    const size_t total = totalCount(comm, sendcount, fn);
+    checkCommon(comm, sendcount, total, datatype, fn);
     checkBuffers(sendbuff, recvbuff, sendcount, fn);
-    comm->impl->collective(makeRequest(CollKind::kAllGather, sendbuff, recvbuff, sendcount,
-                                       datatype, sqzSum, 0));
+    const size_t esz = dataTypeSize(static_cast<DataType>(datatype));
+    const bool device = onDevice(
+        comm, {{"sendbuff", sendbuff, sendcount * esz}, {"recvbuff", recvbuff, total * esz}},
+        stream, fn);
+    dispatch(comm, makeRequest(CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
+                               sqzSum, 0), device, stream);
   });
 }
 
@@ -342,11 +485,16 @@ sqzResult_t sqzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
   return apiGuard(comm, [&] {
     const char* fn = "sqzReduceScatter";
     checkComm(comm, fn);
-    checkCommon(comm, recvcount, totalCount(comm, recvcount, fn), datatype, stream, fn);
+    const size_t total = totalCount(comm, recvcount, fn);
+    checkCommon(comm, recvcount, total, datatype, fn);
     checkOp(op, fn);
     checkBuffers(sendbuff, recvbuff, recvcount, fn);
-    comm->impl->collective(makeRequest(CollKind::kReduceScatter, sendbuff, recvbuff, recvcount,
-                                       datatype, op, 0));
+    const size_t esz = dataTypeSize(static_cast<DataType>(datatype));
+    const bool device = onDevice(
+        comm, {{"sendbuff", sendbuff, total * esz}, {"recvbuff", recvbuff, recvcount * esz}},
+        stream, fn);
+    dispatch(comm, makeRequest(CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype,
+                               op, 0), device, stream);
   });
 }
 
@@ -356,16 +504,18 @@ sqzResult_t sqzAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
     const char* fn = "sqzAlltoAll";
     checkComm(comm, fn);
     size_t total = totalCount(comm, count, fn);
-    checkCommon(comm, count, total, datatype, stream, fn);
+    checkCommon(comm, count, total, datatype, fn);
     checkBuffers(sendbuff, recvbuff, count, fn);
     size_t bytes = total * dataTypeSize(static_cast<DataType>(datatype));
+    const bool device = onDevice(comm, {{"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}},
+                                 stream, fn);
     auto* s = static_cast<const char*>(sendbuff);
     auto* r = static_cast<const char*>(recvbuff);
     if (count > 0 && s < r + bytes && r < s + bytes)
       raise(ErrorCode::kInvalidArgument, fn, ": sendbuff and recvbuff overlap; all-to-all "
             "cannot run in place.");
-    comm->impl->collective(makeRequest(CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype,
-                                       sqzSum, 0));
+    dispatch(comm, makeRequest(CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, sqzSum,
+                               0), device, stream);
   });
 }
 
@@ -396,10 +546,13 @@ sqzResult_t sqzGroupEnd(void) {
   auto group = std::move(tlsGroup);
   tlsGroup.clear();
   sqzResult_t first = sqzSuccess;
-  for (auto& [comm, calls] : group) {
-    sqzResult_t rc = apiGuard(comm, [&, c = comm, &cs = calls] {
-      checkComm(c, "sqzGroupEnd");
-      c->impl->sendRecv(cs);
+  for (GroupCalls& g : group) {
+    sqzResult_t rc = apiGuard(g.comm, [&] {
+      checkComm(g.comm, "sqzGroupEnd");
+      if (g.device)
+        g.comm->impl->enqueueSendRecv(g.calls, g.stream);
+      else
+        g.comm->impl->sendRecv(g.calls);
     });
     if (first == sqzSuccess) first = rc;
   }
@@ -427,7 +580,7 @@ sqzResult_t sqzCommSplit(sqzComm_t comm, int color, int key, sqzComm_t* newcomm,
     if (child) {
       auto handle = std::make_unique<sqzComm>();
       handle->impl = std::move(child);
-      *newcomm = handle.release();
+      *newcomm = adopt(std::move(handle));
     }
   });
 }
@@ -461,6 +614,15 @@ sqzCodec* checkCodec(sqzCodec_t codec, const char* fn) {
     raise(ErrorCode::kInvalidArgument, fn, ": codec is not a live codec (destroyed, or not from "
           "sqzCodecCreate).");
   return codec;
+}
+
+// Waits for the codec's enqueued device calls (its state is theirs until they have run).
+void settle(sqzCodec* c) {
+  {
+    std::lock_guard<std::mutex> lock(liveCommsMu);
+    if (!liveComms.count(c->comm)) return;  // destroyed: it drained its calls then
+  }
+  c->comm->impl->drainDevice();
 }
 
 sqzResult_t createCodec(sqzCodec_t* out, const CodecSpec& spec, size_t count,
@@ -540,9 +702,12 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
                                    sqzComm_t comm, void* stream) {
   return apiGuard(comm, [&] {
     const char* fn = "sqzAllReduceCompressed";
-    checkCommon(comm, count, count, datatype, stream, fn);
+    checkCommon(comm, count, count, datatype, fn);
     checkOp(op, fn);
     checkBuffers(sendbuff, recvbuff, count, fn);
+    const size_t total = count * dataTypeSize(static_cast<DataType>(datatype));
+    const bool device =
+        onDevice(comm, {{"sendbuff", sendbuff, total}, {"recvbuff", recvbuff, total}}, stream, fn);
     sqzCodec* c = checkCodec(codec, fn);
     CodecHandle& h = *c->impl;
     if (c->comm != comm)
@@ -562,13 +727,28 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
       raise(ErrorCode::kInvalidArgument, fn, ": sendbuff and recvbuff overlap without being "
             "equal; pass the same pointer for in place, or separate buffers.");
     if (count == 0) return;
-    h.allReduce(*comm->impl, sendbuff, recvbuff, static_cast<RedOp>(op));
+    Communicator& impl = *comm->impl;
+    if (!device) {
+      impl.drainDevice();  // after the device calls enqueued before it
+      h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op));
+      return;
+    }
+    // The handle's passes and its collectives run on the progress thread, in stream order; the
+    // codec must stay alive until the stream has passed the call (as the buffers must).
+    impl.enqueueTask(stream,
+                     [&h, &impl, sendbuff, recvbuff, op](device::GpuStream internal) {
+                       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op), internal);
+                     },
+                     strCat("compressed all-reduce (", h.spec().method, ") of ", count, " ",
+                            dataTypeName(h.dtype())));
   });
 }
 
 sqzResult_t sqzCodecGetStats(sqzCodec_t codec, sqzCodecStats_t* stats) {
   return apiGuard(nullptr, [&] {
-    const CodecStats s = checkCodec(codec, "sqzCodecGetStats")->impl->stats();
+    sqzCodec* c = checkCodec(codec, "sqzCodecGetStats");
+    settle(c);
+    const CodecStats s = c->impl->stats();
     if (!stats) raise(ErrorCode::kInvalidArgument, "sqzCodecGetStats: stats is NULL.");
     stats->calls = s.calls;
     stats->wireBytes = s.wireBytes;
@@ -586,6 +766,7 @@ sqzResult_t sqzCodecGetStats(sqzCodec_t codec, sqzCodecStats_t* stats) {
 sqzResult_t sqzCodecSaveState(sqzCodec_t codec, void* buf, size_t* bytes) {
   return apiGuard(nullptr, [&] {
     sqzCodec* c = checkCodec(codec, "sqzCodecSaveState");
+    settle(c);
     if (!bytes) raise(ErrorCode::kInvalidArgument, "sqzCodecSaveState: bytes is NULL.");
     std::vector<char> state = c->impl->saveState();
     if (!buf) {
@@ -603,6 +784,7 @@ sqzResult_t sqzCodecSaveState(sqzCodec_t codec, void* buf, size_t* bytes) {
 sqzResult_t sqzCodecLoadState(sqzCodec_t codec, const void* buf, size_t bytes) {
   return apiGuard(nullptr, [&] {
     sqzCodec* c = checkCodec(codec, "sqzCodecLoadState");
+    settle(c);
     if (!buf) raise(ErrorCode::kInvalidArgument, "sqzCodecLoadState: buf is NULL.");
     c->impl->loadState(buf, bytes);
   });
@@ -611,7 +793,7 @@ sqzResult_t sqzCodecLoadState(sqzCodec_t codec, const void* buf, size_t bytes) {
 sqzResult_t sqzCodecDestroy(sqzCodec_t codec) {
   return apiGuard(nullptr, [&] {
     if (!codec) return;
-    checkCodec(codec, "sqzCodecDestroy");
+    settle(checkCodec(codec, "sqzCodecDestroy"));  // its enqueued calls still use it
     codec->magic = 0;
     delete codec;
   });

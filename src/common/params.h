@@ -22,8 +22,9 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Log to this file instead of stderr; %h is the host, %p the pid.")                         \
   X(timeoutMs, kInt, "SQZ_TIMEOUT_MS", "300000",                                               \
     "Bound on every blocking wait (rendezvous, connect, send, receive), in ms.")               \
-  X(transport, kString, "SQZ_TRANSPORT", "shm,tcp",                                            \
-    "Ordered transports to try per peer (shm: same host only; tcp: any). 'tcp' forces tcp.")   \
+  X(transport, kString, "SQZ_TRANSPORT", "cuda_ipc,shm,tcp",                                   \
+    "Ordered transports to try per peer (cuda_ipc: GPU ranks on one host, CUDA builds only; "    \
+    "shm: same host only; tcp: any). 'tcp' forces tcp.")                                        \
   X(socketIfname, kString, "SQZ_SOCKET_IFNAME", "",                                            \
     "Interface for sockets: name prefix ('lo', 'eth'), ^ excludes, = exact. "                  \
     "Empty: first non-loopback interface that is up, else loopback.")                          \
@@ -32,6 +33,8 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Pipeline chunk: algorithms split each segment into pieces of at most this size.")        \
   X(shmBufferBytes, kBytes, "SQZ_SHM_BUFFER_BYTES", "4M",                                      \
     "Shared-memory ring buffer per direction per peer pair.")                                  \
+  X(cudaIpcBufferBytes, kBytes, "SQZ_CUDA_IPC_BUFFER_BYTES", "8M",                              \
+    "CUDA IPC: device staging ring per direction per GPU peer pair.")                          \
   X(algo, kString, "SQZ_ALGO", "",                                                             \
     "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
     " Empty: the tuner's cost model decides.")                                                 \

@@ -96,12 +96,81 @@ std::optional<Error> Communicator::asyncError() const {
 void Communicator::abort() {
   aborted_ = true;
   fail(Error(ErrorCode::kRemote, strCat("rank ", rank_, ": the communicator was aborted")));
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    if (deviceQueue_) deviceQueue_->abort();
+  }
   std::lock_guard<std::mutex> wait(callMu_);  // a call in flight notices and returns
 }
 
-void Communicator::collective(const CollRequest& req) { run(req, nullptr); }
+void Communicator::throwIfFailed() const {
+  if (auto err = asyncError())
+    raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": the communicator is unusable after an "
+          "earlier error (", err->what(), "); destroy it and create a new one.");
+}
+
+void Communicator::drainDevice() {
+  DeviceQueue* q;
+  {
+    std::lock_guard<std::mutex> lock(queueMu_);
+    q = deviceQueue_.get();
+  }
+  if (q) q->drain();
+}
+
+DeviceQueue& Communicator::deviceQueue() {
+  std::lock_guard<std::mutex> lock(queueMu_);
+  if (!deviceQueue_) {
+    SQZ_ENFORCE(config_.device >= 0, "a device call on a communicator without a GPU");
+    deviceQueue_ = std::make_unique<DeviceQueue>(config_.device, rank_,
+                                                 [this](const Error& e) { fail(e); });
+  }
+  return *deviceQueue_;
+}
+
+void Communicator::collective(const CollRequest& req) {
+  {
+    std::unique_lock<std::mutex> lock(queueMu_);
+    if (deviceQueue_ && deviceQueue_->onProgressThread()) {  // inside an enqueued task
+      lock.unlock();
+      run(req, nullptr, deviceQueue_->stream());
+      return;
+    }
+  }
+  drainDevice();
+  run(req, nullptr);
+}
+
+void Communicator::enqueueTask(void* stream, std::function<void(device::GpuStream)> task,
+                               std::string what) {
+  throwIfFailed();
+  DeviceQueue& q = deviceQueue();
+  q.enqueue(static_cast<device::GpuStream>(stream),
+            [task = std::move(task), &q] { task(q.stream()); }, std::move(what));
+}
+
+void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
+  throwIfFailed();
+  DeviceQueue& q = deviceQueue();
+  q.enqueue(static_cast<device::GpuStream>(stream),
+            [this, req, &q] { run(req, nullptr, q.stream()); },
+            strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype)));
+}
+
+void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {
+  throwIfFailed();
+  DeviceQueue& q = deviceQueue();
+  q.enqueue(static_cast<device::GpuStream>(stream),
+            [this, calls, &q] { runSendRecv(calls, q.stream()); },
+            strCat("a group of ", calls.size(), " sends and receives"));
+}
 
 void Communicator::sendRecv(const std::vector<P2pCall>& calls) {
+  drainDevice();
+  runSendRecv(calls, nullptr);
+}
+
+void Communicator::runSendRecv(const std::vector<P2pCall>& calls, device::GpuStream stream) {
   CollRequest req;
   req.kind = CollKind::kSendRecv;
   req.dtype = DataType::kUint8;
@@ -110,10 +179,11 @@ void Communicator::sendRecv(const std::vector<P2pCall>& calls) {
       raise(ErrorCode::kInvalidArgument, "rank ", rank_, ": peer ", c.peer,
             " is out of range for a communicator of ", nranks_, " ranks.");
   Schedule sched = buildSendRecv(calls, rank_, p2pSent_, p2pRecvd_);
-  run(req, &sched);
+  run(req, &sched, stream);
 }
 
 void Communicator::barrier() {
+  drainDevice();
   uint8_t token = 0;
   CollRequest req;
   req.kind = CollKind::kAllReduce;
@@ -125,6 +195,7 @@ void Communicator::barrier() {
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const CommConfig& config) {
+  drainDevice();
   // Round 1: everyone's (color, key).
   std::vector<int32_t> mine = {color, key}, all(2 * nranks_);
   CollRequest gather;
@@ -161,12 +232,10 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
   return child;
 }
 
-void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt) {
+void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::GpuStream stream) {
   std::lock_guard<std::mutex> lock(callMu_);
   setLogRank(rank_);
-  if (auto err = asyncError())
-    raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": the communicator is unusable after an "
-          "earlier error (", err->what(), "); destroy it and create a new one.");
+  throwIfFailed();
   CollRequest req = reqIn;
   if (!req.codec) req.codec = &denseCodec();
   Schedule sched;
@@ -200,7 +269,7 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt) {
   base.seq = seq;
   base.count = req.count;
   base.root = req.root;
-  ExecContext ctx{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_};
+  ExecContext ctx{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_, stream};
   try {
     if (config_.fullCheck && !prebuilt && nranks_ > 1) {
       CollRequest agree = req;  // the same call, its description on empty dense messages

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "bootstrap/unique_id.h"
 #include "common/error.h"
 #include "core/config.h"
+#include "core/device_queue.h"
 #include "core/executor.h"
 #include "core/peer_setup.h"
 
@@ -33,10 +35,23 @@ class Communicator {
   int size() const { return nranks_; }
   const CommConfig& config() const { return config_; }
 
-  // Any collective but send/recv; req.kind says which.
+  // Any collective but send/recv; req.kind says which. Host buffers: runs now.
   void collective(const CollRequest& req);
-  // One group's queued sends and receives, all posted at once.
+  // One group's queued sends and receives, all posted at once. Host buffers: runs now.
   void sendRecv(const std::vector<P2pCall>& calls);
+  // The same on device buffers (CUDA builds): enqueued on `stream` (a cudaStream_t of
+  // config().device), run by the progress thread (core/device_queue.h); returns at once.
+  void enqueueCollective(const CollRequest& req, void* stream);
+  void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
+  // Any work on device buffers that makes calls on this communicator (a compressed all-reduce:
+  // its codec handle's passes and its collectives): enqueued on `stream` like a collective;
+  // task(internal) runs on the progress thread, where collective() runs at once as a device
+  // call on the internal stream (passed to the task for its own kernels).
+  void enqueueTask(void* stream, std::function<void(device::GpuStream internal)> task,
+                   std::string what);
+  // Waits for every device call enqueued so far (host calls come after them: ranks number calls
+  // in issue order). Not on the progress thread.
+  void drainDevice();
   void barrier();
   // Collective over this communicator: ranks with the same color form a new communicator,
   // ordered by (key, rank); color < 0 takes part and gets nullptr.
@@ -54,8 +69,13 @@ class Communicator {
  private:
   Communicator(int rank, int nranks, const CommConfig& config)
       : rank_(rank), nranks_(nranks), config_(config) {}
-  void run(const CollRequest& req, Schedule* prebuilt);
+  // Runs one call on this thread; stream: the internal stream of a device call (else null).
+  void run(const CollRequest& req, Schedule* prebuilt, device::GpuStream stream = nullptr);
+  void runSendRecv(const std::vector<P2pCall>& calls, device::GpuStream stream);
   void fail(const Error& e);
+  // Throws the error that put the communicator in error state, if any.
+  void throwIfFailed() const;
+  DeviceQueue& deviceQueue();
 
   int rank_;
   int nranks_;
@@ -74,6 +94,10 @@ class Communicator {
   std::mutex callMu_;              // held for the duration of a collective
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;
+  std::mutex queueMu_;             // protects the creation of deviceQueue_
+  // Device calls (created with the first). Last member: destroyed first, while what its
+  // progress thread uses still exists.
+  std::unique_ptr<DeviceQueue> deviceQueue_;
 };
 
 }  // namespace squeeze

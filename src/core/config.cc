@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "squeeze_config.h"
 #include "common/error.h"
 #include "common/strings.h"
 #include "transports/transport.h"
@@ -17,6 +18,8 @@ CommConfig CommConfig::fromParams(const Params& p) {
   c.timeoutMs = static_cast<int>(p.timeoutMs);
   for (const std::string& name : split(p.transport, ',')) {
     if (name.empty()) continue;
+    // The default list names cuda_ipc; a build without CUDA has nothing to reach a GPU with.
+    if (name == "cuda_ipc" && !SQZ_HAVE_CUDA) continue;
     const auto& known = availableTransports();
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
@@ -42,6 +45,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_BUFFER_BYTES=", p.shmBufferBytes,
           " is out of range; use 64K to 1G.");
   c.shmBufferBytes = p.shmBufferBytes;
+  if (p.cudaIpcBufferBytes < 65536 || p.cudaIpcBufferBytes > kMaxShmBufferBytes)
+    raise(ErrorCode::kInvalidArgument, "SQZ_CUDA_IPC_BUFFER_BYTES=", p.cudaIpcBufferBytes,
+          " is out of range; use 64K to 1G.");
+  c.cudaIpcBufferBytes = p.cudaIpcBufferBytes;
   c.socketIfname = p.socketIfname;
   c.algoSpec = p.algo;
   if (p.checkMode != "headers" && p.checkMode != "full")

@@ -25,6 +25,10 @@ struct CommConfig {
   std::string algoSpec;  // SQZ_ALGO
   bool fullCheck = false;  // SQZ_CHECK_MODE=full
   size_t codecMinBytes = 16 << 10;
+  // The GPU this communicator's device calls run on (-1: none; host memory only). Set at init
+  // from sqzConfig_t.device or the caller's current device when a GPU is usable.
+  int device = -1;
+  size_t cudaIpcBufferBytes = 8 << 20;  // SQZ_CUDA_IPC_BUFFER_BYTES
   CostModel tcpModel = calibratedModel("tcp", 40e-6, 1 / 1.2e9, 1 / 4e9);
   CostModel shmModel = calibratedModel("shm", 8e-6, 1 / 2.5e9, 1 / 4e9);
   CostModel netModel = calibratedModel("net", 40e-6, 1 / 1.2e9, 1 / 4e9);  // ranks on >1 host

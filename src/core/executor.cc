@@ -19,7 +19,7 @@ namespace {
 struct Pending {
   uint32_t op;
   TransferRequest req;
-  int scratch = -1;
+  int scratch = -1;  // a CallMemory buffer released when the transfer is done
 };
 
 struct PeerQueues {
@@ -43,19 +43,6 @@ const char* opName(OpKind k) {
 
 }  // namespace
 
-int Executor::acquireScratch(size_t bytes) {
-  int index;
-  if (!freeScratch_.empty()) {
-    index = freeScratch_.back();
-    freeScratch_.pop_back();
-  } else {
-    index = static_cast<int>(scratch_.size());
-    scratch_.emplace_back();
-  }
-  if (scratch_[index].size() < bytes) scratch_[index].resize(bytes);
-  return index;
-}
-
 void Executor::run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
                    ExecContext& ctx) {
   Codec& codec = *req.codec;
@@ -65,11 +52,20 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   const bool raw = codec.rawWire();
   CodecCall* const cc = req.codecCall;
   const size_t esz = dataTypeSize(req.dtype);
-  freeScratch_.clear();
-  for (size_t i = 0; i < scratch_.size(); ++i) freeScratch_.push_back(static_cast<int>(i));
-  if (work_.size() < sched.scratchElems * esz) work_.resize(sched.scratchElems * esz);
+  mem_.begin(ctx.stream);
+  const bool dev = mem_.onDevice();
   char* const bufs[] = {static_cast<char*>(const_cast<void*>(req.sendbuf)),
-                        static_cast<char*>(req.recvbuf), work_.data()};
+                        static_cast<char*>(req.recvbuf), mem_.work(sched.scratchElems * esz)};
+  // Where a payload to or from peer p lives: host memory for host calls; for device calls
+  // device memory when p's connection reads it, else pinned host memory. Payloads with no one
+  // peer (a finalized piece, forwarded to any) go where every active connection reads them.
+  auto spaceFor = [&](int p) {
+    if (!dev) return Space::kHost;
+    if (p >= 0) return ctx.conns[p]->readsDeviceMemory() ? Space::kDevice : Space::kPinned;
+    for (int q = 0; q < ctx.nranks; ++q)
+      if (ctx.conns[q] && !ctx.conns[q]->readsDeviceMemory()) return Space::kPinned;
+    return Space::kDevice;
+  };
   auto at = [&](const Span& span) {
     char* base = span.buf == BufferRole::kUser ? sched.userBuffers[span.user]
                                                : bufs[static_cast<int>(span.buf)];
@@ -90,22 +86,36 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
 
   auto chunkAt = [&](const Op& op) {
     // op.peer is the sender on receive ops: a malformed payload's error names it.
-    return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank, op.peer};
+    return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank, op.peer, ctx.stream};
   };
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  // Encodes src of op into pool buffer `buf` with error feedback; returns the payload size.
-  auto encodeInto = [&](const Op& op, const Span& src, int buf) {
+  // Encodes src of op, with error feedback, into a new payload buffer in `space`; returns the
+  // buffer and sets bytes to the payload's size.
+  auto encodeInto = [&](const Op& op, const Span& src, Space space, size_t& bytes) {
     auto t0 = Clock::now();
+    const size_t bound = codec.maxEncodedBytes(op.count, req.dtype);
+    const int buf = mem_.acquire(bound, space);
     float* residual = cc && cc->residual ? cc->residual + op.wireOffset : nullptr;
-    size_t bytes = codec.encodeFeedback(at(src), op.count, req.dtype, chunkAt(op),
-                                        scratch_[buf].data(), residual, cc ? &cc->norms : nullptr);
-    SQZ_ENFORCE(bytes <= scratch_[buf].size(), "codec ", codec.name(), " wrote ", bytes,
-                " bytes for ", op.count, " values, over its bound ", scratch_[buf].size());
+    bytes = codec.encodeFeedback(at(src), op.count, req.dtype, chunkAt(op), mem_.data(buf),
+                                 residual, cc ? &cc->norms : nullptr);
+    mem_.synchronize("encoding a payload on the GPU");
+    SQZ_ENFORCE(bytes <= bound, "codec ", codec.name(), " wrote ", bytes, " bytes for ",
+                op.count, " values, over its bound ", bound);
     if (cc) cc->encodeSeconds += seconds(t0);
-    return bytes;
+    return buf;
+  };
+  // What connection p can send from: ptr itself, or (a device span to a connection that reads
+  // only host memory) a pinned copy in a new buffer, returned in staged (-1: none).
+  auto sendable = [&](int p, const char* ptr, size_t bytes, bool deviceMemory, int& staged) {
+    staged = -1;
+    if (!deviceMemory || ctx.conns[p]->readsDeviceMemory() || bytes == 0) return ptr;
+    staged = mem_.acquire(bytes, Space::kPinned);
+    mem_.copy(mem_.data(staged), ptr, bytes);
+    mem_.synchronize("staging a device buffer for sending");
+    return static_cast<const char*>(mem_.data(staged));
   };
   // Final payloads by wire offset: every final message carries one finalized piece.
   struct Final {
@@ -115,8 +125,9 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   std::unordered_map<size_t, Final> finals;
   auto decodeFinal = [&](const Op& op, const Final& f) {
     auto t0 = Clock::now();
-    codec.decode(scratch_[f.buf].data(), f.bytes, op.count, req.dtype, chunkAt(op), at(op.dst));
-    if (req.op == RedOp::kAvg) device::cpuDivide(at(op.dst), op.count, req.dtype, ctx.nranks);
+    codec.decode(mem_.data(f.buf), f.bytes, op.count, req.dtype, chunkAt(op), at(op.dst));
+    if (req.op == RedOp::kAvg) mem_.divide(at(op.dst), op.count, req.dtype, ctx.nranks);
+    mem_.synchronize("decoding a payload on the GPU");
     if (cc) cc->decodeSeconds += seconds(t0);
   };
   // A send that only waits for a receive-reduce of the same span is encoded as soon as that
@@ -184,26 +195,32 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         const Op& op = ops[i];
         WireHeader h = header(op, ctx.rank);
         if (raw) {
-          q.sending.push_back(Pending{i, {}});
-          ctx.conns[p]->isend(h, at(op.src), &q.sending.back().req);
+          int staged;
+          const char* from = sendable(p, at(op.src), h.payloadBytes, dev, staged);
+          q.sending.push_back(Pending{i, {}, staged});
+          ctx.conns[p]->isend(h, from, &q.sending.back().req);
         } else if (op.kind == OpKind::kSendFinal) {
           auto f = finals.find(op.wireOffset);
           SQZ_ENFORCE(f != finals.end() && f->second.count == op.count, "rank ", ctx.rank,
                       ": no final payload for elements ", op.wireOffset, "+", op.count,
                       " (the schedule forwards a piece it never finalized or received)");
           h.payloadBytes = f->second.bytes;
-          q.sending.push_back(Pending{i, {}});
-          ctx.conns[p]->isend(h, scratch_[f->second.buf].data(), &q.sending.back().req);
+          int staged;
+          const char* from = sendable(p, mem_.data(f->second.buf), h.payloadBytes,
+                                      mem_.space(f->second.buf) == Space::kDevice, staged);
+          q.sending.push_back(Pending{i, {}, staged});
+          ctx.conns[p]->isend(h, from, &q.sending.back().req);
         } else {
           int buf = parked[i];
           if (buf >= 0) {
             h.payloadBytes = parkedBytes[i];
           } else {
-            buf = acquireScratch(codec.maxEncodedBytes(op.count, req.dtype));
-            h.payloadBytes = encodeInto(op, op.src, buf);
+            size_t bytes;
+            buf = encodeInto(op, op.src, spaceFor(p), bytes);
+            h.payloadBytes = bytes;
           }
           q.sending.push_back(Pending{i, {}, buf});
-          ctx.conns[p]->isend(h, scratch_[buf].data(), &q.sending.back().req);
+          ctx.conns[p]->isend(h, mem_.data(buf), &q.sending.back().req);
         }
         if (cc) cc->wireBytes += h.payloadBytes;
         moved = true;
@@ -212,19 +229,18 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         const uint32_t i = q.recvs[q.nextRecv];
         const Op& op = ops[i];
         const size_t bytes = raw ? op.count * esz : codec.maxEncodedBytes(op.count, req.dtype);
-        if (op.kind == OpKind::kRecvFinal && raw) {
+        if (op.kind == OpKind::kRecvFinal && raw &&
+            (!dev || ctx.conns[p]->readsDeviceMemory() || bytes == 0)) {
           if (!ready(op)) break;
           q.receiving.push_back(Pending{i, {}});
           ctx.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
-        } else if (op.kind == OpKind::kRecvFinal) {
-          if (!ready(op)) break;  // the payload is decoded into dst on arrival
-          int s = acquireScratch(bytes);
-          q.receiving.push_back(Pending{i, {}, s});
-          ctx.conns[p]->irecv(header(op, p), scratch_[s].data(), bytes, &q.receiving.back().req);
         } else {
-          int s = acquireScratch(bytes);
+          // Into a payload buffer: to combine, to decode, or (raw, device dst, host-only
+          // connection) to copy to the GPU on arrival.
+          if (op.kind == OpKind::kRecvFinal && !ready(op)) break;
+          int s = mem_.acquire(bytes, spaceFor(p));
           q.receiving.push_back(Pending{i, {}, s});
-          ctx.conns[p]->irecv(header(op, p), scratch_[s].data(), bytes, &q.receiving.back().req);
+          ctx.conns[p]->irecv(header(op, p), mem_.data(s), bytes, &q.receiving.back().req);
         }
         ++q.nextRecv;
         moved = true;
@@ -236,7 +252,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     for (int p = 0; p < ctx.nranks; ++p) {
       PeerQueues& q = peers[p];
       while (!q.sending.empty() && q.sending.front().req.done) {
-        if (q.sending.front().scratch >= 0) releaseScratch(q.sending.front().scratch);
+        if (q.sending.front().scratch >= 0) mem_.release(q.sending.front().scratch);
         finish(q.sending.front().op);
         q.sending.pop_front();
         moved = true;
@@ -251,17 +267,22 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         if (op.kind == OpKind::kRecvReduce) {
           if (!ready(op)) break;
           auto t0 = Clock::now();
-          codec.combine(at(op.dst), at(op.src), scratch_[pend.scratch].data(), bytes, op.count,
+          codec.combine(at(op.dst), at(op.src), mem_.data(pend.scratch), bytes, op.count,
                         req.dtype, req.op, chunkAt(op));
+          mem_.synchronize("combining a payload on the GPU");
           if (cc) cc->combineSeconds += seconds(t0);
-          releaseScratch(pend.scratch);
+          mem_.release(pend.scratch);
           if (!raw && fusedSend[pend.op] != kNoDep) {
             const uint32_t si = fusedSend[pend.op];
-            int buf = acquireScratch(codec.maxEncodedBytes(op.count, req.dtype));
-            parkedBytes[si] = encodeInto(ops[si], ops[si].src, buf);
-            parked[si] = buf;
+            parked[si] = encodeInto(ops[si], ops[si].src, spaceFor(ops[si].peer), parkedBytes[si]);
           }
-        } else if (!raw) {  // a final payload: keep it for forwarding, decode it once
+        } else if (raw) {
+          if (pend.scratch >= 0) {  // staged: a device dst behind a host-memory connection
+            mem_.copy(at(op.dst), mem_.data(pend.scratch), bytes);
+            mem_.synchronize("copying a received piece to the GPU");
+            mem_.release(pend.scratch);
+          }
+        } else {  // a final payload: keep it for forwarding, decode it once
           Final f{pend.scratch, bytes, op.count};
           decodeFinal(op, f);
           finals[op.wireOffset] = f;
@@ -279,17 +300,21 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         continue;
       }
       if (op.kind == OpKind::kCopy) {
-        if (at(op.dst) != at(op.src)) std::memcpy(at(op.dst), at(op.src), op.count * esz);
+        mem_.copy(at(op.dst), at(op.src), op.count * esz);
+        mem_.synchronize("a local copy on the GPU");
       } else if (op.kind == OpKind::kJoin) {
         // nothing to do: its dependencies are done
       } else if (op.kind == OpKind::kFinalize && !raw) {
         // Encode once; this rank keeps the payload's values, as every other rank will.
-        Final f{acquireScratch(codec.maxEncodedBytes(op.count, req.dtype)), 0, op.count};
-        f.bytes = encodeInto(op, op.dst, f.buf);
+        Final f{-1, 0, op.count};
+        f.buf = encodeInto(op, op.dst, spaceFor(-1), f.bytes);
         decodeFinal(op, f);
         finals[op.wireOffset] = f;
       } else if (op.kind == OpKind::kFinalize) {
-        if (req.op == RedOp::kAvg) device::cpuDivide(at(op.dst), op.count, req.dtype, ctx.nranks);
+        if (req.op == RedOp::kAvg) {
+          mem_.divide(at(op.dst), op.count, req.dtype, ctx.nranks);
+          mem_.synchronize("avg's division on the GPU");
+        }
       } else {
         raise(ErrorCode::kInternal, "op ", opName(op.kind), " is not a local op");
       }

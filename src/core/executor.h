@@ -6,12 +6,21 @@
 // (copy, finalize) when they become ready. When nothing can move it sleeps on the connections'
 // wait sources; a stretch of timeoutMs without progress is an Error(kTimeout) naming the call,
 // the peers and what was outstanding.
+//
+// Device calls (ExecContext::stream set): spans are device memory and go through unchanged; the
+// codec runs its GPU kernels (ChunkInfo::stream); payloads sit in CallMemory's device or pinned
+// buffers, whichever the peer's connection reads; a device span sent over, or received from, a
+// connection that does not read device memory is staged through a pinned buffer, one pipeline
+// piece at a time, so the copy of one piece overlaps the transfer of the pieces around it. Each
+// local stage (combine, encode, decode, copy) synchronizes the stream before its result is sent
+// or counted done.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <vector>
 
+#include "core/call_memory.h"
 #include "core/schedule.h"
 #include "core/types.h"
 #include "core/wire.h"
@@ -25,6 +34,8 @@ struct ExecContext {
   std::vector<std::unique_ptr<Connection>>& conns;  // by rank
   int timeoutMs;
   const std::atomic<bool>& aborted;
+  // Device calls: the communicator's internal stream (null: the call's buffers are host memory).
+  device::GpuStream stream = nullptr;
 };
 
 class Executor {
@@ -37,12 +48,7 @@ class Executor {
            ExecContext& ctx);
 
  private:
-  int acquireScratch(size_t bytes);
-  void releaseScratch(int index) { freeScratch_.push_back(index); }
-
-  std::vector<std::vector<char>> scratch_;  // receive payloads awaiting combine; reused
-  std::vector<char> work_;                   // BufferRole::kScratch; reused across calls
-  std::vector<int> freeScratch_;
+  CallMemory mem_;  // payload buffers and BufferRole::kScratch, reused across calls
 };
 
 }  // namespace squeeze

@@ -18,6 +18,9 @@
 #include "squeeze/squeeze.h"
 #include "squeeze_config.h"
 #include "transports/transport.h"
+#if SQZ_HAVE_CUDA
+#include "device/cuda/runtime.h"
+#endif
 
 namespace squeeze {
 namespace {
@@ -64,7 +67,14 @@ void printFeatures() {
   std::printf("\nFeatures\n");
   std::printf("  %-11s %s\n", "hwloc", yesNo(SQZ_HAVE_HWLOC));
   std::printf("  %-11s %s\n", "mpi", yesNo(SQZ_HAVE_MPI));
+#if SQZ_HAVE_CUDA
+  // Built with CUDA: say whether device buffers can be used here, and why not.
+  const int gpus = cuda::deviceCount();
+  std::printf("  %-11s yes: %s\n", "cuda",
+              gpus ? strCat(gpus, " GPU(s) usable").c_str() : cuda::unavailableReason().c_str());
+#else
   std::printf("  %-11s %s\n", "cuda", yesNo(SQZ_HAVE_CUDA));
+#endif
   std::printf("  %-11s %s\n", "ibverbs", yesNo(SQZ_HAVE_IBVERBS));
   std::printf("  %-11s %s\n", "ucx", yesNo(SQZ_HAVE_UCX));
   std::printf("  %-11s %s\n", "transports", transports.empty() ? "(none)" : transports.c_str());

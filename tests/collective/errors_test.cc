@@ -142,6 +142,14 @@ TEST(InitErrors, BadConfigValues) {
     cfg.chunkBytes = -1;
     SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
   }
+  {
+    // No machine has GPU 1000; a build without CUDA refuses any device.
+    sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+    cfg.device = 1000;
+    SQZ_EXPECT_ERROR(sqzCommInitRankConfig(&comm, 1, id, 0, &cfg), sqzInvalidArgument, nullptr);
+    EXPECT_NE(std::string(sqzGetLastError(nullptr)).find("device"), std::string::npos)
+        << sqzGetLastError(nullptr);
+  }
   EXPECT_EQ(comm, nullptr);
 }
 
@@ -222,9 +230,11 @@ TEST(AllReduceErrors, StreamAndRootChecks) {
   ASSERT_NE(comm, nullptr) << sqzGetLastError(nullptr);
   float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {};
   int notAStream = 0;
-  // This build runs on host memory only: a stream means the caller expected CUDA.
+  // Host buffers with a stream: the caller expected device memory (or a build without CUDA).
   SQZ_EXPECT_ERROR(sqzAllReduce(a, b, 8, sqzFloat, sqzSum, comm, &notAStream),
                    sqzInvalidArgument, comm);
+  EXPECT_NE(std::string(sqzGetLastError(comm)).find("host memory"), std::string::npos)
+      << sqzGetLastError(comm);
   SQZ_EXPECT_ERROR(sqzBroadcast(a, b, 8, sqzFloat, 0, comm, &notAStream), sqzInvalidArgument,
                    comm);
   for (int root : {-1, 1, 1000}) {

@@ -53,6 +53,8 @@ bool validCode(ErrorCode c) {
     case ErrorCode::kRemote:
     case ErrorCode::kTimeout:
       return true;
+    case ErrorCode::kCuda:  // the bootstrap makes no CUDA call
+      return false;
   }
   return false;
 }

@@ -57,7 +57,7 @@ TEST_F(ParamsTest, DefaultsWhenUnset) {
   EXPECT_EQ(p.debugSubsys, "ALL");
   EXPECT_EQ(p.debugFile, "");
   EXPECT_EQ(p.timeoutMs, 300000);
-  EXPECT_EQ(p.transport, "shm,tcp");
+  EXPECT_EQ(p.transport, "cuda_ipc,shm,tcp");
   EXPECT_EQ(p.socketIfname, "");
   EXPECT_EQ(p.tcpNsocks, 2);
   EXPECT_EQ(p.chunkBytes, 512u << 10);

@@ -1,0 +1,216 @@
+// DeviceQueue (see device_queue.h). A build without CUDA has the class too (the communicator
+// holds one), but it cannot be made: its constructor says why, so nothing else in it runs.
+#include "core/device_queue.h"
+
+#include "squeeze_config.h"
+
+#if SQZ_HAVE_CUDA
+
+#include <chrono>
+
+#include "common/logging.h"
+#include "device/cuda/runtime.h"
+
+namespace squeeze {
+
+namespace {
+
+// Completion counters live in pinned pages that are never freed: a stream may still be polling
+// its counter when the communicator goes away, and freeing the page under it is undefined (and
+// waiting for every stream of the device could wait on other ranks' calls). One 64-byte slot
+// per communicator ever created.
+volatile uint32_t* newCounter() {
+  static std::mutex mu;
+  static char* page = nullptr;
+  static size_t used = 0;
+  constexpr size_t kPage = 4096, kSlot = 64;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!page || used == kPage) {
+    void* p = nullptr;
+    cuda::check(cudaHostAlloc(&p, kPage, cudaHostAllocPortable | cudaHostAllocMapped),
+                "cudaHostAlloc of completion counters");
+    page = static_cast<char*>(p);
+    used = 0;
+  }
+  auto* counter = reinterpret_cast<volatile uint32_t*>(page + used);
+  used += kSlot;
+  *counter = 0;
+  return counter;
+}
+
+}  // namespace
+
+struct DeviceQueue::Cuda {
+  cuda::Stream stream;
+  volatile uint32_t* const counterWord = newCounter();
+  volatile uint32_t* counter() const { return counterWord; }
+  // The host-function fallback waits here for its ticket.
+  std::mutex mu;
+  std::condition_variable released;
+};
+
+namespace {
+
+struct HostWait {
+  DeviceQueue* queue;
+  volatile uint32_t* counter;
+  std::mutex* mu;
+  std::condition_variable* released;
+  uint32_t ticket;
+};
+
+// The queue whose progress thread this is (null on every other thread).
+thread_local const DeviceQueue* tlsProgressOf = nullptr;
+
+bool reached(const volatile uint32_t* counter, uint32_t ticket) {
+  return static_cast<int32_t>(__atomic_load_n(counter, __ATOMIC_ACQUIRE) - ticket) >= 0;
+}
+
+void CUDART_CB waitForTicket(void* data) {
+  std::unique_ptr<HostWait> w(static_cast<HostWait*>(data));
+  std::unique_lock<std::mutex> lock(*w->mu);
+  w->released->wait(lock, [&] { return reached(w->counter, w->ticket); });
+}
+
+}  // namespace
+
+DeviceQueue::DeviceQueue(int device, int rank, std::function<void(const Error&)> fail)
+    : device_(device), rank_(rank), fail_(std::move(fail)) {
+  cuda::DeviceGuard guard(device_);
+  cuda_ = std::make_unique<Cuda>();
+}
+
+DeviceQueue::~DeviceQueue() {
+  drain();  // calls already enqueued complete (or fail within the timeout), as the user expects
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    tasks_.clear();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  release(issued_);
+}
+
+bool DeviceQueue::onProgressThread() const { return tlsProgressOf == this; }
+
+device::GpuStream DeviceQueue::stream() const { return cuda_->stream.get(); }
+
+void DeviceQueue::enqueue(device::GpuStream stream, std::function<void()> task, std::string what) {
+  cuda::DeviceGuard guard(device_);
+  auto* startEvent = new cudaEvent_t(nullptr);
+  std::shared_ptr<void> start(startEvent, [](void* p) {
+    auto* e = static_cast<cudaEvent_t*>(p);
+    if (*e) (void)cudaEventDestroy(*e);
+    delete e;
+  });
+  cuda::check(cudaEventCreateWithFlags(startEvent, cudaEventDisableTiming),
+              "cudaEventCreate for an enqueued call");
+  std::lock_guard<std::mutex> lock(mu_);
+  SQZ_ENFORCE(!stop_, "enqueue on a destroyed communicator");
+  cuda::check(cudaEventRecord(*startEvent, stream),
+              strCat(what, ": recording on the caller's stream").c_str());
+  const uint32_t ticket = issued_ + 1;
+  if (!cuda::streamWaitValue(stream, cuda_->counter(), ticket)) {
+    auto* w = new HostWait{this, cuda_->counter(), &cuda_->mu, &cuda_->released, ticket};
+    cudaError_t rc = cudaLaunchHostFunc(stream, waitForTicket, w);
+    if (rc != cudaSuccess) delete w;
+    cuda::check(rc, strCat(what, ": making the caller's stream wait").c_str());
+  }
+  issued_ = ticket;
+  tasks_.push_back(Task{ticket, std::move(task), std::move(what), std::move(start)});
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  cv_.notify_all();
+}
+
+void DeviceQueue::drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return (tasks_.empty() && !running_) || stop_; });
+}
+
+void DeviceQueue::abort() {
+  aborted_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.clear();
+    // With a call running, the loop releases every ticket when it returns (it sees aborted_).
+    if (!running_) release(issued_);
+  }
+  cv_.notify_all();
+}
+
+void DeviceQueue::release(uint32_t ticket) {
+  {
+    std::lock_guard<std::mutex> lock(cuda_->mu);
+    __atomic_store_n(cuda_->counter(), ticket, __ATOMIC_RELEASE);
+  }
+  cuda_->released.notify_all();
+}
+
+void DeviceQueue::loop() {
+  setLogRank(rank_);
+  tlsProgressOf = this;
+  cudaSetDevice(device_);
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (stop_) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+      running_ = true;
+    }
+    try {
+      // Wait for the caller's stream to reach the call, polling so an abort is noticed.
+      auto* start = static_cast<cudaEvent_t*>(task.startEvent.get());
+      auto pause = std::chrono::microseconds(5);
+      for (;;) {
+        cudaError_t rc = cudaEventQuery(*start);
+        if (rc == cudaSuccess) break;
+        if (rc != cudaErrorNotReady)
+          cuda::check(rc, strCat(task.what, ": the caller's stream failed before the call").c_str());
+        if (aborted_) raise(ErrorCode::kRemote, task.what, " was dropped: the communicator was aborted");
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      }
+      task.run();
+    } catch (const Error& e) {
+      SQZ_WARN(kDevice, "rank ", rank_, ": ", e.what());
+      fail_(e);
+    } catch (const std::exception& e) {
+      fail_(Error(ErrorCode::kInternal, strCat("internal error in ", task.what, ": ", e.what())));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+      // After an abort every ticket is released; otherwise this one.
+      release(aborted_ ? issued_ : task.ticket);
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace squeeze
+
+#else  // !SQZ_HAVE_CUDA
+
+namespace squeeze {
+
+struct DeviceQueue::Cuda {};
+
+DeviceQueue::DeviceQueue(int device, int rank, std::function<void(const Error&)> fail)
+    : device_(device), rank_(rank), fail_(std::move(fail)) {
+  raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": a call on device buffers, but this build of "
+        "Squeeze has no CUDA support (rebuild with the CUDA toolkit installed).");
+}
+DeviceQueue::~DeviceQueue() = default;
+device::GpuStream DeviceQueue::stream() const { return nullptr; }
+void DeviceQueue::enqueue(device::GpuStream, std::function<void()>, std::string) {}
+bool DeviceQueue::onProgressThread() const { return false; }
+void DeviceQueue::drain() {}
+void DeviceQueue::abort() {}
+
+}  // namespace squeeze
+
+#endif  // SQZ_HAVE_CUDA
