@@ -1,5 +1,9 @@
 // The static, ordered transport table. A transport registers with one line here; per peer the
 // communicator takes the first one, in SQZ_TRANSPORT order, whose canConnect() is true.
+#include "squeeze_config.h"
+#if SQZ_HAVE_CUDA
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
+#endif
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/transport.h"
@@ -15,6 +19,9 @@ struct TransportEntry {
 const TransportEntry kTransports[] = {
     {"shm", createShmTransport},
     {"tcp", createTcpTransport},
+#if SQZ_HAVE_CUDA
+    {"cuda_ipc", createCudaIpcTransport},  // last here: SQZ_TRANSPORT, not this table, orders
+#endif
 };
 
 }  // namespace

@@ -39,6 +39,10 @@ class Connection {
  public:
   virtual ~Connection() = default;
   virtual const char* transportName() const = 0;
+  // True when isend/irecv take device memory (any pointer CUDA's unified addressing knows) as
+  // well as host memory. The executor stages device spans through pinned host buffers for a
+  // connection that does not (DESIGN.md, "Memory, streams, threads").
+  virtual bool readsDeviceMemory() const { return false; }
 
   // Queues header + payload (header.payloadBytes bytes). payload stays valid until req->done.
   virtual void isend(const WireHeader& header, const void* payload, TransferRequest* req) = 0;
