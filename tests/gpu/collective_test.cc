@@ -1,0 +1,277 @@
+// Collectives on device buffers, ranks as threads sharing one GPU (the device tool's machines
+// have one): every collective, datatype and op over cuda_ipc, shm and tcp at 1-4 ranks, each
+// result compared byte for byte with the same call on host buffers (the CPU path, tested
+// against exact values by tests/collective/). Also NCCL's stream semantics (the call returns
+// before the stream reaches it) and the argument checks that need a GPU. main() is
+// gpu_main.cc: without a GPU the binary exits 77 (skipped).
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "../collective/test_util.h"
+
+namespace sqztest {
+namespace {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(call)
+
+constexpr sqzRedOp_t kOps[] = {sqzSum, sqzProd, sqzMax, sqzMin, sqzAvg};
+
+// A device copy of a host vector, and back.
+struct DeviceBytes {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBytes(size_t n) : bytes(n) {
+    if (cudaMalloc(&ptr, n ? n : 1) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBytes() { cudaFree(ptr); }
+  void upload(const std::vector<char>& h) { cudaMemcpy(ptr, h.data(), h.size(), cudaMemcpyHostToDevice); }
+  std::vector<char> download() const {
+    std::vector<char> h(bytes);
+    cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost);
+    return h;
+  }
+};
+
+std::vector<char> exactInput(sqzDataType_t t, sqzRedOp_t op, int rank, size_t count) {
+  std::vector<char> v(count * typeSize(t));
+  for (size_t i = 0; i < count; ++i) storeElement(t, v.data(), i, exactValue(t, op, rank, i));
+  return v;
+}
+
+struct Params {
+  const char* transports;
+  int nranks;
+};
+
+class DeviceCollectives : public ::testing::TestWithParam<Params> {};
+
+// All-reduce of every datatype and op, out of place and in place, at sizes around the chunk.
+TEST_P(DeviceCollectives, AllReduceMatchesTheHostPathBitForBit) {
+  const Params p = GetParam();
+  RunOptions opts;
+  opts.transports = p.transports;
+  opts.chunkBytes = 8192;
+  std::atomic<int> failures{0};
+  RunResult run = runRanks(p.nranks, opts, [&](sqzComm_t& comm, int rank) {
+    cudaStream_t stream;
+    cudaStreamCreate(&stream);
+    for (size_t count : {size_t(1), size_t(1000), size_t(65537)})
+      for (sqzDataType_t t : kAllTypes)
+        for (sqzRedOp_t op : kOps)
+          for (bool inPlace : {false, true}) {
+            const std::vector<char> in = exactInput(t, op, rank, count);
+            std::vector<char> host(in.size());
+            if (sqzAllReduce(in.data(), host.data(), count, t, op, comm, nullptr) != sqzSuccess) {
+              ADD_FAILURE() << "host: " << sqzGetLastError(comm);
+              ++failures;
+              return;
+            }
+            DeviceBytes send(in.size()), recv(in.size());
+            send.upload(in);
+            void* dst = inPlace ? send.ptr : recv.ptr;
+            if (sqzAllReduce(send.ptr, dst, count, t, op, comm, stream) != sqzSuccess) {
+              ADD_FAILURE() << "device: " << sqzGetLastError(comm);
+              ++failures;
+              return;
+            }
+            cudaStreamSynchronize(stream);
+            const std::vector<char> dev = (inPlace ? send : recv).download();
+            if (std::memcmp(dev.data(), host.data(), host.size()) != 0) {
+              ADD_FAILURE() << "rank " << rank << ": " << typeName(t) << " " << opName(op)
+                            << " count " << count << (inPlace ? " in place" : "")
+                            << ": device result differs from the host path";
+              ++failures;
+            }
+          }
+    sqzResult_t async = sqzSuccess;
+    sqzCommGetAsyncError(comm, &async);
+    EXPECT_EQ(async, sqzSuccess) << sqzGetLastError(comm);
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  EXPECT_EQ(failures.load(), 0);
+}
+
+// Broadcast, reduce, all-gather, reduce-scatter, all-to-all and a group of sends and receives
+// around the ring, on device buffers, against the same calls on host buffers.
+TEST_P(DeviceCollectives, OtherCollectivesMatchTheHostPath) {
+  const Params p = GetParam();
+  RunOptions opts;
+  opts.transports = p.transports;
+  opts.chunkBytes = 8192;
+  RunResult run = runRanks(p.nranks, opts, [&](sqzComm_t& comm, int rank) {
+    const int n = p.nranks;
+    cudaStream_t stream;
+    cudaStreamCreate(&stream);
+    const size_t count = 4099;
+    const sqzDataType_t t = sqzFloat32;
+    const size_t esz = 4;
+    const std::vector<char> in = exactInput(t, sqzSum, rank, count * n);
+    using Call = std::function<sqzResult_t(const void*, void*, void*)>;
+    struct Named {
+      const char* name;
+      size_t sendElems, recvElems;
+      Call call;
+    };
+    const int root = n - 1;
+    std::vector<Named> calls = {
+        {"broadcast", count, count,
+         [&](const void* s, void* r, void* st) { return sqzBroadcast(s, r, count, t, root, comm, st); }},
+        {"reduce", count, count,
+         [&](const void* s, void* r, void* st) { return sqzReduce(s, r, count, t, sqzSum, root, comm, st); }},
+        {"allgather", count, count * n,
+         [&](const void* s, void* r, void* st) { return sqzAllGather(s, r, count, t, comm, st); }},
+        {"reducescatter", count * n, count,
+         [&](const void* s, void* r, void* st) { return sqzReduceScatter(s, r, count, t, sqzSum, comm, st); }},
+        {"alltoall", count * n, count * n,
+         [&](const void* s, void* r, void* st) { return sqzAlltoAll(s, r, count, t, comm, st); }},
+        {"sendrecv", count, count,
+         [&](const void* s, void* r, void* st) {
+           sqzGroupStart();
+           sqzSend(s, count, t, (rank + 1) % n, comm, st);
+           sqzRecv(r, count, t, (rank + n - 1) % n, comm, st);
+           return sqzGroupEnd();
+         }},
+    };
+    for (const Named& c : calls) {
+      std::vector<char> send(in.begin(), in.begin() + c.sendElems * esz);
+      std::vector<char> host(c.recvElems * esz, 0);
+      ASSERT_EQ(c.call(send.data(), host.data(), nullptr), sqzSuccess) << c.name << ": " << sqzGetLastError(comm);
+      DeviceBytes dsend(send.size()), drecv(host.size());
+      dsend.upload(send);
+      drecv.upload(std::vector<char>(host.size(), 0));
+      ASSERT_EQ(c.call(dsend.ptr, drecv.ptr, stream), sqzSuccess) << c.name << ": " << sqzGetLastError(comm);
+      cudaStreamSynchronize(stream);
+      EXPECT_EQ(drecv.download(), host) << "rank " << rank << ": " << c.name;
+    }
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceCollectives,
+                         ::testing::Values(Params{"cuda_ipc,shm,tcp", 1}, Params{"cuda_ipc,shm,tcp", 2},
+                                           Params{"cuda_ipc,shm,tcp", 3}, Params{"cuda_ipc,shm,tcp", 4},
+                                           Params{"shm", 2}, Params{"shm", 4}, Params{"tcp", 2},
+                                           Params{"tcp", 3}),
+                         [](const auto& info) {
+                           std::string t = info.param.transports;
+                           return (t.find("cuda_ipc") == 0 ? std::string("cuda_ipc") : t) + "_" +
+                                  std::to_string(info.param.nranks);
+                         });
+
+void CUDART_CB sleepOnStream(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
+}
+
+// The call is enqueued: it returns while the stream is still busy with earlier work, and the
+// result is there once the stream reaches it.
+TEST(DeviceStreamSemantics, CallReturnsBeforeTheStreamReachesIt) {
+  RunOptions opts;
+  opts.transports = "cuda_ipc,shm,tcp";
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    cudaStream_t stream;
+    cudaStreamCreate(&stream);
+    const size_t count = 1 << 20;
+    std::vector<char> in = exactInput(sqzFloat32, sqzSum, rank, count);
+    DeviceBytes buf(in.size());
+    buf.upload(in);
+    static int delayMs = 500;
+    cudaLaunchHostFunc(stream, sleepOnStream, &delayMs);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, count, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    EXPECT_LT(secondsSince(t0), 0.4) << "sqzAllReduce waited for the stream instead of enqueuing";
+    cudaStreamSynchronize(stream);
+    std::vector<char> expect(in.size());
+    for (size_t i = 0; i < count; ++i) storeExactResult(sqzFloat32, sqzSum, 2, i, expect.data());
+    EXPECT_EQ(buf.download(), expect);
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+// A peer that is gone fails the enqueued call on the progress thread: the stream is released
+// (no hang), the error is the communicator's async error, and the next call fails with it.
+TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
+  RunOptions opts;
+  opts.transports = "cuda_ipc,shm,tcp";
+  opts.timeoutMs = 5000;
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    if (rank == 1) {  // gone before the call
+      sqzCommAbort(comm);
+      comm = nullptr;
+      return;
+    }
+    cudaStream_t stream;
+    cudaStreamCreate(&stream);
+    DeviceBytes buf(1024 * sizeof(float));
+    ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // released, not hung
+    sqzResult_t async = sqzSuccess;
+    EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+    EXPECT_NE(async, sqzSuccess);
+    EXPECT_NE(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess);
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+// Bad input that needs a GPU to make: each is sqzInvalidArgument and nothing is enqueued (the
+// communicator stays usable: a correct call afterwards succeeds).
+TEST(DeviceErrors, HostPointerWithStreamMixedBuffersAndTooSmallBuffers) {
+  RunOptions opts;
+  RunResult run = runRanks(1, opts, [&](sqzComm_t& comm, int) {
+    cudaStream_t stream;
+    cudaStreamCreate(&stream);
+    float host[16] = {};
+    DeviceBytes small(16 * sizeof(float));
+    EXPECT_EQ(sqzAllReduce(host, host, 16, sqzFloat32, sqzSum, comm, stream), sqzInvalidArgument);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("host memory"), std::string::npos);
+    EXPECT_EQ(sqzAllReduce(small.ptr, host, 16, sqzFloat32, sqzSum, comm, stream), sqzInvalidArgument);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("recvbuff is host"), std::string::npos)
+        << sqzGetLastError(comm);
+    EXPECT_EQ(sqzAllReduce(small.ptr, small.ptr, 1000, sqzFloat32, sqzSum, comm, stream),
+              sqzInvalidArgument);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("end of its allocation"), std::string::npos)
+        << sqzGetLastError(comm);
+    EXPECT_EQ(sqzAllReduceCompressed(small.ptr, small.ptr, 16, sqzFloat32, sqzSum, nullptr, comm,
+                                     stream),
+              sqzInvalidArgument);
+    EXPECT_EQ(sqzAllReduce(small.ptr, small.ptr, 16, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaStreamDestroy(stream);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+TEST(DeviceErrors, BufferOrStreamOfAnotherDevice) {
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  if (n < 2) GTEST_SKIP() << "needs two GPUs; this machine has " << n;
+  RunOptions opts;
+  RunResult run = runRanks(1, opts, [&](sqzComm_t& comm, int) {
+    cudaSetDevice(1);
+    cudaStream_t other;
+    cudaStreamCreate(&other);
+    DeviceBytes onOne(64);
+    cudaSetDevice(0);
+    DeviceBytes onZero(64);
+    EXPECT_EQ(sqzAllReduce(onOne.ptr, onOne.ptr, 16, sqzFloat32, sqzSum, comm, nullptr),
+              sqzInvalidArgument);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("GPU 1"), std::string::npos);
+    EXPECT_EQ(sqzAllReduce(onZero.ptr, onZero.ptr, 16, sqzFloat32, sqzSum, comm, other),
+              sqzInvalidArgument);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("stream belongs to GPU 1"), std::string::npos);
+    cudaStreamDestroy(other);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+}  // namespace
+}  // namespace sqztest

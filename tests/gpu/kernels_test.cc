@@ -1,0 +1,537 @@
+// The CUDA kernels of device/ (reduce.cu, cast.cu, quantize.cu) against their CPU twins, bit
+// for bit: every gpu* function is called on the same random data as its cpu* twin, at sizes
+// {0, 1, 7, 1000, 2^20 + 3}, and the outputs compared byte by byte:
+//   - gpuReduce for every datatype x op, out of place, in place (out == a and out == b), and at
+//     pointers that are misaligned alike and unalike (the vector and element-by-element paths);
+//     gpuDivide for every datatype;
+//   - gpuNarrow / gpuWiden / gpuWidenAdd for both 16-bit formats, in place and misaligned;
+//   - each quantizer at the settings quantize_test uses: scales (at an unaligned address),
+//     codes, decode, decode-add (out of place and in place), and encodeFeedback's residual;
+//     its norms only to rounding (the GPU sums them in another order);
+//   - pinned, mapped host memory as kernel operands (unified addressing).
+// NaN payloads are the one documented exception: x86 and CUDA make different default NaNs
+// (and the CPU's F16C path quiets NaNs differently), so two NaNs of the element type count as
+// equal. main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+#include "device/cast.h"
+#include "device/cuda/runtime.h"
+#include "device/quantize.h"
+#include "device/reduce.h"
+
+namespace squeeze::device {
+namespace {
+
+const size_t kSizes[] = {0, 1, 7, 1000, (size_t{1} << 20) + 3};
+
+constexpr DataType kAllTypes[] = {DataType::kInt8,    DataType::kUint8,   DataType::kInt32,
+                                  DataType::kUint32,  DataType::kInt64,   DataType::kUint64,
+                                  DataType::kFloat16, DataType::kFloat32, DataType::kFloat64,
+                                  DataType::kBfloat16};
+constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
+
+// Device bytes with room for a misalignment offset on either side.
+class Dev {
+ public:
+  explicit Dev(size_t bytes) : buf_(bytes + 64) {}
+  Dev(const void* host, size_t bytes, size_t offset = 0) : buf_(bytes + 64) {
+    put(host, bytes, offset);
+  }
+  void put(const void* host, size_t bytes, size_t offset = 0) {
+    if (bytes) cuda::check(cudaMemcpy(at(offset), host, bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  template <class T = unsigned char>
+  std::vector<T> get(size_t count, size_t offset = 0) const {
+    std::vector<T> h(count);
+    if (count)
+      cuda::check(cudaMemcpy(h.data(), at(offset), count * sizeof(T), cudaMemcpyDeviceToHost),
+                  "download");
+    return h;
+  }
+  unsigned char* at(size_t offset) const {
+    return static_cast<unsigned char*>(buf_.data()) + offset;
+  }
+
+ private:
+  cuda::DeviceBuffer buf_;
+};
+
+std::vector<unsigned char> randomBytes(size_t n, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<unsigned char> v(n);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t r = gen();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, n - i));
+  }
+  return v;
+}
+
+// Random elements: integers any bits; floats mostly ordinary values (so sums and products mean
+// something), with some arbitrary bit patterns (subnormals, infinities, NaN) mixed in.
+std::vector<unsigned char> randomElements(DataType t, size_t n, uint64_t seed) {
+  std::vector<unsigned char> v = randomBytes(n * dataTypeSize(t), seed);
+  std::mt19937 gen(static_cast<uint32_t>(seed * 31 + 7));
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (size_t i = 0; i < n; ++i) {
+    if (gen() % 8 == 0) continue;  // keep the random bits
+    const float f = normal(gen);
+    unsigned char* p = v.data() + i * dataTypeSize(t);
+    switch (t) {
+      case DataType::kFloat16: {
+        const uint16_t h = floatToHalf(f);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DataType::kBfloat16: {
+        const uint16_t h = floatToBfloat16(f);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DataType::kFloat32:
+        std::memcpy(p, &f, 4);
+        break;
+      case DataType::kFloat64: {
+        const double d = double(f) * 1e-3;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return v;
+}
+
+bool isNan(DataType t, const unsigned char* p) {
+  switch (t) {
+    case DataType::kFloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    }
+    case DataType::kBfloat16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    }
+    case DataType::kFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return std::isnan(f);
+    }
+    case DataType::kFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return std::isnan(d);
+    }
+    default:
+      return false;
+  }
+}
+
+// Byte-for-byte equality of n elements (two NaNs of the type are equal).
+void expectSame(DataType t, const unsigned char* cpu, const unsigned char* gpu, size_t n,
+                const std::string& what) {
+  const size_t size = dataTypeSize(t);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char *c = cpu + i * size, *g = gpu + i * size;
+    if (std::memcmp(c, g, size) == 0 || (isNan(t, c) && isNan(t, g))) continue;
+    if (bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << n << " elements differ, first at "
+                     << first;
+}
+void expectSameFloats(const std::vector<float>& cpu, const std::vector<float>& gpu,
+                      const std::string& what) {
+  ASSERT_EQ(cpu.size(), gpu.size()) << what;
+  expectSame(DataType::kFloat32, reinterpret_cast<const unsigned char*>(cpu.data()),
+             reinterpret_cast<const unsigned char*>(gpu.data()), cpu.size(), what);
+}
+void expectSameBytes(const std::vector<unsigned char>& cpu, const std::vector<unsigned char>& gpu,
+                     const std::string& what) {
+  ASSERT_EQ(cpu.size(), gpu.size()) << what;
+  expectSame(DataType::kUint8, cpu.data(), gpu.data(), cpu.size(), what);
+}
+
+std::string name(DataType t, RedOp op, size_t n) {
+  return std::string(dataTypeName(t)) + "/" + redOpName(op) + "/n=" + std::to_string(n);
+}
+
+// ---- reduce ----------------------------------------------------------------------------------
+
+// Element offsets of (out, a, b): aligned; misaligned alike (vectors after a head); unalike.
+struct Offsets {
+  size_t out, a, b;
+};
+constexpr Offsets kOffsets[] = {{0, 0, 0}, {1, 1, 1}, {0, 1, 2}};
+
+TEST(GpuReduce, EveryTypeAndOpMatchesTheCpu) {
+  cuda::Stream stream;
+  for (DataType t : kAllTypes) {
+    const size_t size = dataTypeSize(t);
+    for (size_t n : kSizes) {
+      const auto a = randomElements(t, n, 1 + n), b = randomElements(t, n, 2 + n);
+      for (RedOp op : kAllOps) {
+        std::vector<unsigned char> want(n * size);
+        cpuReduceFn(t, op)(want.data(), a.data(), b.data(), n);
+        for (const Offsets& o : kOffsets) {
+          const size_t oo = o.out * size, oa = o.a * size, ob = o.b * size;
+          Dev da(a.data(), a.size(), oa), db(b.data(), b.size(), ob), dout(n * size);
+          gpuReduce(t, op, dout.at(oo), da.at(oa), db.at(ob), n, stream.get());
+          stream.synchronize("gpuReduce");
+          const auto got = dout.get(n * size, oo);
+          expectSame(t, want.data(), got.data(), n,
+                     name(t, op, n) + " offsets " + std::to_string(o.out) + "," +
+                         std::to_string(o.a) + "," + std::to_string(o.b));
+        }
+        // In place: out == a, and out == b.
+        Dev da(a.data(), a.size()), db(b.data(), b.size());
+        gpuReduce(t, op, da.at(0), da.at(0), db.at(0), n, stream.get());
+        stream.synchronize("gpuReduce in place");
+        expectSame(t, want.data(), da.get(n * size).data(), n, name(t, op, n) + " out == a");
+        Dev da2(a.data(), a.size());
+        gpuReduce(t, op, db.at(0), da2.at(0), db.at(0), n, stream.get());
+        stream.synchronize("gpuReduce in place");
+        expectSame(t, want.data(), db.get(n * size).data(), n, name(t, op, n) + " out == b");
+      }
+    }
+  }
+}
+
+TEST(GpuReduce, DivideMatchesTheCpu) {
+  cuda::Stream stream;
+  for (DataType t : kAllTypes) {
+    const size_t size = dataTypeSize(t);
+    for (size_t n : kSizes) {
+      for (int divisor : {3, 7}) {
+        for (size_t off : {size_t{0}, size_t{1}}) {
+          auto want = randomElements(t, n, 3 + n);
+          Dev d(want.data(), want.size(), off * size);
+          cpuDivide(want.data(), n, t, divisor);
+          gpuDivide(d.at(off * size), n, t, divisor, stream.get());
+          stream.synchronize("gpuDivide");
+          expectSame(t, want.data(), d.get(n * size, off * size).data(), n,
+                     name(t, RedOp::kAvg, n) + " / " + std::to_string(divisor));
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuReduce, PinnedHostOperands) {
+  cuda::Stream stream;
+  const size_t n = 1000;
+  const auto a = randomElements(DataType::kFloat32, n, 5),
+             b = randomElements(DataType::kFloat32, n, 6);
+  cuda::PinnedBuffer pa(a.size()), pout(a.size());
+  std::memcpy(pa.data(), a.data(), a.size());
+  Dev db(b.data(), b.size());
+  std::vector<unsigned char> want(a.size());
+  cpuReduceFn(DataType::kFloat32, RedOp::kSum)(want.data(), a.data(), b.data(), n);
+  gpuReduce(DataType::kFloat32, RedOp::kSum, pout.data(), pa.data(), db.at(0), n, stream.get());
+  stream.synchronize("gpuReduce pinned");
+  expectSame(DataType::kFloat32, want.data(), static_cast<unsigned char*>(pout.data()), n,
+             "pinned");
+}
+
+// ---- casts -----------------------------------------------------------------------------------
+
+TEST(GpuCast, NarrowWidenAndWidenAddMatchTheCpu) {
+  cuda::Stream stream;
+  for (Narrow kind : {Narrow::kHalf, Narrow::kBfloat16}) {
+    const DataType nt = kind == Narrow::kHalf ? DataType::kFloat16 : DataType::kBfloat16;
+    const std::string k = kind == Narrow::kHalf ? "half" : "bf16";
+    for (size_t n : kSizes) {
+      const auto fbytes = randomElements(DataType::kFloat32, n, 10 + n);
+      const auto hbytes = randomElements(nt, n, 11 + n);
+      std::vector<float> f(n), local(n);
+      std::vector<uint16_t> h(n);
+      std::memcpy(f.data(), fbytes.data(), fbytes.size());
+      std::memcpy(h.data(), hbytes.data(), hbytes.size());
+      const auto lbytes = randomElements(DataType::kFloat32, n, 12 + n);
+      std::memcpy(local.data(), lbytes.data(), lbytes.size());
+
+      std::vector<uint16_t> narrow(n);
+      std::vector<float> wide(n), sum(n);
+      cpuNarrow(kind, f.data(), narrow.data(), n);
+      cpuWiden(kind, h.data(), wide.data(), n);
+      cpuWidenAdd(kind, sum.data(), local.data(), h.data(), n);
+
+      // Float offsets 0 and 1 against 16-bit offsets 0, 1 and 2: aligned alike or not.
+      for (size_t fo : {size_t{0}, size_t{1}}) {
+        for (size_t ho : {size_t{0}, size_t{1}, size_t{2}}) {
+          const std::string what = k + " n=" + std::to_string(n) + " offsets " +
+                                   std::to_string(fo) + "," + std::to_string(ho);
+          Dev df(f.data(), 4 * n, 4 * fo), dh(h.data(), 2 * n, 2 * ho), dout16(2 * n),
+              dout32(4 * n), dlocal(local.data(), 4 * n, 4 * fo);
+          auto* f32 = reinterpret_cast<float*>(df.at(4 * fo));
+          auto* h16 = reinterpret_cast<uint16_t*>(dh.at(2 * ho));
+          auto* l32 = reinterpret_cast<float*>(dlocal.at(4 * fo));
+          gpuNarrow(kind, f32, reinterpret_cast<uint16_t*>(dout16.at(2 * ho)), n, stream.get());
+          gpuWiden(kind, h16, reinterpret_cast<float*>(dout32.at(4 * fo)), n, stream.get());
+          gpuWidenAdd(kind, l32, l32, h16, n, stream.get());  // in place
+          stream.synchronize("casts");
+          expectSame(nt, reinterpret_cast<const unsigned char*>(narrow.data()),
+                     dout16.get(2 * n, 2 * ho).data(), n, what + " narrow");
+          expectSameFloats(wide, dout32.get<float>(n, 4 * fo), what + " widen");
+          expectSameFloats(sum, dlocal.get<float>(n, 4 * fo), what + " widenAdd in place");
+          // Out of place, local misaligned unlike out.
+          Dev dlocal2(local.data(), 4 * n, 4 * (1 - fo));
+          gpuWidenAdd(kind, reinterpret_cast<float*>(dout32.at(4 * fo)),
+                      reinterpret_cast<float*>(dlocal2.at(4 * (1 - fo))), h16, n, stream.get());
+          stream.synchronize("widenAdd");
+          expectSameFloats(sum, dout32.get<float>(n, 4 * fo), what + " widenAdd");
+        }
+      }
+    }
+  }
+}
+
+// ---- quantizers ------------------------------------------------------------------------------
+
+enum class Kind { kInt8, kQsgd, kOnebit, kTerngrad };
+
+struct Case {
+  const char* name;
+  Kind kind;
+  size_t block;
+  int levels;  // qsgd
+  int bits;    // bits per value of the codes
+};
+
+const Case kCases[] = {
+    {"int8", Kind::kInt8, 256, 0, 8},
+    {"int8:block=100", Kind::kInt8, 100, 0, 8},
+    {"qsgd", Kind::kQsgd, 512, 16, 8},
+    {"qsgd:levels=7,block=100", Kind::kQsgd, 100, 7, 4},
+    {"qsgd:levels=1,block=64", Kind::kQsgd, 64, 1, 4},
+    {"qsgd:levels=127", Kind::kQsgd, 512, 127, 8},
+    {"onebit", Kind::kOnebit, 256, 0, 1},
+    {"onebit:block=13", Kind::kOnebit, 13, 0, 1},
+    {"terngrad", Kind::kTerngrad, 256, 0, 2},
+    {"terngrad:block=6", Kind::kTerngrad, 6, 0, 2},
+};
+
+size_t scaleCount(const Case& c, size_t n) {
+  return blockCount(n, c.block) * (c.kind == Kind::kOnebit ? 2 : 1);
+}
+
+// Gradient-like values over six decades, runs of zeros (all-zero blocks) and runs of one sign
+// (1-bit blocks with an empty side), as quantize_test's.
+std::vector<float> gradient(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) {
+    float v = normal(gen) * std::pow(10.0f, static_cast<float>(int((i / 97) % 7) - 3));
+    if ((i / 300) % 7 == 3) v = 0;
+    if ((i / 1000) % 5 == 2) v = std::fabs(v);
+    if ((i / 1000) % 5 == 4) v = -std::fabs(v);
+    x[i] = v;
+  }
+  return x;
+}
+
+// The random stream and first index: one case whose indices cross a 2^32 boundary (a new run
+// key partway through the chunk).
+struct Draw {
+  uint64_t key;
+  uint64_t index0;
+};
+constexpr uint64_t kSeed = 9;
+const Draw kDraws[] = {{0, 0}, {0, (uint64_t{1} << 32) - 500}};
+
+void cpuEncode(const Case& c, const float* x, size_t n, const Draw& s, void* scales, uint8_t* codes,
+               Feedback* fb) {
+  switch (c.kind) {
+    case Kind::kInt8:
+      return cpuInt8Encode(x, n, c.block, scales, codes, fb);
+    case Kind::kQsgd:
+      return cpuQsgdEncode(x, n, c.block, c.levels, c.bits, s.key, s.index0, scales, codes, fb);
+    case Kind::kOnebit:
+      return cpuOnebitEncode(x, n, c.block, scales, codes, fb);
+    case Kind::kTerngrad:
+      return cpuTerngradEncode(x, n, c.block, s.key, s.index0, scales, codes, fb);
+  }
+}
+void gpuEncode(const Case& c, const float* x, size_t n, const Draw& s, void* scales, uint8_t* codes,
+               Feedback* fb, GpuStream st) {
+  switch (c.kind) {
+    case Kind::kInt8:
+      return gpuInt8Encode(x, n, c.block, scales, codes, fb, st);
+    case Kind::kQsgd:
+      return gpuQsgdEncode(x, n, c.block, c.levels, c.bits, s.key, s.index0, scales, codes, fb, st);
+    case Kind::kOnebit:
+      return gpuOnebitEncode(x, n, c.block, scales, codes, fb, st);
+    case Kind::kTerngrad:
+      return gpuTerngradEncode(x, n, c.block, s.key, s.index0, scales, codes, fb, st);
+  }
+}
+void cpuDecodeTo(const Case& c, const void* scales, const uint8_t* codes, size_t n, float* out,
+                 const float* local) {
+  switch (c.kind) {
+    case Kind::kInt8:
+      return local ? cpuInt8DecodeAdd(out, local, scales, codes, n, c.block)
+                   : cpuInt8Decode(scales, codes, n, c.block, out);
+    case Kind::kQsgd:
+      return local ? cpuQsgdDecodeAdd(out, local, scales, codes, n, c.block, c.levels, c.bits)
+                   : cpuQsgdDecode(scales, codes, n, c.block, c.levels, c.bits, out);
+    case Kind::kOnebit:
+      return local ? cpuOnebitDecodeAdd(out, local, scales, codes, n, c.block)
+                   : cpuOnebitDecode(scales, codes, n, c.block, out);
+    case Kind::kTerngrad:
+      return local ? cpuTerngradDecodeAdd(out, local, scales, codes, n, c.block)
+                   : cpuTerngradDecode(scales, codes, n, c.block, out);
+  }
+}
+void gpuDecodeTo(const Case& c, const void* scales, const uint8_t* codes, size_t n, float* out,
+                 const float* local, GpuStream st) {
+  switch (c.kind) {
+    case Kind::kInt8:
+      return local ? gpuInt8DecodeAdd(out, local, scales, codes, n, c.block, st)
+                   : gpuInt8Decode(scales, codes, n, c.block, out, st);
+    case Kind::kQsgd:
+      return local ? gpuQsgdDecodeAdd(out, local, scales, codes, n, c.block, c.levels, c.bits, st)
+                   : gpuQsgdDecode(scales, codes, n, c.block, c.levels, c.bits, out, st);
+    case Kind::kOnebit:
+      return local ? gpuOnebitDecodeAdd(out, local, scales, codes, n, c.block, st)
+                   : gpuOnebitDecode(scales, codes, n, c.block, out, st);
+    case Kind::kTerngrad:
+      return local ? gpuTerngradDecodeAdd(out, local, scales, codes, n, c.block, st)
+                   : gpuTerngradDecode(scales, codes, n, c.block, out, st);
+  }
+}
+
+// Scales sit 3 bytes into their buffer: unaligned, as after a payload's header they may be.
+constexpr size_t kScaleOffset = 3;
+
+TEST(GpuQuantize, EncodeDecodeAndFeedbackMatchTheCpu) {
+  cuda::Stream stream;
+  for (const Case& c : kCases) {
+    for (size_t n : kSizes) {
+      for (const Draw& s0 : kDraws) {
+        const Draw s{counterKey(kSeed, s0.index0 ? 2 : 1, 3), s0.index0};
+        const std::string what =
+            std::string(c.name) + " n=" + std::to_string(n) + (s.index0 ? " index0 near 2^32" : "");
+        const std::vector<float> x = gradient(n, static_cast<unsigned>(n + 1));
+        const size_t sbytes = 4 * scaleCount(c, n), cbytes = packedChunkBytes(n, c.block, c.bits);
+
+        // Encode, without and with feedback.
+        std::vector<unsigned char> scales(sbytes), codes(cbytes);
+        cpuEncode(c, x.data(), n, s, scales.data(), codes.data(), nullptr);
+        std::vector<float> residual(n);
+        for (size_t i = 0; i < n; ++i) residual[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+        const std::vector<float> residual0 = residual;
+        Feedback cfb;
+        cfb.residual = residual.data();
+        std::vector<unsigned char> fscales(sbytes), fcodes(cbytes);
+        cpuEncode(c, x.data(), n, s, fscales.data(), fcodes.data(), &cfb);
+
+        Dev dx(x.data(), 4 * n), dscales(sbytes), dcodes(cbytes), dres(residual0.data(), 4 * n);
+        gpuEncode(c, reinterpret_cast<float*>(dx.at(0)), n, s, dscales.at(kScaleOffset),
+                  dcodes.at(0), nullptr, stream.get());
+        stream.synchronize("encode");
+        expectSameBytes(scales, dscales.get(sbytes, kScaleOffset), what + " scales");
+        expectSameBytes(codes, dcodes.get(cbytes), what + " codes");
+
+        Feedback gfb;
+        gfb.residual = reinterpret_cast<float*>(dres.at(0));
+        gpuEncode(c, reinterpret_cast<float*>(dx.at(0)), n, s, dscales.at(kScaleOffset),
+                  dcodes.at(0), &gfb, stream.get());  // synchronizes
+        expectSameBytes(fscales, dscales.get(sbytes, kScaleOffset), what + " feedback scales");
+        expectSameBytes(fcodes, dcodes.get(cbytes), what + " feedback codes");
+        expectSameFloats(residual, dres.get<float>(n), what + " residual");
+        EXPECT_NEAR(gfb.inputSq, cfb.inputSq, 1e-9 * cfb.inputSq + 1e-300) << what;
+        EXPECT_NEAR(gfb.sentSq, cfb.sentSq, 1e-9 * cfb.sentSq + 1e-300) << what;
+        if (n) {  // norms only: no residual
+          Feedback cn, gn;
+          cpuEncode(c, x.data(), n, s, fscales.data(), fcodes.data(), &cn);
+          gpuEncode(c, reinterpret_cast<float*>(dx.at(0)), n, s, dscales.at(kScaleOffset),
+                    dcodes.at(0), &gn, stream.get());
+          EXPECT_NEAR(gn.sentSq, cn.sentSq, 1e-9 * cn.sentSq) << what << " norms only";
+        }
+
+        // Decode and decode-add of the CPU's payload; local aligned and misaligned.
+        dscales.put(scales.data(), sbytes, kScaleOffset);
+        dcodes.put(codes.data(), cbytes);
+        std::vector<float> local(n), decoded(n), added(n);
+        for (size_t i = 0; i < n; ++i) local[i] = 0.5f * x[(i * 7) % n] + 1e-3f;
+        cpuDecodeTo(c, scales.data(), codes.data(), n, decoded.data(), nullptr);
+        cpuDecodeTo(c, scales.data(), codes.data(), n, added.data(), local.data());
+        for (size_t off : {size_t{0}, size_t{1}}) {
+          const std::string w = what + " offset " + std::to_string(off);
+          Dev dout(4 * n), dlocal(local.data(), 4 * n, 4 * off);
+          auto* out = reinterpret_cast<float*>(dout.at(4 * off));
+          auto* loc = reinterpret_cast<float*>(dlocal.at(4 * off));
+          gpuDecodeTo(c, dscales.at(kScaleOffset), dcodes.at(0), n, out, nullptr, stream.get());
+          stream.synchronize("decode");
+          expectSameFloats(decoded, dout.get<float>(n, 4 * off), w + " decode");
+          gpuDecodeTo(c, dscales.at(kScaleOffset), dcodes.at(0), n, out, loc, stream.get());
+          stream.synchronize("decodeAdd");
+          expectSameFloats(added, dout.get<float>(n, 4 * off), w + " decodeAdd");
+          gpuDecodeTo(c, dscales.at(kScaleOffset), dcodes.at(0), n, loc, loc, stream.get());
+          stream.synchronize("decodeAdd in place");
+          expectSameFloats(added, dlocal.get<float>(n, 4 * off), w + " decodeAdd in place");
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuQuantize, PinnedHostPayloadAndOutput) {
+  cuda::Stream stream;
+  const Case& c = kCases[3];  // 4-bit QSGD, odd blocks
+  const size_t n = 1000;
+  const Draw s{counterKey(kSeed, 1, 0), 0};
+  const std::vector<float> x = gradient(n, 3);
+  const size_t sbytes = 4 * scaleCount(c, n), cbytes = packedChunkBytes(n, c.block, c.bits);
+  std::vector<unsigned char> scales(sbytes), codes(cbytes);
+  cpuEncode(c, x.data(), n, s, scales.data(), codes.data(), nullptr);
+  std::vector<float> want(n);
+  cpuDecodeTo(c, scales.data(), codes.data(), n, want.data(), x.data());
+
+  cuda::PinnedBuffer px(4 * n), pscales(sbytes + kScaleOffset), pcodes(cbytes), pout(4 * n);
+  std::memcpy(px.data(), x.data(), 4 * n);
+  auto* sp = static_cast<unsigned char*>(pscales.data()) + kScaleOffset;
+  gpuEncode(c, static_cast<float*>(px.data()), n, s, sp, static_cast<uint8_t*>(pcodes.data()),
+            nullptr, stream.get());
+  gpuDecodeTo(c, sp, static_cast<uint8_t*>(pcodes.data()), n, static_cast<float*>(pout.data()),
+              static_cast<float*>(px.data()), stream.get());
+  stream.synchronize("pinned");
+  EXPECT_EQ(std::memcmp(sp, scales.data(), sbytes), 0);
+  EXPECT_EQ(std::memcmp(pcodes.data(), codes.data(), cbytes), 0);
+  EXPECT_EQ(std::memcmp(pout.data(), want.data(), 4 * n), 0);
+}
+
+// n == 0 touches nothing (null pointers are fine) and leaves the feedback sums alone.
+TEST(GpuKernels, ZeroCountIsANoOp) {
+  cuda::Stream stream;
+  const GpuStream st = stream.get();
+  gpuReduce(DataType::kFloat32, RedOp::kSum, nullptr, nullptr, nullptr, 0, st);
+  gpuDivide(nullptr, 0, DataType::kBfloat16, 3, st);
+  gpuNarrow(Narrow::kHalf, nullptr, nullptr, 0, st);
+  gpuWiden(Narrow::kBfloat16, nullptr, nullptr, 0, st);
+  gpuWidenAdd(Narrow::kHalf, nullptr, nullptr, nullptr, 0, st);
+  Feedback fb;
+  fb.inputSq = 1.5;
+  for (const Case& c : kCases) {
+    gpuEncode(c, nullptr, 0, Draw{1, 0}, nullptr, nullptr, &fb, st);
+    gpuDecodeTo(c, nullptr, nullptr, 0, nullptr, nullptr, st);
+  }
+  stream.synchronize("zero counts");
+  EXPECT_EQ(fb.inputSq, 1.5);
+  EXPECT_EQ(fb.sentSq, 0.0);
+}
+
+}  // namespace
+}  // namespace squeeze::device
