@@ -25,6 +25,18 @@
 // replicas must agree bit for bit (DESIGN.md), so #wrong counts the elements on which the ranks'
 // results differ.
 //
+// With -d cuda (CUDA builds), the send and receive buffers are device memory of GPU
+// SQZ_LOCAL_RANK % deviceCount, made current before the communicator is created so that the
+// communicator takes it. Inputs and expected values are still computed on the host, in the host
+// buffers, and copied to the device before a checked call; results are copied back and compared
+// by the same code as host runs. The calls are enqueued on one stream the driver creates
+// (callStream()) and return at once, so a timed loop enqueues `iters` calls back to back and
+// then synchronizes the stream, as nccl-tests does: the time is the host clock around both. The
+// driver's own host-buffer calls (its barrier, the timing and #wrong reductions) come after a
+// synchronization too, so none starts while device calls are still queued.
+// -d cuda without a usable GPU, or in a build without CUDA, exits 2; -d cuda with -z is refused
+// (compressed calls take host buffers only in this version).
+//
 // With -J FILE, every rank keeps the rows it computed (each printed row is an out-of-place and an
 // in-place JSON row), the ranks' host names are gathered once after the header, and at the end
 // rank 0 writes the file (see JsonFile in common.h). Without -J nothing of this runs, so the
@@ -47,10 +59,16 @@
 #include <string>
 #include <vector>
 
+#include "squeeze_config.h"
+#if SQZ_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace squeeze::perf {
 namespace {
 
-constexpr int kRankLineBytes = 160;
+// Room for a long host name and a GPU's name in the rank lines.
+constexpr int kRankLineBytes = 256;
 constexpr unsigned char kPoison = 0xA5;  // never an expected byte pattern (see common.h)
 
 struct TypeName {
@@ -221,7 +239,11 @@ void fillPeriodic(void* buf, size_t count, size_t first, sqzDataType_t type, Val
 
 // ---- Options -----------------------------------------------------------------------------------
 
+// -d host / -d cuda: where the send and receive buffers live.
+enum class Memory { kHost, kCuda };
+
 struct Options : SweepOptions {
+  Memory memory = Memory::kHost;
   std::vector<sqzDataType_t> types{sqzFloat32};
   std::vector<sqzRedOp_t> ops{sqzSum};
   int root = 0;
@@ -265,6 +287,11 @@ void usage(FILE* out, const PerfColl& coll) {
                "%s"
                "  -d, --datatype <type>     int8 uint8 int32 uint32 int64 uint64 half float\n"
                "                            double bfloat16, or all (default float)\n"
+               "  -d cuda, -d host          not datatypes: where the buffers live. cuda: memory\n"
+               "                            of GPU SQZ_LOCAL_RANK %% count, the calls enqueued on\n"
+               "                            a stream and timed to its synchronization; host:\n"
+               "                            host memory (default). -d takes a datatype and a\n"
+               "                            memory both, e.g. -d cuda -d half\n"
                "  -o, --op <op>             sum prod max min avg, or all (default sum)\n"
                "  -r, --root <rank>         root rank of rooted collectives (default 0)\n",
                program, kSweepUsage);
@@ -318,6 +345,10 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   for (int c; (c = flags.next()) != -1;) {
     switch (c) {
       case 'd': {
+        if (std::strcmp(optarg, "host") == 0 || std::strcmp(optarg, "cuda") == 0) {
+          o->memory = optarg[0] == 'c' ? Memory::kCuda : Memory::kHost;
+          break;
+        }
         o->types.clear();
         if (std::strcmp(optarg, "all") == 0) {
           for (const TypeName& t : kTypes) o->types.push_back(t.type);
@@ -330,7 +361,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
         if (o->types.empty())
           return bad(std::string("unknown datatype '") + optarg +
                      "' for -d (int8 uint8 int32 uint32 int64 uint64 half float double "
-                     "bfloat16 all)");
+                     "bfloat16 all; or cuda, host for the buffers' memory)");
         break;
       }
       case 'o': {
@@ -373,6 +404,10 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   if (o->stepFactor > 1 && o->minBytes == 0)
     return bad("-b 0 never grows with -f; start at -b 1 or more, or step with -i");
   if (!coll.usesOp) o->ops.assign(1, sqzSum);
+  if (!o->codecs.empty() && o->memory == Memory::kCuda)
+    return bad(
+        "-z with -d cuda: compressed calls on device buffers are not built yet (the "
+        "compressed all-reduce takes host buffers only); drop -d cuda to time -z on host memory");
   if (!o->codecs.empty()) {
     if (o->types.size() != 1 || o->types[0] != sqzFloat32)
       return bad("-z compresses float32 gradients: drop -d or pass -d float");
@@ -384,6 +419,126 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   return -1;
 }
 
+// ---- -d cuda: every CUDA runtime call of the driver -------------------------------------------
+// Each returns "" on success, else what failed: "<call>: <CUDA's message> (<error name>)".
+// Without CUDA in the build only setUpGpu is reached, and it says so.
+
+// The GPU of a -d cuda run.
+struct Gpu {
+  int ordinal = -1;  // < 0: host memory (-d host)
+  std::string name;
+  void* stream = nullptr;  // the cudaStream_t the calls are enqueued on
+};
+
+void* gCallStream = nullptr;  // callStream(); set once, before the communicator exists
+
+#if SQZ_HAVE_CUDA
+// This process's index among the ranks on its host, from the launcher (sqzrun, torchrun, Open
+// MPI, MPICH or Slurm), 0 without one.
+int localRank() {
+  static const char* const kVars[] = {"SQZ_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                      "MPI_LOCALRANKID", "SLURM_LOCALID"};
+  for (const char* var : kVars) {
+    const char* v = std::getenv(var);
+    if (v && *v) return std::max(0, std::atoi(v));
+  }
+  return 0;
+}
+
+std::string cudaFailure(const char* call, cudaError_t rc) {
+  return std::string(call) + ": " + cudaGetErrorString(rc) + " (" + cudaGetErrorName(rc) + ")";
+}
+#endif
+
+// Makes GPU localRank() % count current, so that the communicator created next takes it, and
+// creates the stream. Returns "", or why no GPU can be used.
+std::string setUpGpu(Gpu* gpu) {
+#if SQZ_HAVE_CUDA
+  int count = 0;
+  cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) return "no usable GPU: " + cudaFailure("cudaGetDeviceCount", rc);
+  if (count <= 0) return "no usable GPU: cudaGetDeviceCount found none";
+  const int ordinal = localRank() % count;
+  const std::string which =
+      "GPU " + std::to_string(ordinal) + " (of " + std::to_string(count) + ")";
+  if ((rc = cudaSetDevice(ordinal)) != cudaSuccess)
+    return which + " is not usable: " + cudaFailure("cudaSetDevice", rc);
+  cudaDeviceProp prop{};
+  if ((rc = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess)
+    return which + " is not usable: " + cudaFailure("cudaGetDeviceProperties", rc);
+  // Non-blocking, as nccl-tests' streams: no implicit ordering with the legacy default stream.
+  cudaStream_t stream = nullptr;
+  if ((rc = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
+    return which + " is not usable: " + cudaFailure("cudaStreamCreateWithFlags", rc);
+  gpu->ordinal = ordinal;
+  gpu->name = prop.name;
+  gpu->stream = stream;
+  return "";
+#else
+  (void)gpu;
+  return "this build has no CUDA (configure it with -Dcuda=enabled where the CUDA toolkit is "
+         "installed)";
+#endif
+}
+
+// Device memory, zeroed (so that no timed call is the first to touch it), rounded up like the
+// host buffers so that a zero-byte buffer still has an address.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+#if SQZ_HAVE_CUDA
+    if (ptr) cudaFree(ptr);
+#endif
+  }
+  std::string allocate(size_t bytes) {
+#if SQZ_HAVE_CUDA
+    const size_t rounded = AlignedBuffer::roundedBytes(bytes);
+    cudaError_t rc = cudaMalloc(&ptr, rounded);
+    if (rc != cudaSuccess) {
+      ptr = nullptr;
+      return cudaFailure("cudaMalloc", rc);
+    }
+    rc = cudaMemset(ptr, 0, rounded);
+    return rc == cudaSuccess ? "" : cudaFailure("cudaMemset", rc);
+#else
+    (void)bytes;
+    return "no CUDA in this build";
+#endif
+  }
+};
+
+// Copies bytes between host and device memory on `stream` and waits for the copy.
+std::string gpuCopy(void* dst, const void* src, size_t bytes, void* stream) {
+#if SQZ_HAVE_CUDA
+  if (bytes == 0) return "";
+  auto s = static_cast<cudaStream_t>(stream);
+  cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (rc != cudaSuccess) return cudaFailure("cudaMemcpyAsync", rc);
+  rc = cudaStreamSynchronize(s);
+  return rc == cudaSuccess ? "" : cudaFailure("cudaStreamSynchronize after a copy", rc);
+#else
+  (void)dst, (void)src, (void)bytes, (void)stream;
+  return "no CUDA in this build";
+#endif
+}
+
+// Waits for everything enqueued on `stream`, and on the legacy default stream, where the calls of
+// a PerfColl that passes a null stream run.
+std::string gpuSync(void* stream) {
+#if SQZ_HAVE_CUDA
+  cudaError_t rc = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+  if (rc != cudaSuccess) return cudaFailure("cudaStreamSynchronize", rc);
+  rc = cudaStreamSynchronize(cudaStreamLegacy);
+  return rc == cudaSuccess ? "" : cudaFailure("cudaStreamSynchronize(cudaStreamLegacy)", rc);
+#else
+  (void)stream;
+  return "no CUDA in this build";
+#endif
+}
+
 // ---- Running -----------------------------------------------------------------------------------
 
 using Buffer = AlignedBuffer;
@@ -391,8 +546,10 @@ using Buffer = AlignedBuffer;
 class Bench {
  public:
   /// json: the -J file; open (PATH.tmp) on the rank that writes it, closed elsewhere.
-  Bench(const PerfColl& coll, const Options& o, JsonFile* json, const JsonRunInfo& runInfo)
-      : coll_(coll), o_(o), json_(json), runInfo_(runInfo) {}
+  /// gpu: the GPU of a -d cuda run, set up (ordinal < 0 for host memory).
+  Bench(const PerfColl& coll, const Options& o, const Gpu& gpu, JsonFile* json,
+        const JsonRunInfo& runInfo)
+      : coll_(coll), o_(o), gpu_(gpu), json_(json), runInfo_(runInfo) {}
 
   int run();
 
@@ -404,9 +561,21 @@ class Bench {
   void check(sqzResult_t r) const {
     if (r != sqzSuccess) libraryError(r);
   }
+  // A failed CUDA runtime call of the driver (`why`: "" for none).
+  void checkCuda(const std::string& why) const;
+  // -d cuda: the buffers the calls see are device copies of send_ and recv_.
+  bool onGpu() const { return gpu_.ordinal >= 0; }
+  char* callSend() const { return static_cast<char*>(onGpu() ? dsend_.ptr : send_.ptr); }
+  char* callRecv() const { return static_cast<char*>(onGpu() ? drecv_.ptr : recv_.ptr); }
+  // Waits for the enqueued calls and reports an asynchronous error; nothing for host buffers.
+  void syncCalls();
+  // send_ and the whole of recv_ (the current size) to the device copies; recv_ back.
+  void upload(size_t esz);
+  void download(size_t esz);
   void initComm();
   void printHeader();
   void allocate(Buffer* b, size_t bytes, const char* what);
+  void allocateDevice(DeviceBuffer* b, size_t bytes, const char* what);
   void barrier();
   void setup(size_t bytes, sqzDataType_t type);
   void startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
@@ -431,13 +600,15 @@ class Bench {
 
   const PerfColl& coll_;
   const Options& o_;
+  const Gpu& gpu_;
   sqzComm_t comm_ = nullptr;
   int rank_ = -1;
   int nranks_ = 0;
   int root_ = -1;
   Buffer send_, recv_, expected_;
-  CollCounts counts_;    // for the current size
-  std::string algo_[2];  // algorithm of the last timed call, [inPlace]
+  DeviceBuffer dsend_, drecv_;  // -d cuda only
+  CollCounts counts_;           // for the current size
+  std::string algo_[2];         // algorithm of the last timed call, [inPlace]
   double barrierCell_ = 0;
   uint64_t seed_ = 0;
   int errors_ = 0;  // calls with wrong results, over all ranks
@@ -464,6 +635,33 @@ void Bench::libraryError(sqzResult_t r) const {
                detail && *detail ? detail : "(no details)");
   std::fflush(stderr);
   exitNow(1);
+}
+
+void Bench::checkCuda(const std::string& why) const {
+  if (why.empty()) return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s: rank %d: cuda:%d: %s\n", coll_.program, rank_, gpu_.ordinal,
+               why.c_str());
+  exitNow(1);
+}
+
+void Bench::syncCalls() {
+  if (!onGpu()) return;
+  checkCuda(gpuSync(gpu_.stream));
+  sqzResult_t async = sqzSuccess;
+  check(sqzCommGetAsyncError(comm_, &async));
+  check(async);
+}
+
+void Bench::upload(size_t esz) {
+  const size_t recvBytes = std::max(counts_.recvCount, counts_.sendCount) * esz;
+  checkCuda(gpuCopy(dsend_.ptr, send_.ptr, counts_.sendCount * esz, gpu_.stream));
+  checkCuda(gpuCopy(drecv_.ptr, recv_.ptr, recvBytes, gpu_.stream));
+}
+
+void Bench::download(size_t esz) {
+  const size_t recvBytes = std::max(counts_.recvCount, counts_.sendCount) * esz;
+  checkCuda(gpuCopy(recv_.ptr, drecv_.ptr, recvBytes, gpu_.stream));
 }
 
 void Bench::exitNow(int status) const {
@@ -496,6 +694,18 @@ void Bench::allocate(Buffer* b, size_t bytes, const char* what) {
   }
 }
 
+void Bench::allocateDevice(DeviceBuffer* b, size_t bytes, const char* what) {
+  std::string why = b->allocate(bytes);
+  if (why.empty()) return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "%s: rank %d: cannot allocate %zu bytes of GPU memory on cuda:%d for the %s "
+               "buffer: %s (lower -e)\n",
+               coll_.program, rank_, AlignedBuffer::roundedBytes(bytes), gpu_.ordinal, what,
+               why.c_str());
+  exitNow(1);
+}
+
 void Bench::barrier() {
   check(sqzAllReduce(&barrierCell_, &barrierCell_, 1, sqzFloat64, sqzMax, comm_, nullptr));
 }
@@ -508,9 +718,18 @@ void Bench::printHeader() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
   std::vector<unsigned char> lines(static_cast<size_t>(nranks_) * kRankLineBytes, 0);
+  std::string mine = rankLine(rank_, std::to_string(getpid()).c_str(), host);
+  if (onGpu()) {
+    // table.h's rank line knows host memory only (the peer drivers share it): name the GPU
+    // where nccl-tests names its device.
+    const std::string hostMemory = "[host memory]";
+    size_t at = mine.rfind(hostMemory);
+    if (at != std::string::npos)
+      mine.replace(at, hostMemory.size(),
+                   "[cuda:" + std::to_string(gpu_.ordinal) + " " + gpu_.name + "]");
+  }
   std::snprintf(reinterpret_cast<char*>(&lines[static_cast<size_t>(rank_) * kRankLineBytes]),
-                kRankLineBytes, "%s",
-                rankLine(rank_, std::to_string(getpid()).c_str(), host).c_str());
+                kRankLineBytes, "%s", mine.c_str());
   check(sqzAllReduce(lines.data(), lines.data(), lines.size(), sqzUint8, sqzMax, comm_, nullptr));
   for (int r = 0; r < nranks_; ++r) {
     char* line = reinterpret_cast<char*>(&lines[static_cast<size_t>(r) * kRankLineBytes]);
@@ -554,9 +773,8 @@ void Bench::setup(size_t bytes, sqzDataType_t type) {
 
 void Bench::startColl(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   size_t esz = typeSize(type);
-  char* recv = static_cast<char*>(recv_.ptr);
-  const void* sendPtr =
-      inPlace ? recv + counts_.sendInplaceOffset * esz * rank_ : static_cast<char*>(send_.ptr);
+  char* recv = callRecv();
+  const void* sendPtr = inPlace ? recv + counts_.sendInplaceOffset * esz * rank_ : callSend();
   void* recvPtr = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
   if (codec_)
     check(coll_.runCompressed(sendPtr, recvPtr, counts_.paramCount, type, op, codec_, comm_));
@@ -581,6 +799,7 @@ void Bench::initData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, uint64_t s
   a.nranks = nranks_;
   a.seed = seed;
   coll_.initData(a);
+  if (onGpu()) upload(esz);
 }
 
 int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t bytes) {
@@ -590,6 +809,10 @@ int64_t Bench::checkData(sqzDataType_t type, sqzRedOp_t op, bool inPlace, size_t
   std::memset(recv, kPoison, std::max(counts_.recvCount, counts_.sendCount) * esz);
   initData(type, op, inPlace, ++seed_);
   startColl(type, op, inPlace);
+  if (onGpu()) {
+    syncCalls();
+    download(esz);
+  }
 
   const char* got = recv + (inPlace ? counts_.recvInplaceOffset * esz * rank_ : 0);
   const char* want = static_cast<const char*>(expected_.ptr);
@@ -627,10 +850,13 @@ void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   }
   if (o_.check) initData(type, op, inPlace, 0);  // sane data for the timed calls too
   startColl(type, op, inPlace);                  // untimed: brings every rank to this call
+  syncCalls();
   barrier();
 
+  // Device buffers: the calls only enqueue, so the loop ends when the stream has run them all.
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o_.iters; ++i) startColl(type, op, inPlace);
+  syncCalls();
   auto t1 = std::chrono::steady_clock::now();
   // Now, before the all-reduces below make it theirs. A call with count 0 runs nothing and
   // leaves the name of the call before it (the barrier's all-reduce), so it shows "-".
@@ -849,6 +1075,7 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
       initGradient(false, 0);
     }
     for (int i = 0; i < o_.warmup; ++i) startColl(type, op, false);
+    syncCalls();
     if (spec_) destroyCodec(&codec_);
   }
   for (size_t size = o_.minBytes; size <= o_.maxBytes;) {
@@ -909,6 +1136,10 @@ int Bench::run() {
   // In place, the send region lives in the receive buffer too (reduce-scatter's is larger).
   allocate(&recv_, std::max(maxCounts.recvCount, maxCounts.sendCount), "receive");
   if (o_.check) allocate(&expected_, maxCounts.recvCount, "expected");
+  if (onGpu()) {
+    allocateDevice(&dsend_, maxCounts.sendCount, "send");
+    allocateDevice(&drecv_, std::max(maxCounts.recvCount, maxCounts.sendCount), "receive");
+  }
 
   for (sqzDataType_t type : o_.types)
     for (sqzRedOp_t op : o_.ops) {
@@ -1126,6 +1357,19 @@ int perfMain(int argc, char** argv, const PerfColl& coll) {
   Options o;
   int status = parseOptions(argc, argv, coll, &o);
   if (status >= 0) return status;
+  Gpu gpu;
+  if (o.memory == Memory::kCuda) {
+    std::string why = setUpGpu(&gpu);
+    if (!why.empty()) {
+      // Every rank says it: whether a GPU is usable can differ between hosts.
+      std::string who = haveLauncherEnv() && launcherRank() >= 0
+                            ? "rank " + std::to_string(launcherRank()) + ": "
+                            : "";
+      std::fprintf(stderr, "%s: %s-d cuda: %s\n", coll.program, who.c_str(), why.c_str());
+      return 2;
+    }
+    gCallStream = gpu.stream;
+  }
   if (o.algo) {
     // Read by the library when the communicator is created; it rejects unknown names there,
     // with a message naming the valid ones.
@@ -1156,13 +1400,15 @@ int perfMain(int argc, char** argv, const PerfColl& coll) {
     runInfo.collective = name;
     // What the library was told: SQZ_TRANSPORT, else its default (src/common/params.h).
     const char* transport = std::getenv("SQZ_TRANSPORT");
-    runInfo.transport = transport && *transport ? transport : "shm,tcp";
+    runInfo.transport = transport && *transport ? transport : "cuda_ipc,shm,tcp";
     runInfo.argc = argc;
     runInfo.argv = argv;
     runInfo.started = std::time(nullptr);
   }
-  Bench bench(coll, o, &json, runInfo);
+  Bench bench(coll, o, gpu, &json, runInfo);
   return bench.run();
 }
+
+void* callStream() { return gCallStream; }
 
 }  // namespace squeeze::perf

@@ -7,13 +7,16 @@
 // creates the communicator (from the launcher's environment, or a single rank without one),
 // sweeps the sizes, times out-of-place and in-place calls, checks the results bit for bit, and
 // prints nccl-tests' table on rank 0, with the algorithm the library used as the last column.
+// -d cuda puts the send and receive buffers in GPU memory (CUDA builds): the calls are then
+// enqueued on a stream (callStream()) and timed up to its synchronization, as in nccl-tests.
 // A collective with a compressed variant (all-reduce) also takes -z SPEC: it then times that
 // variant through a codec and adds the codec's columns (wire bytes, ratio, relative error).
 // -J FILE also writes the printed rows, one JSON object per file (format "squeeze-perf/1"). The
 // flags, table lines and JSON that do not depend on the library are table.h's, shared with the
 // peer drivers in perf/compare/ and sqz-codec-bench.
 //
-// Only the public C API (squeeze/squeeze.h) is used, so the binaries measure what users get.
+// Only the public C API (squeeze/squeeze.h) and, for -d cuda, the CUDA runtime are used, so the
+// binaries measure what users get.
 #pragma once
 
 #include <squeeze/squeeze.h>
@@ -74,7 +77,8 @@ struct PerfColl {
   /// busbw = algbw * busFactor(nranks), as nccl-tests' doc/PERFORMANCE.md defines it; algbw is
   /// the size column (max of send and receive bytes) over the time.
   double (*busFactor)(int nranks);
-  /// The call under test; the driver reports a non-success result and exits.
+  /// The call under test, on the stream callStream(); the driver reports a non-success result
+  /// and exits.
   sqzResult_t (*run)(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                      sqzRedOp_t op, int root, sqzComm_t comm);
   /// The call through a codec (-z), e.g. sqzAllReduceCompressed; nullptr (leave it out of the
@@ -84,8 +88,13 @@ struct PerfColl {
 };
 
 /// Runs the benchmark; returns the process exit status (0 ok, 1 wrong results or a library
-/// error, 2 bad flags).
+/// error, 2 bad flags, or -d cuda without a usable GPU).
 int perfMain(int argc, char** argv, const PerfColl& coll);
+
+/// The stream argument PerfColl::run and runCompressed pass to the library: null for host
+/// buffers (-d host), the driver's cudaStream_t for device buffers (-d cuda). A call that passes
+/// null with device buffers runs on the legacy default stream, which the driver waits for too.
+void* callStream();
 
 // ---- Data helpers for initData -------------------------------------------------------------
 // Inputs are small integers chosen so that every reduction over any number of ranks is exact in
