@@ -12,6 +12,7 @@
 #include "compress/codecs.h"
 #include "core/communicator.h"
 #include "device/handle_kernels.h"
+#include "device/memory.h"
 #include "squeeze_config.h"
 #if SQZ_HAVE_CUDA
 #include "device/cuda/runtime.h"
@@ -181,12 +182,7 @@ void* CodecHandle::deviceScratch(int slot, size_t bytes) {
 }
 
 void CodecHandle::synchronize(device::GpuStream stream, const char* what) {
-#if SQZ_HAVE_CUDA
-  if (stream) cuda::check(cudaStreamSynchronize(stream), what);
-#else
-  (void)stream;
-  (void)what;
-#endif
+  device::syncStream(stream, what);
 }
 
 void CodecHandle::prepare(const float* g, float* x, int, device::GpuStream stream) {

@@ -1,5 +1,5 @@
 // What every kernel file of device/cuda/ shares on the host side of a launch: the block size,
-// the grid for a grid-stride loop, stream synchronization as an Error(kCuda), and scratch kept
+// the grid for a grid-stride loop (device/memory.h's syncStream waits), and scratch kept
 // per calling thread and per device (ranks run as threads on one GPU, so no two callers may
 // share a kernel's scratch, and a thread may drive several devices).
 #pragma once
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device/cuda/runtime.h"
+#include "device/memory.h"
 
 namespace squeeze::device {
 
@@ -21,11 +22,6 @@ constexpr size_t kMaxBlocks = 4096;
 inline unsigned gridFor(size_t items, size_t perBlock = kThreads, size_t maxBlocks = kMaxBlocks) {
   return static_cast<unsigned>(
       std::clamp<size_t>((items + perBlock - 1) / perBlock, 1, maxBlocks));
-}
-
-// Waits for `stream`; a failed kernel or copy throws Error(kCuda) naming `what`.
-inline void syncStream(cudaStream_t stream, const char* what) {
-  cuda::check(cudaStreamSynchronize(stream), what);
 }
 
 // The calling thread's T for the current device, made by make(device) (a unique_ptr<T>) on

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cub/cub.cuh>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -393,7 +392,7 @@ double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
   cuda::checkLaunch("squareSumKernel");
   finalSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, result);
   cuda::checkLaunch("finalSumKernel");
-  cuda::check(cudaStreamSynchronize(stream), "squared norm");
+  syncStream(stream, "squared norm");
   return *result;
 }
 

@@ -497,7 +497,7 @@ void runEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* co
   cuda::check(cudaMemcpyAsync(s.host.data(), args.norms, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                               stream),
               "cudaMemcpyAsync(feedback norms)");
-  cuda::check(cudaStreamSynchronize(stream), name);
+  syncStream(stream, name);
   const double* h = static_cast<const double*>(s.host.data());
   feedback->inputSq += h[0];
   feedback->sentSq += h[1];

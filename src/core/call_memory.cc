@@ -1,10 +1,10 @@
 // CallMemory (see call_memory.h).
 #include "core/call_memory.h"
 
-#include <cstring>
 #include <variant>
 
 #include "common/error.h"
+#include "device/memory.h"
 #include "device/reduce.h"
 #include "squeeze_config.h"
 #if SQZ_HAVE_CUDA
@@ -101,15 +101,7 @@ char* CallMemory::work(size_t bytes) {
 }
 
 void CallMemory::copy(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0 || dst == src) return;
-#if SQZ_HAVE_CUDA
-  if (onDevice()) {
-    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
-                "cudaMemcpyAsync in a collective");
-    return;
-  }
-#endif
-  std::memcpy(dst, src, bytes);
+  if (dst != src) device::copyBytes(dst, src, bytes, stream_);
 }
 
 void CallMemory::divide(void* buf, size_t n, DataType dtype, int divisor) {
@@ -122,12 +114,6 @@ void CallMemory::divide(void* buf, size_t n, DataType dtype, int divisor) {
   device::cpuDivide(buf, n, dtype, divisor);
 }
 
-void CallMemory::synchronize(const char* what) {
-#if SQZ_HAVE_CUDA
-  if (onDevice()) cuda::check(cudaStreamSynchronize(stream_), what);
-#else
-  (void)what;
-#endif
-}
+void CallMemory::synchronize(const char* what) { device::syncStream(stream_, what); }
 
 }  // namespace squeeze
