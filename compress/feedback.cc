@@ -36,7 +36,7 @@ size_t Codec::encodeFeedback(const void* src, size_t count, DataType dtype, cons
   const float* __restrict d = back.data();
   if (residual)
     for (size_t i = 0; i < count; ++i)
-      residual[i] = device::feedbackResidual(residual[i], x[i], d[i]);
+      residual[i] = device::residualAfter(residual[i], x[i], d[i]);
   // Norms in 8 float lanes per block of 1024 (vectorizes), blocks summed in double.
   constexpr size_t kBlock = device::kNormBlock;
   static_assert(device::kNormLanes == 8);

@@ -34,11 +34,6 @@ SQZ_HD_INLINE float dgcAccumulate(float g, float scale, float m, float& u, float
 // going in and nothing of it came back to the velocity.
 SQZ_HD_INLINE bool dgcSentInFull(uint8_t nonzero, float v) { return nonzero && v == 0.0f; }
 
-// The generic error feedback's residual update: residual += x - decoded.
-SQZ_HD_INLINE float feedbackResidual(float residual, float x, float decoded) {
-  return addRn(residual, subRn(x, decoded));
-}
-
 // One term of a squared norm in float: acc + v * v.
 SQZ_HD_INLINE float addSquare(float acc, float v) { return addRn(acc, mulRn(v, v)); }
 
@@ -63,7 +58,7 @@ void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, flo
 // DGC's masking: u[i] = 0 where dgcSentInFull(nonzero[i], v[i]).
 void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream);
 
-// Codec::encodeFeedback's pass after the decode: residual[i] = feedbackResidual(residual[i],
+// Codec::encodeFeedback's pass after the decode: residual[i] = residualAfter(residual[i],
 // x[i], d[i]) when residual is not null, and inputSq += |x|^2, sentSq += |d|^2 summed exactly as
 // the CPU sums them (kNormBlock, kNormLanes), so the same bits. Synchronizes.
 void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "device/elementwise.h"
 #include "device/hd.h"
 #include "device/quantize.h"  // mix64
 #include "squeeze_config.h"
@@ -28,15 +29,7 @@ namespace squeeze::device {
 // ---- shared math -----------------------------------------------------------------------------
 
 // The magnitude key of x (see above).
-SQZ_HD inline uint32_t magnitudeKey(float x) {
-#if SQZ_DEVICE_COMPILE
-  return __float_as_uint(x) & 0x7fffffffu;
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits & 0x7fffffffu;
-#endif
-}
+SQZ_HD inline uint32_t magnitudeKey(float x) { return floatBits(x) & 0x7fffffffu; }
 
 // splitmix64's whole step (the golden-ratio increment, then the finalizer): the counter-based
 // hash of the sparsifiers.

@@ -62,7 +62,7 @@ __global__ void dgcMaskKernel(float* u, const float* v, const uint8_t* nonzero, 
 }
 
 __global__ void feedbackResidualKernel(const float* x, const float* d, float* residual, size_t n) {
-  SQZ_GRID_STRIDE(i, n) { residual[i] = feedbackResidual(residual[i], x[i], d[i]); }
+  SQZ_GRID_STRIDE(i, n) { residual[i] = residualAfter(residual[i], x[i], d[i]); }
 }
 
 // kNormLanes threads per norm block: lane l sums x[b + l + 8 t]^2 over the block's whole groups
