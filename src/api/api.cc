@@ -138,9 +138,13 @@ bool onDevice(sqzComm_t comm, std::initializer_list<BufferArg> buffers, void* st
               const char* fn) {
 #if SQZ_HAVE_CUDA
   const BufferArg* first = nullptr;  // the first buffer the call touches
+  const BufferArg* checked = nullptr;  // the last one asked about
   bool device = false;
   for (const BufferArg& b : buffers) {
     if (!b.ptr || b.bytes == 0) continue;
+    // In place: the driver was just asked about this pointer, for as many bytes or more.
+    if (checked && b.ptr == checked->ptr && b.bytes <= checked->bytes) continue;
+    checked = &b;
     const cuda::PointerInfo info = cuda::pointerInfo(b.ptr);
     if (first && info.device != device)
       raise(ErrorCode::kInvalidArgument, fn, ": ", first->name, " is ",
@@ -192,6 +196,12 @@ void dispatch(sqzComm_t comm, const CollRequest& req, bool device, void* stream)
     comm->impl->enqueueCollective(req, stream);
   else
     comm->impl->collective(req);
+}
+void dispatch(sqzComm_t comm, const std::vector<P2pCall>& calls, bool device, void* stream) {
+  if (device)
+    comm->impl->enqueueSendRecv(calls, stream);
+  else
+    comm->impl->sendRecv(calls);
 }
 
 void checkBuffers(const void* sendbuff, const void* recvbuff, size_t count, const char* fn) {
@@ -251,13 +261,7 @@ void queueP2p(sqzComm_t comm, bool isSend, void* buf, size_t count, sqzDataType_
   P2pCall call{isSend, peer, buf, count * dataTypeSize(static_cast<DataType>(datatype))};
   const bool device = onDevice(comm, {{isSend ? "sendbuff" : "recvbuff", buf, call.bytes}},
                                stream, fn);
-  if (tlsGroupDepth == 0) {
-    if (device)
-      comm->impl->enqueueSendRecv({call}, stream);
-    else
-      comm->impl->sendRecv({call});
-    return;
-  }
+  if (tlsGroupDepth == 0) return dispatch(comm, std::vector<P2pCall>{call}, device, stream);
   for (GroupCalls& g : tlsGroup)
     if (g.comm == comm) {
       if (device != g.device || (device && stream != g.stream))
@@ -549,10 +553,7 @@ sqzResult_t sqzGroupEnd(void) {
   for (GroupCalls& g : group) {
     sqzResult_t rc = apiGuard(g.comm, [&] {
       checkComm(g.comm, "sqzGroupEnd");
-      if (g.device)
-        g.comm->impl->enqueueSendRecv(g.calls, g.stream);
-      else
-        g.comm->impl->sendRecv(g.calls);
+      dispatch(g.comm, g.calls, g.device, g.stream);
     });
     if (first == sqzSuccess) first = rc;
   }

@@ -32,7 +32,6 @@ class CallMemory {
   // communicator's internal stream). Every pooled buffer becomes free.
   void begin(device::GpuStream stream);
   bool onDevice() const { return stream_ != nullptr; }
-  device::GpuStream stream() const { return stream_; }
 
   // A pooled buffer of at least `bytes` in `space` (kHost for host calls).
   int acquire(size_t bytes, Space space);

@@ -129,15 +129,16 @@ DeviceQueue& Communicator::deviceQueue() {
 }
 
 void Communicator::collective(const CollRequest& req) {
+  DeviceQueue* q;
   {
-    std::unique_lock<std::mutex> lock(queueMu_);
-    if (deviceQueue_ && deviceQueue_->onProgressThread()) {  // inside an enqueued task
-      lock.unlock();
-      run(req, nullptr, deviceQueue_->stream());
-      return;
-    }
+    std::lock_guard<std::mutex> lock(queueMu_);
+    q = deviceQueue_.get();
   }
-  drainDevice();
+  if (q && q->onProgressThread()) {  // inside an enqueued task: a device call, at once
+    run(req, nullptr, q->stream());
+    return;
+  }
+  if (q) q->drain();
   run(req, nullptr);
 }
 
@@ -150,19 +151,13 @@ void Communicator::enqueueTask(void* stream, std::function<void(device::GpuStrea
 }
 
 void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
-  throwIfFailed();
-  DeviceQueue& q = deviceQueue();
-  q.enqueue(static_cast<device::GpuStream>(stream),
-            [this, req, &q] { run(req, nullptr, q.stream()); },
-            strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype)));
+  enqueueTask(stream, [this, req](device::GpuStream internal) { run(req, nullptr, internal); },
+              strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype)));
 }
 
 void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {
-  throwIfFailed();
-  DeviceQueue& q = deviceQueue();
-  q.enqueue(static_cast<device::GpuStream>(stream),
-            [this, calls, &q] { runSendRecv(calls, q.stream()); },
-            strCat("a group of ", calls.size(), " sends and receives"));
+  enqueueTask(stream, [this, calls](device::GpuStream internal) { runSendRecv(calls, internal); },
+              strCat("a group of ", calls.size(), " sends and receives"));
 }
 
 void Communicator::sendRecv(const std::vector<P2pCall>& calls) {

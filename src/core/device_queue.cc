@@ -42,8 +42,7 @@ volatile uint32_t* newCounter() {
 
 struct DeviceQueue::Cuda {
   cuda::Stream stream;
-  volatile uint32_t* const counterWord = newCounter();
-  volatile uint32_t* counter() const { return counterWord; }
+  volatile uint32_t* const counter = newCounter();
   // The host-function fallback waits here for its ticket.
   std::mutex mu;
   std::condition_variable released;
@@ -52,7 +51,6 @@ struct DeviceQueue::Cuda {
 namespace {
 
 struct HostWait {
-  DeviceQueue* queue;
   volatile uint32_t* counter;
   std::mutex* mu;
   std::condition_variable* released;
@@ -98,21 +96,14 @@ device::GpuStream DeviceQueue::stream() const { return cuda_->stream.get(); }
 
 void DeviceQueue::enqueue(device::GpuStream stream, std::function<void()> task, std::string what) {
   cuda::DeviceGuard guard(device_);
-  auto* startEvent = new cudaEvent_t(nullptr);
-  std::shared_ptr<void> start(startEvent, [](void* p) {
-    auto* e = static_cast<cudaEvent_t*>(p);
-    if (*e) (void)cudaEventDestroy(*e);
-    delete e;
-  });
-  cuda::check(cudaEventCreateWithFlags(startEvent, cudaEventDisableTiming),
-              "cudaEventCreate for an enqueued call");
+  auto start = std::make_shared<cuda::Event>();
   std::lock_guard<std::mutex> lock(mu_);
   SQZ_ENFORCE(!stop_, "enqueue on a destroyed communicator");
-  cuda::check(cudaEventRecord(*startEvent, stream),
+  cuda::check(cudaEventRecord(start->get(), stream),
               strCat(what, ": recording on the caller's stream").c_str());
   const uint32_t ticket = issued_ + 1;
-  if (!cuda::streamWaitValue(stream, cuda_->counter(), ticket)) {
-    auto* w = new HostWait{this, cuda_->counter(), &cuda_->mu, &cuda_->released, ticket};
+  if (!cuda::streamWaitValue(stream, cuda_->counter, ticket)) {
+    auto* w = new HostWait{cuda_->counter, &cuda_->mu, &cuda_->released, ticket};
     cudaError_t rc = cudaLaunchHostFunc(stream, waitForTicket, w);
     if (rc != cudaSuccess) delete w;
     cuda::check(rc, strCat(what, ": making the caller's stream wait").c_str());
@@ -142,7 +133,7 @@ void DeviceQueue::abort() {
 void DeviceQueue::release(uint32_t ticket) {
   {
     std::lock_guard<std::mutex> lock(cuda_->mu);
-    __atomic_store_n(cuda_->counter(), ticket, __ATOMIC_RELEASE);
+    __atomic_store_n(cuda_->counter, ticket, __ATOMIC_RELEASE);
   }
   cuda_->released.notify_all();
 }
@@ -163,10 +154,9 @@ void DeviceQueue::loop() {
     }
     try {
       // Wait for the caller's stream to reach the call, polling so an abort is noticed.
-      auto* start = static_cast<cudaEvent_t*>(task.startEvent.get());
       auto pause = std::chrono::microseconds(5);
       for (;;) {
-        cudaError_t rc = cudaEventQuery(*start);
+        cudaError_t rc = cudaEventQuery(task.startEvent->get());
         if (rc == cudaSuccess) break;
         if (rc != cudaErrorNotReady)
           cuda::check(rc, strCat(task.what, ": the caller's stream failed before the call").c_str());

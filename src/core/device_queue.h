@@ -33,6 +33,10 @@
 
 namespace squeeze {
 
+namespace cuda {
+class Event;  // device/cuda/runtime.h
+}  // namespace cuda
+
 class DeviceQueue {
  public:
   // `device`: the GPU the communicator's device calls run on. Creates the internal stream and
@@ -44,7 +48,6 @@ class DeviceQueue {
   // left), releases every stream and joins the thread.
   ~DeviceQueue();
 
-  int device() const { return device_; }
   // The internal stream the executor's copies and kernels run on.
   device::GpuStream stream() const;
 
@@ -65,7 +68,7 @@ class DeviceQueue {
     uint32_t ticket;
     std::function<void()> run;
     std::string what;
-    std::shared_ptr<void> startEvent;  // cudaEvent_t recorded on the caller's stream
+    std::shared_ptr<cuda::Event> startEvent;  // recorded on the caller's stream
   };
   void loop();
   void release(uint32_t ticket);

@@ -56,15 +56,22 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   const bool dev = mem_.onDevice();
   char* const bufs[] = {static_cast<char*>(const_cast<void*>(req.sendbuf)),
                         static_cast<char*>(req.recvbuf), mem_.work(sched.scratchElems * esz)};
+  // Device calls: the peers whose connection reads only host memory (asked once per call).
+  std::vector<uint8_t> hostOnly(dev ? ctx.nranks : 0, 0);
+  bool anyHostOnly = false;
+  for (size_t q = 0; q < hostOnly.size(); ++q)
+    if (ctx.conns[q] && !ctx.conns[q]->readsDeviceMemory()) {
+      hostOnly[q] = 1;
+      anyHostOnly = true;
+    }
+  // Whether `bytes` of device memory to or from peer p go through a pinned buffer.
+  auto staged = [&](int p, size_t bytes) { return dev && bytes > 0 && hostOnly[p]; };
   // Where a payload to or from peer p lives: host memory for host calls; for device calls
   // device memory when p's connection reads it, else pinned host memory. Payloads with no one
-  // peer (a finalized piece, forwarded to any) go where every active connection reads them.
+  // peer (a finalized piece, forwarded to any) go where every connection reads them.
   auto spaceFor = [&](int p) {
     if (!dev) return Space::kHost;
-    if (p >= 0) return ctx.conns[p]->readsDeviceMemory() ? Space::kDevice : Space::kPinned;
-    for (int q = 0; q < ctx.nranks; ++q)
-      if (ctx.conns[q] && !ctx.conns[q]->readsDeviceMemory()) return Space::kPinned;
-    return Space::kDevice;
+    return (p >= 0 ? hostOnly[p] : anyHostOnly) ? Space::kPinned : Space::kDevice;
   };
   auto at = [&](const Span& span) {
     char* base = span.buf == BufferRole::kUser ? sched.userBuffers[span.user]
@@ -109,13 +116,13 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
   };
   // What connection p can send from: ptr itself, or (a device span to a connection that reads
   // only host memory) a pinned copy in a new buffer, returned in staged (-1: none).
-  auto sendable = [&](int p, const char* ptr, size_t bytes, bool deviceMemory, int& staged) {
-    staged = -1;
-    if (!deviceMemory || ctx.conns[p]->readsDeviceMemory() || bytes == 0) return ptr;
-    staged = mem_.acquire(bytes, Space::kPinned);
-    mem_.copy(mem_.data(staged), ptr, bytes);
+  auto sendable = [&](int p, const char* ptr, size_t bytes, bool deviceMemory, int& pinned) {
+    pinned = -1;
+    if (!deviceMemory || !staged(p, bytes)) return ptr;
+    pinned = mem_.acquire(bytes, Space::kPinned);
+    mem_.copy(mem_.data(pinned), ptr, bytes);
     mem_.synchronize("staging a device buffer for sending");
-    return static_cast<const char*>(mem_.data(staged));
+    return static_cast<const char*>(mem_.data(pinned));
   };
   // Final payloads by wire offset: every final message carries one finalized piece.
   struct Final {
@@ -195,9 +202,9 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         const Op& op = ops[i];
         WireHeader h = header(op, ctx.rank);
         if (raw) {
-          int staged;
-          const char* from = sendable(p, at(op.src), h.payloadBytes, dev, staged);
-          q.sending.push_back(Pending{i, {}, staged});
+          int pinned;
+          const char* from = sendable(p, at(op.src), h.payloadBytes, dev, pinned);
+          q.sending.push_back(Pending{i, {}, pinned});
           ctx.conns[p]->isend(h, from, &q.sending.back().req);
         } else if (op.kind == OpKind::kSendFinal) {
           auto f = finals.find(op.wireOffset);
@@ -205,10 +212,10 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
                       ": no final payload for elements ", op.wireOffset, "+", op.count,
                       " (the schedule forwards a piece it never finalized or received)");
           h.payloadBytes = f->second.bytes;
-          int staged;
+          int pinned;
           const char* from = sendable(p, mem_.data(f->second.buf), h.payloadBytes,
-                                      mem_.space(f->second.buf) == Space::kDevice, staged);
-          q.sending.push_back(Pending{i, {}, staged});
+                                      mem_.space(f->second.buf) == Space::kDevice, pinned);
+          q.sending.push_back(Pending{i, {}, pinned});
           ctx.conns[p]->isend(h, from, &q.sending.back().req);
         } else {
           int buf = parked[i];
@@ -229,8 +236,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
         const uint32_t i = q.recvs[q.nextRecv];
         const Op& op = ops[i];
         const size_t bytes = raw ? op.count * esz : codec.maxEncodedBytes(op.count, req.dtype);
-        if (op.kind == OpKind::kRecvFinal && raw &&
-            (!dev || ctx.conns[p]->readsDeviceMemory() || bytes == 0)) {
+        if (op.kind == OpKind::kRecvFinal && raw && !staged(p, bytes)) {
           if (!ready(op)) break;
           q.receiving.push_back(Pending{i, {}});
           ctx.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
