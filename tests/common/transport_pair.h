@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/strings.h"
 #include "core/wire.h"
+#include "transports/shm/segment.h"
 #include "transports/transport.h"
 
 namespace squeeze::transport_test {
@@ -87,7 +88,7 @@ inline uint64_t uniqueHash() {
 
 // The /dev/shm entries of one communicator.
 inline std::vector<std::string> shmFiles(uint64_t commHash) {
-  const std::string prefix = strCat("sqz-", toHex(&commHash, sizeof commHash), "-");
+  const std::string prefix = segmentPrefix(commHash).substr(1);  // without the leading '/'
   std::vector<std::string> out;
   if (DIR* d = ::opendir("/dev/shm")) {
     while (dirent* e = ::readdir(d))

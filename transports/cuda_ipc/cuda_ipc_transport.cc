@@ -84,7 +84,6 @@
 namespace squeeze {
 namespace {
 
-constexpr size_t kPageBytes = 4096;
 constexpr size_t kHeaderSlots = 64;  // headers in flight per direction
 constexpr size_t kMaxInFlight = 8;   // copies in flight per direction (one event each)
 constexpr size_t kMinRingBytes = 64 << 10;
@@ -123,7 +122,7 @@ struct CtlSegment {
   uint64_t commHash;
   alignas(64) DirCtl dir[2];
 };
-constexpr size_t kCtlBytes = (sizeof(CtlSegment) + kPageBytes - 1) / kPageBytes * kPageBytes;
+constexpr size_t kCtlBytes = roundUpToPage(sizeof(CtlSegment));
 
 // What each side tells the other in connect() (both send, then both receive).
 struct SideInfo {
@@ -140,10 +139,8 @@ struct SideInfo {
   cudaIpcMemHandle_t handle;
 };
 
-std::string hashHex(uint64_t h) { return toHex(&h, sizeof h); }
-
 std::string ctlName(uint64_t commHash, int lo, int hi, int creatorPid) {
-  return strCat("/sqz-", hashHex(commHash), "-", lo, "-", hi, "-", creatorPid, "-cuipc");
+  return strCat(segmentPrefix(commHash), lo, "-", hi, "-", creatorPid, "-cuipc");
 }
 
 size_t sliceFor(size_t ringBytes) {

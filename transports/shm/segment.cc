@@ -22,6 +22,10 @@ Mapping mapFd(int fd, size_t bytes, const std::string& name) {
 
 }  // namespace
 
+std::string segmentPrefix(uint64_t commHash) {
+  return strCat("/sqz-", toHex(&commHash, sizeof commHash), "-");
+}
+
 Fd::~Fd() {
   if (fd_ >= 0) ::close(fd_);
 }

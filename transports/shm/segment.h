@@ -11,6 +11,12 @@
 
 namespace squeeze {
 
+constexpr size_t kPageBytes = 4096;
+constexpr size_t roundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
+
+// "/sqz-<commHash in hex>-": how every segment name of one communicator starts.
+std::string segmentPrefix(uint64_t commHash);
+
 // An owned file descriptor (-1: none).
 class Fd {
  public:

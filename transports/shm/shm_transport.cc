@@ -44,7 +44,6 @@
 namespace squeeze {
 namespace {
 
-constexpr size_t kPageBytes = 4096;
 constexpr size_t kHeaderBytes = sizeof(WireHeader);
 constexpr size_t kMaxSliceBytes = 256 << 10;
 constexpr size_t kMaxNameBytes = 255;
@@ -81,18 +80,14 @@ struct PairHeader {
 };
 static_assert(sizeof(PairHeader) <= kPageBytes);
 
-size_t roundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBytes * kPageBytes; }
-
 size_t pairSegmentBytes(size_t ringBytes) { return kPageBytes + 2 * roundUpToPage(ringBytes); }
 
-std::string hashHex(uint64_t h) { return toHex(&h, sizeof h); }
-
 std::string bellName(uint64_t commHash, int rank) {
-  return strCat("/sqz-", hashHex(commHash), "-", rank, "-", ::getpid(), "-bell");
+  return strCat(segmentPrefix(commHash), rank, "-", ::getpid(), "-bell");
 }
 
 std::string pairName(uint64_t commHash, int lo, int hi) {
-  return strCat("/sqz-", hashHex(commHash), "-", lo, "-", hi, "-", ::getpid(), "-pair");
+  return strCat(segmentPrefix(commHash), lo, "-", hi, "-", ::getpid(), "-pair");
 }
 
 // Names received from a peer must be ones it could have made for this pair: we open them, and
@@ -429,7 +424,7 @@ class ShmTransport : public Transport {
       link.sendString(bell_->name());
       const std::string peerBellName = link.recvString(kMaxNameBytes);
       pairGuard.unlink();  // the peer has mapped it (it answers only after mapping)
-      checkPeerName(peerBellName, strCat("/sqz-", hashHex(commHash_), "-", peer, "-"), "-bell",
+      checkPeerName(peerBellName, strCat(segmentPrefix(commHash_), peer, "-"), "-bell",
                     peer);
       peerBell = openSegment(peerBellName, sizeof(Doorbell), peer);
       noteBellMapped();
@@ -437,7 +432,7 @@ class ShmTransport : public Transport {
     } else {
       const std::string pname = link.recvString(kMaxNameBytes);
       const std::string peerBellName = link.recvString(kMaxNameBytes);
-      const std::string prefix = strCat("/sqz-", hashHex(commHash_), "-");
+      const std::string prefix = segmentPrefix(commHash_);
       checkPeerName(pname, strCat(prefix, peer, "-", myRank_, "-"), "-pair", peer);
       checkPeerName(peerBellName, strCat(prefix, peer, "-"), "-bell", peer);
       {
