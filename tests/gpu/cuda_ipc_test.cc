@@ -5,17 +5,14 @@
 // in flight across ring wraps, from and into device, pinned and ordinary host memory; header
 // checks; shutdown, destruction and death of the peer; the no-GPU error; nothing left in
 // /dev/shm. main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -24,7 +21,6 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -112,8 +108,8 @@ class TestBuffer {
   std::vector<uint8_t> host_;
 };
 
-// Posts every send and receive of `sizes` on `from` and `to`, drives the two connections (each
-// from its own thread when `threads`), and checks sizes, headers, content and that nothing was
+// Posts every send and receive of `sizes` on `from` and `to`, drives the two connections (the
+// sender from a thread of its own), and checks sizes, headers, content and that nothing was
 // written past a payload.
 void exchange(Connection& from, int fromRank, int fromDevice, Connection& to, int toDevice,
               uint64_t hash, const std::vector<size_t>& sizes, Mem srcMem, Mem dstMem,

@@ -27,6 +27,7 @@
 #include "device/cuda/runtime.h"
 #include "device/quantize.h"
 #include "device/reduce.h"
+#include "tests/common/kernel_inputs.h"
 
 namespace squeeze::device {
 namespace {
@@ -326,21 +327,9 @@ size_t scaleCount(const Case& c, size_t n) {
   return blockCount(n, c.block) * (c.kind == Kind::kOnebit ? 2 : 1);
 }
 
-// Gradient-like values over six decades, runs of zeros (all-zero blocks) and runs of one sign
-// (1-bit blocks with an empty side), as quantize_test's.
-std::vector<float> gradient(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i) {
-    float v = normal(gen) * std::pow(10.0f, static_cast<float>(int((i / 97) % 7) - 3));
-    if ((i / 300) % 7 == 3) v = 0;
-    if ((i / 1000) % 5 == 2) v = std::fabs(v);
-    if ((i / 1000) % 5 == 4) v = -std::fabs(v);
-    x[i] = v;
-  }
-  return x;
-}
+// quantize_test's input: values over six decades, all-zero blocks, one-sign 1-bit blocks.
+using kernel_inputs::gradientLike;
+std::vector<float> gradient(size_t n, unsigned seed) { return gradientLike(n, seed); }
 
 // The random stream and first index: one case whose indices cross a 2^32 boundary (a new run
 // key partway through the chunk).

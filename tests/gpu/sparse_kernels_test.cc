@@ -24,6 +24,7 @@
 #include "device/cuda/runtime.h"
 #include "device/linalg.h"
 #include "device/sparse.h"
+#include "tests/common/kernel_inputs.h"
 
 namespace squeeze::device {
 namespace {
@@ -32,11 +33,12 @@ namespace {
 template <class T>
 class Dev {
  public:
-  explicit Dev(size_t n, size_t pad = 0) : n_(n + pad) {
+  explicit Dev(size_t n, size_t pad = 0) {
+    const size_t bytes = std::max<size_t>(n + pad, 1) * sizeof(T);
     void* raw = nullptr;
-    EXPECT_EQ(cudaMalloc(&raw, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMalloc(&raw, bytes), cudaSuccess);
     ptr_ = static_cast<T*>(raw);
-    EXPECT_EQ(cudaMemset(ptr_, 0xab, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr_, 0xab, bytes), cudaSuccess);
   }
   explicit Dev(const std::vector<T>& h, size_t offset = 0) : Dev(h.size(), offset) {
     put(h, offset);
@@ -58,7 +60,6 @@ class Dev {
 
  private:
   T* ptr_ = nullptr;
-  size_t n_;
 };
 
 uint32_t bits(float f) {
@@ -273,13 +274,9 @@ TEST(GpuSparse, RandomStrataMatchTheCpu) {
 
 // ---- linalg -------------------------------------------------------------------------------------
 
-struct Shape {
-  size_t count, m, r;
-  size_t n() const { return (count + m - 1) / m; }
-  std::string name() const {
-    return "count=" + std::to_string(count) + " m=" + std::to_string(m) + " r=" + std::to_string(r);
-  }
-};
+using kernel_inputs::at;
+using kernel_inputs::randomVec;
+using kernel_inputs::Shape;
 
 const Shape kShapes[] = {{1, 1, 1},
                          {12, 4, 2},
@@ -294,18 +291,6 @@ const Shape kShapes[] = {{1, 1, 1},
                          {(1 << 20) + 5, 1024, 4},
                          {300000, 547, 17}};
 
-std::vector<float> randomVec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-double at(const std::vector<float>& M, size_t count, size_t m, size_t i, size_t k) {
-  const size_t t = i * m + k;
-  return t < count ? double(M[t]) : 0.0;
-}
 
 // fp32 GEMM tiles: |error| <= 1e-4 of the sum of |terms| (the CPU's double sums are held to 1e-6).
 constexpr double kGemmTol = 1e-4;

@@ -15,34 +15,19 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/kernel_inputs.h"
+
 namespace squeeze::device {
 namespace {
 
-struct Shape {
-  size_t count, m, r;
-  size_t n() const { return (count + m - 1) / m; }
-  std::string name() const {
-    return "count=" + std::to_string(count) + " m=" + std::to_string(m) + " r=" + std::to_string(r);
-  }
-};
+using kernel_inputs::at;
+using kernel_inputs::randomVec;
+using kernel_inputs::Shape;
 
 // Full rows, a partial last row, single rows and columns, long rows.
 const Shape kShapes[] = {{1, 1, 1},     {12, 4, 2},  {13, 4, 2},    {1031, 33, 2},  {1031, 33, 5},
                          {4096, 64, 4}, {999, 1, 3}, {999, 999, 2}, {5000, 700, 3}, {37, 5, 4}};
 
-std::vector<float> randomVec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
-// M's element (i, k) as the kernels see it: zero past count.
-double at(const std::vector<float>& M, size_t count, size_t m, size_t i, size_t k) {
-  const size_t t = i * m + k;
-  return t < count ? double(M[t]) : 0.0;
-}
 
 // |a - b| <= tol * (sum of |terms|): the natural bound for a rounded sum.
 void expectClose(double got, double want, double absTerms, const std::string& what) {

@@ -26,6 +26,7 @@
 
 #include "common/error.h"
 #include "compress/codecs.h"
+#include "tests/common/kernel_inputs.h"
 
 namespace squeeze {
 namespace {
@@ -66,21 +67,8 @@ std::unique_ptr<Codec> makeCodec(const std::string& text) {
 
 bool stochastic(Kind k) { return k == Kind::kQsgd || k == Kind::kTerngrad; }
 
-// Gradient-like input: magnitudes over six decades, runs of exact zeros (so some blocks are all
-// zero), and runs of one sign (so some 1-bit columns have an empty side).
-std::vector<float> input(size_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(n);
-  for (size_t i = 0; i < n; ++i) {
-    float v = normal(gen) * std::pow(10.0f, static_cast<float>(int((i / 97) % 7) - 3));
-    if ((i / 300) % 7 == 3) v = 0;
-    if ((i / 1000) % 5 == 2) v = std::fabs(v);
-    if ((i / 1000) % 5 == 4) v = -std::fabs(v);
-    x[i] = v;
-  }
-  return x;
-}
+// Gradient-like input (shared with the GPU twins' test).
+std::vector<float> input(size_t n, unsigned seed) { return kernel_inputs::gradientLike(n, seed); }
 
 struct Encoded {
   std::vector<unsigned char> payload;

@@ -3,19 +3,15 @@
 // shutdown, and that nothing is left in /dev/shm.
 #include "transports/shm/shm_transport.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <exception>
 #include <functional>
-#include <random>
 #include <thread>
 #include <vector>
 
