@@ -9,6 +9,7 @@
 
 namespace {
 
+using squeeze::perf::callStream;
 using squeeze::perf::CollCounts;
 using squeeze::perf::InitArgs;
 
@@ -37,7 +38,7 @@ double allGatherBusFactor(int nranks) { return static_cast<double>(nranks - 1) /
 
 sqzResult_t allGatherRun(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                          sqzRedOp_t /*op*/, int /*root*/, sqzComm_t comm) {
-  return sqzAllGather(sendbuf, recvbuf, count, type, comm, nullptr);
+  return sqzAllGather(sendbuf, recvbuf, count, type, comm, callStream());
 }
 
 constexpr squeeze::perf::PerfColl kAllGather = {

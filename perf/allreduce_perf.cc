@@ -10,6 +10,7 @@
 
 namespace {
 
+using squeeze::perf::callStream;
 using squeeze::perf::CollCounts;
 using squeeze::perf::InitArgs;
 
@@ -29,14 +30,14 @@ void allReduceInitData(const InitArgs& a) {
 sqzResult_t allReduceRunCompressed(const void* sendbuf, void* recvbuf, size_t count,
                                    sqzDataType_t type, sqzRedOp_t op, sqzCodec_t codec,
                                    sqzComm_t comm) {
-  return sqzAllReduceCompressed(sendbuf, recvbuf, count, type, op, codec, comm, nullptr);
+  return sqzAllReduceCompressed(sendbuf, recvbuf, count, type, op, codec, comm, callStream());
 }
 
 double allReduceBusFactor(int nranks) { return 2.0 * (nranks - 1) / nranks; }
 
 sqzResult_t allReduceRun(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                          sqzRedOp_t op, int /*root*/, sqzComm_t comm) {
-  return sqzAllReduce(sendbuf, recvbuf, count, type, op, comm, nullptr);
+  return sqzAllReduce(sendbuf, recvbuf, count, type, op, comm, callStream());
 }
 
 constexpr squeeze::perf::PerfColl kAllReduce = {

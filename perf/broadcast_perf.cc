@@ -8,6 +8,7 @@
 
 namespace {
 
+using squeeze::perf::callStream;
 using squeeze::perf::CollCounts;
 using squeeze::perf::InitArgs;
 
@@ -30,7 +31,7 @@ double broadcastBusFactor(int /*nranks*/) { return 1.0; }
 
 sqzResult_t broadcastRun(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                          sqzRedOp_t /*op*/, int root, sqzComm_t comm) {
-  return sqzBroadcast(sendbuf, recvbuf, count, type, root, comm, nullptr);
+  return sqzBroadcast(sendbuf, recvbuf, count, type, root, comm, callStream());
 }
 
 constexpr squeeze::perf::PerfColl kBroadcast = {

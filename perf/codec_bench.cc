@@ -22,17 +22,14 @@
 // 64M-value chunk against std::nth_element for the same k over a copy of the 64M magnitudes.
 // Speeds are printed, never asserted.
 //
-// -d cuda (CUDA builds) times the CUDA kernels instead, on device memory of GPU 0, with the same
-// rows and columns: each figure is the kernels the codec's device path runs for that call,
-// called directly (device/quantize.h, cast.h, reduce.h, sparse.h), each run timed alone with a
-// cudaEvent pair on one stream, the median of -r runs after an untimed one. The codec's settings
-// come from the CPU codec itself: the quantizers' block (and QSGD's levels) from the header of
-// a CPU encode of the same chunk, top-k's ratio from its chunk codec, the rest from the spec
-// with the defaults of compress/<method>.cc. Since the kernels promise the CPU's layout and
-// selection, a payload whose size differs from the CPU encode's is a failed row. A figure with no
-// GPU kernel behind it yet prints "-" with a note saying which. Two more lines say what the
-// figures can be read against: the device's copy bandwidth (cudaMemcpyAsync device to device of
-// 256 MiB, bytes read + written over the time), and top-k at ratio 0.001 over 64M float32 values,
+// -d cuda (CUDA builds) times the same calls on device memory of GPU 0: the chunk codec gets
+// device buffers and the bench's stream (ChunkInfo::stream), so it runs its CUDA kernels, each
+// run timed alone with a cudaEvent pair on that stream, the median of -r runs after an untimed
+// one; a composite method runs whole compressed all-reduces on device buffers, enqueued on the
+// stream and timed to its synchronization. Since the kernels promise the CPU's layout and
+// selection, a payload whose size differs from the CPU encode's is a failed row. Two more lines
+// say what the figures can be read against: the device's copy bandwidth (device to device, 256
+// MiB, bytes read + written over the time), and top-k at ratio 0.001 over 64M float32 values,
 // sampled (DGC's mode) and exact, in ms.
 //
 // -J FILE also writes the table as JSON (perf/table.h's writer, format "squeeze-perf/1" with
@@ -70,10 +67,8 @@
 #if SQZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "device/cast.h"
 #include "device/cuda/runtime.h"
-#include "device/quantize.h"
-#include "device/reduce.h"
+#include "device/memory.h"
 #include "device/sparse.h"
 #endif
 
@@ -313,9 +308,6 @@ class Bench {
   // -d cuda (see the comment at the top).
   void setUpGpu();
   double timeGpu(const std::function<void()>& body, const std::function<void()>& reset = nullptr);
-  void gpuRow(const std::string& name, const CodecSpec& spec, Codec* chunk);
-  // A codec the GPU cannot time yet: said in the row (and the JSON row's note), not a failure.
-  void gapRow(const std::string& name, const std::string& why);
   void gpuCopyRow();
   void gpuSelectionRows();
   std::unique_ptr<GpuState> gpu_;
@@ -364,35 +356,91 @@ void Bench::failedRow(const std::string& name, const std::string& error) {
   row.error = error;
 }
 
+// One chunk codec's row. On the host the codec runs its CPU kernels; with -d cuda the same calls
+// get device buffers and the bench's stream (ChunkInfo::stream), so the codec runs its CUDA
+// kernels, and a payload whose size differs from the CPU encode's fails the row.
 void Bench::chunkRow(const std::string& name, Codec& codec) {
   const size_t n = o_.count;
-  const ChunkInfo at{};  // offset 0, call 0, rank 0
-  std::vector<char> payload(codec.maxEncodedBytes(n, DataType::kFloat32));
-  std::vector<char> otherPayload(payload.size());
-  std::vector<float> residual(n), out(n), decoded(n);
+  constexpr DataType kF32 = DataType::kFloat32;
+  const size_t bound = codec.maxEncodedBytes(n, kF32);
+  ChunkInfo at{};  // offset 0, call 0, rank 0
+  // The two ranks' chunks, the results and the payloads: host memory, or (-d cuda) the device's.
+  std::vector<char> hostPayload, hostOtherPayload;
+  std::vector<float> hostResidual, hostOut, hostDecoded;
+  const float* x = x_.data();
+  const float* other = other_.data();
+  float *residual, *out, *decoded;
+  char *payload, *otherPayload;
+#if SQZ_HAVE_CUDA
+  cuda::DeviceBuffer devicePayload, deviceOtherPayload;
+  if (gpu_) {
+    at.stream = gpu_->stream.get();
+    devicePayload = cuda::DeviceBuffer(bound);
+    deviceOtherPayload = cuda::DeviceBuffer(bound);
+    payload = static_cast<char*>(devicePayload.data());
+    otherPayload = static_cast<char*>(deviceOtherPayload.data());
+    x = static_cast<const float*>(gpu_->x.data());
+    other = static_cast<const float*>(gpu_->other.data());
+    residual = static_cast<float*>(gpu_->residual.data());
+    out = static_cast<float*>(gpu_->out.data());
+    decoded = static_cast<float*>(gpu_->decoded.data());
+  } else
+#endif
+  {
+    hostPayload.resize(bound);
+    hostOtherPayload.resize(bound);
+    hostResidual.resize(n);
+    hostOut.resize(n);
+    hostDecoded.resize(n);
+    payload = hostPayload.data();
+    otherPayload = hostOtherPayload.data();
+    residual = hostResidual.data();
+    out = hostOut.data();
+    decoded = hostDecoded.data();
+  }
+  auto time = [&](const std::function<void()>& body, const std::function<void()>& reset) {
+#if SQZ_HAVE_CUDA
+    if (gpu_) return timeGpu(body, reset);
+#endif
+    return timeIt(o_.reps, body, reset);
+  };
+  auto clearResidual = [&] {
+#if SQZ_HAVE_CUDA
+    if (gpu_) {
+      cuda::check(cudaMemsetAsync(residual, 0, n * sizeof(float), at.stream),
+                  "cudaMemsetAsync of the residual");
+      return;
+    }
+#endif
+    std::fill(residual, residual + n, 0.0f);
+  };
+
   size_t bytes = 0;
-  double enc = timeIt(
-      o_.reps, [&] { bytes = codec.encode(x_.data(), n, DataType::kFloat32, at, payload.data()); });
+  double enc = time([&] { bytes = codec.encode(x, n, kF32, at, payload); }, nullptr);
   EncodeNorms norms;
-  double encFb = timeIt(
-      o_.reps,
-      [&] {
-        codec.encodeFeedback(x_.data(), n, DataType::kFloat32, at, payload.data(), residual.data(),
-                             &norms);
-      },
-      [&] { std::fill(residual.begin(), residual.end(), 0.0f); });
+  double encFb = time(
+      [&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); }, clearResidual);
   // What the encodes above wrote is x's payload again; combine adds another rank's payload.
-  bytes = codec.encode(x_.data(), n, DataType::kFloat32, at, payload.data());
-  size_t otherBytes = codec.encode(other_.data(), n, DataType::kFloat32, at, otherPayload.data());
-  double comb = timeIt(o_.reps, [&] {
-    codec.combine(out.data(), x_.data(), otherPayload.data(), otherBytes, n, DataType::kFloat32,
-                  RedOp::kSum, at);
-  });
-  double dec = timeIt(o_.reps, [&] {
-    codec.decode(payload.data(), bytes, n, DataType::kFloat32, at, decoded.data());
-  });
+  bytes = codec.encode(x, n, kF32, at, payload);
+  size_t otherBytes = codec.encode(other, n, kF32, at, otherPayload);
+  double comb = time(
+      [&] { codec.combine(out, x, otherPayload, otherBytes, n, kF32, RedOp::kSum, at); }, nullptr);
+  double dec = time([&] { codec.decode(payload, bytes, n, kF32, at, decoded); }, nullptr);
+  std::string note;
+#if SQZ_HAVE_CUDA
+  if (gpu_) {
+    gpu_->stream.synchronize("the codec's kernels");
+    // The CUDA kernels promise the CPU's layout and selection: the same payload size.
+    std::vector<char> cpuPayload(bound);
+    const size_t cpuBytes = codec.encode(x_.data(), n, kF32, ChunkInfo{}, cpuPayload.data());
+    if (bytes != cpuBytes) {
+      note = "FAILED: the CPU encode's payload is " + std::to_string(cpuBytes) + " B";
+      ++failures_;
+    }
+  }
+#endif
   printFigures(name, static_cast<double>(bytes), gbps(n, enc), gbps(n, encFb), gbps(n, comb),
-               gbps(n, dec), nullptr);
+               gbps(n, dec), note.empty() ? nullptr : note.c_str());
 }
 
 // PowerSGD-style composite methods: whole calls on a one-rank communicator; the codec's
@@ -415,14 +463,32 @@ void Bench::compositeRow(const std::string& name, const CodecSpec& spec) {
     sqzCommDestroy(comm);
     return;
   }
-  std::vector<float> out(o_.count);
+  // Host buffers, or (-d cuda) the device's: the call is then enqueued on the bench's stream and
+  // timed to its synchronization.
+  std::vector<float> hostOut;
+  const float* in = x_.data();
+  float* out = nullptr;
+  void* stream = nullptr;
+#if SQZ_HAVE_CUDA
+  if (gpu_) {
+    in = static_cast<const float*>(gpu_->x.data());
+    out = static_cast<float*>(gpu_->out.data());
+    stream = gpu_->stream.get();
+  }
+#endif
+  if (!out) {
+    hostOut.resize(o_.count);
+    out = hostOut.data();
+  }
   std::vector<double> call, enc, dec;
   sqzCodecStats_t before{}, after{};
   for (int i = 0; i <= o_.reps && r == sqzSuccess; ++i) {  // the first call is untimed
     sqzCodecGetStats(codec, &before);
     auto t0 = Clock::now();
-    r = sqzAllReduceCompressed(x_.data(), out.data(), o_.count, sqzFloat32, sqzSum, codec, comm,
-                               nullptr);
+    r = sqzAllReduceCompressed(in, out, o_.count, sqzFloat32, sqzSum, codec, comm, stream);
+#if SQZ_HAVE_CUDA
+    if (stream && r == sqzSuccess) gpu_->stream.synchronize("a compressed all-reduce");
+#endif
     double sec = std::chrono::duration<double>(Clock::now() - t0).count();
     sqzCodecGetStats(codec, &after);
     if (i == 0) continue;
@@ -466,9 +532,6 @@ void Bench::row(const std::string& text) {
       if (spec.method == m.name) lossy = m.lossy;
     // A lossy method whose chunk codec is raw (dense) compresses outside the chunk loop.
     const bool composite = !chunk || (lossy && chunk->rawWire());
-#if SQZ_HAVE_CUDA
-    if (gpu_) return gpuRow(text, spec, composite ? nullptr : chunk);
-#endif
     if (composite)
       compositeRow(text, spec);
     else
@@ -548,195 +611,6 @@ void Bench::selectionRow() {
 #if SQZ_HAVE_CUDA
 // ---- -d cuda: the CUDA kernels -----------------------------------------------------------------
 
-// What one codec's device path runs, on device memory and the bench's stream: encode src into
-// payload (with residual not null, the error feedback and its norms as well, as encodeFeedback),
-// returning the payload's bytes; combine out = local + the payload's values; decode the payload
-// into out. The sparse encodes synchronize (their count comes back to the host), as in the codec.
-struct GpuCodec {
-  std::function<size_t(const float* src, char* payload, float* residual)> encode;
-  std::function<void(float* out, const float* local, const char* payload, size_t bytes)> combine;
-  std::function<void(const char* payload, size_t bytes, float* out)> decode;
-  const char* feedbackGap = nullptr;  // not null: no GPU kernel for encodeFeedback, and why
-};
-
-void copyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t s) {
-  cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-}
-
-// The generic feedback (residual += x - decode(encode(x))) is host code (compress/feedback.cc);
-// codecs without a fused one have no GPU encodeFeedback yet.
-constexpr const char* kGenericFeedbackGap =
-    "encodeFB: no GPU kernel for the generic feedback of compress/feedback.cc";
-
-// Dense and cast codecs: the payload is the values, full width or narrowed.
-GpuCodec denseGpuCodec(size_t n, cudaStream_t s) {
-  GpuCodec c;
-  c.encode = [=](const float* src, char* p, float*) {
-    copyOnStream(p, src, 4 * n, s);
-    return 4 * n;
-  };
-  c.combine = [=](float* out, const float* local, const char* p, size_t) {
-    device::gpuReduce(DataType::kFloat32, RedOp::kSum, out, local, p, n, s);
-  };
-  c.decode = [=](const char* p, size_t, float* out) { copyOnStream(out, p, 4 * n, s); };
-  c.feedbackGap = kGenericFeedbackGap;
-  return c;
-}
-
-GpuCodec castGpuCodec(device::Narrow kind, size_t n, cudaStream_t s) {
-  GpuCodec c;
-  c.encode = [=](const float* src, char* p, float*) {
-    device::gpuNarrow(kind, src, reinterpret_cast<uint16_t*>(p), n, s);
-    return 2 * n;
-  };
-  c.combine = [=](float* out, const float* local, const char* p, size_t) {
-    device::gpuWidenAdd(kind, out, local, reinterpret_cast<const uint16_t*>(p), n, s);
-  };
-  c.decode = [=](const char* p, size_t, float* out) {
-    device::gpuWiden(kind, reinterpret_cast<const uint16_t*>(p), out, n, s);
-  };
-  c.feedbackGap = kGenericFeedbackGap;
-  return c;
-}
-
-// The block quantizers (compress/block_quant.h's payload: an 8-byte header {block, setting},
-// scalesPerBlock float32 scales per block, then the codes), with the settings a CPU encode of
-// the same chunk wrote into its header.
-GpuCodec quantGpuCodec(const std::string& method, const char* cpuPayload, size_t cpuBytes, size_t n,
-                       cudaStream_t s) {
-  uint32_t header[2];
-  std::memcpy(header, cpuPayload, sizeof header);
-  const size_t block = header[0];
-  const int levels = static_cast<int>(header[1]);  // qsgd's; 0 for the others
-  const int bits = 2 * levels + 1 <= 16 ? 4 : 8;   // qsgd.cc's packing
-  const size_t scalesPerBlock = method == "onebit" ? 2 : 1;
-  const size_t codesAt = 8 + 4 * scalesPerBlock * device::blockCount(n, block);
-  const uint64_t key = device::counterKey(0, 0, 0);  // seed 0, call 0, rank 0, as ChunkInfo{}
-  using Encode = std::function<void(const float*, void*, uint8_t*, device::Feedback*)>;
-  using Decode = std::function<void(const void*, const uint8_t*, float*)>;
-  using DecodeAdd = std::function<void(float*, const float*, const void*, const uint8_t*)>;
-  Encode enc;
-  Decode dec;
-  DecodeAdd add;
-  if (method == "int8") {
-    enc = [=](const float* x, void* sc, uint8_t* co, device::Feedback* f) {
-      device::gpuInt8Encode(x, n, block, sc, co, f, s);
-    };
-    dec = [=](const void* sc, const uint8_t* co, float* out) {
-      device::gpuInt8Decode(sc, co, n, block, out, s);
-    };
-    add = [=](float* out, const float* local, const void* sc, const uint8_t* co) {
-      device::gpuInt8DecodeAdd(out, local, sc, co, n, block, s);
-    };
-  } else if (method == "qsgd") {
-    enc = [=](const float* x, void* sc, uint8_t* co, device::Feedback* f) {
-      device::gpuQsgdEncode(x, n, block, levels, bits, key, 0, sc, co, f, s);
-    };
-    dec = [=](const void* sc, const uint8_t* co, float* out) {
-      device::gpuQsgdDecode(sc, co, n, block, levels, bits, out, s);
-    };
-    add = [=](float* out, const float* local, const void* sc, const uint8_t* co) {
-      device::gpuQsgdDecodeAdd(out, local, sc, co, n, block, levels, bits, s);
-    };
-  } else if (method == "onebit") {
-    enc = [=](const float* x, void* sc, uint8_t* co, device::Feedback* f) {
-      device::gpuOnebitEncode(x, n, block, sc, co, f, s);
-    };
-    dec = [=](const void* sc, const uint8_t* co, float* out) {
-      device::gpuOnebitDecode(sc, co, n, block, out, s);
-    };
-    add = [=](float* out, const float* local, const void* sc, const uint8_t* co) {
-      device::gpuOnebitDecodeAdd(out, local, sc, co, n, block, s);
-    };
-  } else {  // terngrad
-    enc = [=](const float* x, void* sc, uint8_t* co, device::Feedback* f) {
-      device::gpuTerngradEncode(x, n, block, key, 0, sc, co, f, s);
-    };
-    dec = [=](const void* sc, const uint8_t* co, float* out) {
-      device::gpuTerngradDecode(sc, co, n, block, out, s);
-    };
-    add = [=](float* out, const float* local, const void* sc, const uint8_t* co) {
-      device::gpuTerngradDecodeAdd(out, local, sc, co, n, block, s);
-    };
-  }
-  GpuCodec c;
-  c.encode = [=](const float* src, char* p, float* residual) {
-    device::Feedback feedback{residual};  // the norms too, as encodeFeedback computes them
-    enc(src, p + 8, reinterpret_cast<uint8_t*>(p + codesAt), residual ? &feedback : nullptr);
-    return cpuBytes;  // the layout's size, fixed by the chunk
-  };
-  c.combine = [=](float* out, const float* local, const char* p, size_t) {
-    add(out, local, p + 8, reinterpret_cast<const uint8_t*>(p + codesAt));
-  };
-  c.decode = [=](const char* p, size_t, float* out) {
-    dec(p + 8, reinterpret_cast<const uint8_t*>(p + codesAt), out);
-  };
-  return c;
-}
-
-// topk, dgc and threshold: topk.h's payload (8-byte header, u32 indices, f32 values; dense when
-// that is not larger). `select` writes the indices into the payload's index area and returns
-// their count, or SIZE_MAX for a dense payload. The header itself is not written: the host
-// keeps the count, and a payload is dense exactly when it has 8 + 4n bytes (a sparse one is
-// smaller, topk.cc and threshold.cc).
-GpuCodec sparseGpuCodec(std::function<size_t(const float*, uint32_t*)> select, size_t n,
-                        cudaStream_t s) {
-  const size_t denseBytes = 8 + 4 * n;
-  GpuCodec c;
-  c.encode = [=](const float* src, char* p, float* residual) {
-    uint32_t* idx = reinterpret_cast<uint32_t*>(p + 8);
-    const size_t m = select(src, idx);
-    double inputSq = 0, sentSq = 0;
-    if (m == SIZE_MAX) {
-      copyOnStream(p + 8, src, 4 * n, s);
-      if (residual)  // everything sent: only the norms
-        device::gpuSparseFeedback(src, n, nullptr, 0, nullptr, &inputSq, nullptr, s);
-      return denseBytes;
-    }
-    device::gpuGather(src, idx, m, reinterpret_cast<float*>(idx + m), s);
-    if (residual) device::gpuSparseFeedback(src, n, idx, m, residual, &inputSq, &sentSq, s);
-    return 8 + 8 * m;
-  };
-  c.combine = [=](float* out, const float* local, const char* p, size_t bytes) {
-    if (bytes == denseBytes) {
-      device::gpuReduce(DataType::kFloat32, RedOp::kSum, out, local, p + 8, n, s);
-      return;
-    }
-    const size_t m = (bytes - 8) / 8;
-    const uint32_t* idx = reinterpret_cast<const uint32_t*>(p + 8);
-    device::gpuScatterAdd(out, local, n, idx, reinterpret_cast<const float*>(idx + m), m, s);
-  };
-  c.decode = [=](const char* p, size_t bytes, float* out) {
-    if (bytes == denseBytes) return copyOnStream(out, p + 8, 4 * n, s);
-    const size_t m = (bytes - 8) / 8;
-    const uint32_t* idx = reinterpret_cast<const uint32_t*>(p + 8);
-    device::gpuDensify(idx, reinterpret_cast<const float*>(idx + m), m, out, n, s);
-  };
-  return c;
-}
-
-// randk: the payload is the k values; every call draws the chunk's indices again (randk.cc),
-// into idx (k entries of device memory).
-GpuCodec randkGpuCodec(size_t k, uint64_t seed, uint32_t* idx, size_t n, cudaStream_t s) {
-  GpuCodec c;
-  c.encode = [=](const float* src, char* p, float* residual) {
-    device::gpuRandomStrata(seed, 0, 0, n, k, idx, s);
-    device::gpuGather(src, idx, k, reinterpret_cast<float*>(p), s);
-    double inputSq = 0, sentSq = 0;
-    if (residual) device::gpuSparseFeedback(src, n, idx, k, residual, &inputSq, &sentSq, s);
-    return 4 * k;
-  };
-  c.combine = [=](float* out, const float* local, const char* p, size_t) {
-    device::gpuRandomStrata(seed, 0, 0, n, k, idx, s);
-    device::gpuScatterAdd(out, local, n, idx, reinterpret_cast<const float*>(p), k, s);
-  };
-  c.decode = [=](const char* p, size_t, float* out) {
-    device::gpuRandomStrata(seed, 0, 0, n, k, idx, s);
-    device::gpuDensify(idx, reinterpret_cast<const float*>(p), k, out, n, s);
-  };
-  return c;
-}
-
 void Bench::setUpGpu() {
   cuda::check(cudaSetDevice(0), "cudaSetDevice(0)");
   cudaDeviceProp prop{};
@@ -773,99 +647,6 @@ double Bench::timeGpu(const std::function<void()>& body, const std::function<voi
   return median(t);
 }
 
-// One codec's row from its kernels; chunk is null for a composite method.
-void Bench::gpuRow(const std::string& name, const CodecSpec& spec, Codec* chunk) {
-  if (!chunk) return gapRow(name, "composite: its device path is not built yet");
-  const size_t n = o_.count;
-  cudaStream_t s = gpu_->stream.get();
-  // The CPU encode: the payload size the GPU's must match, and the quantizers' settings.
-  std::vector<char> cpuPayload(chunk->maxEncodedBytes(n, DataType::kFloat32));
-  const size_t cpuBytes =
-      chunk->encode(x_.data(), n, DataType::kFloat32, ChunkInfo{}, cpuPayload.data());
-  cuda::DeviceBuffer scratch;  // randk's indices
-  GpuCodec ops;
-  const std::string& m = spec.method;
-  if (m == "dense") {
-    ops = denseGpuCodec(n, s);
-  } else if (m == "fp16" || m == "bf16") {
-    ops = castGpuCodec(m == "fp16" ? device::Narrow::kHalf : device::Narrow::kBfloat16, n, s);
-  } else if (m == "int8" || m == "qsgd" || m == "onebit" || m == "terngrad") {
-    ops = quantGpuCodec(m, cpuPayload.data(), cpuBytes, n, s);
-  } else if ((m == "topk" || m == "dgc") && dynamic_cast<TopkCodec*>(chunk)) {
-    const size_t k = keepCount(static_cast<TopkCodec*>(chunk)->ratio(), n);
-    // topk.cc's and dgc.cc's defaults: exact for topk, DGC's sampled threshold for dgc.
-    const bool sampled = spec.get("sample", m == "dgc" ? 1 : 0, 0, 1) == 1;
-    const bool dense = 2 * k >= n || n > UINT32_MAX;
-    ops = sparseGpuCodec(
-        [=](const float* x, uint32_t* idx) {
-          return dense ? SIZE_MAX : device::gpuSelectTopk(x, n, k, sampled, idx, s);
-        },
-        n, s);
-  } else if (m == "threshold") {
-    // threshold.cc: the smallest float >= threshold, as a magnitude key; sparse while 8m < 4n.
-    const double t = spec.get("threshold", 0, 0, std::numeric_limits<float>::max());
-    float tf = static_cast<float>(t);
-    if (double(tf) < t) tf = std::nextafter(tf, std::numeric_limits<float>::infinity());
-    const uint32_t minKey = std::max<uint32_t>(1, device::magnitudeKey(tf));
-    const size_t cap = (n - 1) / 2;
-    ops = sparseGpuCodec(
-        [=](const float* x, uint32_t* idx) {
-          return n > UINT32_MAX ? SIZE_MAX : device::gpuSelectAtLeast(x, n, minKey, idx, cap, s);
-        },
-        n, s);
-  } else if (m == "randk") {
-    const size_t k = keepCount(spec.getRatio(0.01), n);  // randk.cc's default ratio
-    const uint64_t seed = static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53));
-    scratch = cuda::DeviceBuffer(k * sizeof(uint32_t));
-    ops = randkGpuCodec(k, seed, static_cast<uint32_t*>(scratch.data()), n, s);
-  } else {
-    return gapRow(name, "sqz-codec-bench maps no GPU kernels to this method");
-  }
-
-  // Room past the bound for threshold's index area (cap + kSelectSlack entries).
-  const size_t payloadBytes = cpuPayload.size() + 4 * device::kSelectSlack;
-  cuda::DeviceBuffer payload(payloadBytes), otherPayload(payloadBytes);
-  char* p = static_cast<char*>(payload.data());
-  char* op = static_cast<char*>(otherPayload.data());
-  const float* x = static_cast<const float*>(gpu_->x.data());
-  const float* other = static_cast<const float*>(gpu_->other.data());
-  float* out = static_cast<float*>(gpu_->out.data());
-  float* decoded = static_cast<float*>(gpu_->decoded.data());
-  float* residual = static_cast<float*>(gpu_->residual.data());
-
-  size_t bytes = 0;
-  double enc = timeGpu([&] { bytes = ops.encode(x, p, nullptr); });
-  double encFb = -1;
-  if (!ops.feedbackGap)
-    encFb = timeGpu([&] { ops.encode(x, p, residual); },
-                    [&] {
-                      cuda::check(cudaMemsetAsync(residual, 0, n * sizeof(float), s),
-                                  "cudaMemsetAsync of the residual");
-                    });
-  // As on the CPU: combine adds another rank's payload, decode reads x's.
-  bytes = ops.encode(x, p, nullptr);
-  const size_t otherBytes = ops.encode(other, op, nullptr);
-  double comb = timeGpu([&] { ops.combine(out, x, op, otherBytes); });
-  double dec = timeGpu([&] { ops.decode(p, bytes, decoded); });
-  gpu_->stream.synchronize("the codec's kernels");
-
-  std::string note = ops.feedbackGap ? ops.feedbackGap : "";
-  if (bytes != cpuBytes) {
-    note = "FAILED: the CPU encode's payload is " + std::to_string(cpuBytes) + " B" +
-           (note.empty() ? "" : "; " + note);
-    ++failures_;
-  }
-  printFigures(name, static_cast<double>(bytes), gbps(n, enc), gbps(n, encFb), gbps(n, comb),
-               gbps(n, dec), note.empty() ? nullptr : note.c_str());
-}
-
-void Bench::gapRow(const std::string& name, const std::string& why) {
-  std::printf("%-*s  not timed on the GPU: %s\n", width_, name.c_str(), why.c_str());
-  JsonRow& row = rows_.emplace_back();
-  row.name = name;
-  row.note = "not timed on the GPU: " + why;
-}
-
 void Bench::gpuCopyRow() {
   JsonRow row;
   row.kind = "copy";
@@ -875,7 +656,7 @@ void Bench::gpuCopyRow() {
     cudaStream_t s = gpu_->stream.get();
     cuda::check(cudaMemsetAsync(src.data(), 1, kCopyBytes, s), "cudaMemsetAsync");
     cuda::check(cudaMemsetAsync(dst.data(), 0, kCopyBytes, s), "cudaMemsetAsync");
-    double sec = timeGpu([&] { copyOnStream(dst.data(), src.data(), kCopyBytes, s); });
+    double sec = timeGpu([&] { device::copyBytes(dst.data(), src.data(), kCopyBytes, s); });
     row.copyGbps = sec > 0 ? 2.0 * static_cast<double>(kCopyBytes) / 1e9 / sec : 0.0;
     std::printf(
         "# device copy bandwidth: %.1f GB/s (cudaMemcpyAsync device to device of 256 MiB, bytes "

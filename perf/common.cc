@@ -34,8 +34,9 @@
 // then synchronizes the stream, as nccl-tests does: the time is the host clock around both. The
 // driver's own host-buffer calls (its barrier, the timing and #wrong reductions) come after a
 // synchronization too, so none starts while device calls are still queued.
-// -d cuda without a usable GPU, or in a build without CUDA, exits 2; -d cuda with -z is refused
-// (compressed calls take host buffers only in this version).
+// -d cuda without a usable GPU, or in a build without CUDA, exits 2; -d cuda with -z is refused:
+// the codec columns (relative error) are computed on host buffers only in this driver, although
+// the library's compressed all-reduce takes device buffers too.
 //
 // With -J FILE, every rank keeps the rows it computed (each printed row is an out-of-place and an
 // in-place JSON row), the ranks' host names are gathered once after the header, and at the end
@@ -406,8 +407,8 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   if (!coll.usesOp) o->ops.assign(1, sqzSum);
   if (!o->codecs.empty() && o->memory == Memory::kCuda)
     return bad(
-        "-z with -d cuda: compressed calls on device buffers are not built yet (the "
-        "compressed all-reduce takes host buffers only); drop -d cuda to time -z on host memory");
+        "-z with -d cuda: this driver times compressed calls on host buffers only (its codec "
+        "columns are computed there); drop -d cuda to time -z on host memory");
   if (!o->codecs.empty()) {
     if (o->types.size() != 1 || o->types[0] != sqzFloat32)
       return bad("-z compresses float32 gradients: drop -d or pass -d float");

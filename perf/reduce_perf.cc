@@ -11,6 +11,7 @@
 
 namespace {
 
+using squeeze::perf::callStream;
 using squeeze::perf::CollCounts;
 using squeeze::perf::InitArgs;
 
@@ -36,7 +37,7 @@ double reduceBusFactor(int /*nranks*/) { return 1.0; }
 
 sqzResult_t reduceRun(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                       sqzRedOp_t op, int root, sqzComm_t comm) {
-  return sqzReduce(sendbuf, recvbuf, count, type, op, root, comm, nullptr);
+  return sqzReduce(sendbuf, recvbuf, count, type, op, root, comm, callStream());
 }
 
 constexpr squeeze::perf::PerfColl kReduce = {

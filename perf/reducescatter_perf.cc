@@ -9,6 +9,7 @@
 
 namespace {
 
+using squeeze::perf::callStream;
 using squeeze::perf::CollCounts;
 using squeeze::perf::InitArgs;
 
@@ -31,7 +32,7 @@ double reduceScatterBusFactor(int nranks) { return static_cast<double>(nranks - 
 
 sqzResult_t reduceScatterRun(const void* sendbuf, void* recvbuf, size_t count, sqzDataType_t type,
                              sqzRedOp_t op, int /*root*/, sqzComm_t comm) {
-  return sqzReduceScatter(sendbuf, recvbuf, count, type, op, comm, nullptr);
+  return sqzReduceScatter(sendbuf, recvbuf, count, type, op, comm, callStream());
 }
 
 constexpr squeeze::perf::PerfColl kReduceScatter = {

@@ -11,6 +11,7 @@
 
 namespace {
 
+using squeeze::perf::callStream;
 using squeeze::perf::CollCounts;
 using squeeze::perf::InitArgs;
 
@@ -39,8 +40,8 @@ sqzResult_t sendRecvRun(const void* sendbuf, void* recvbuf, size_t count, sqzDat
   r = sqzGroupStart();
   if (r != sqzSuccess) return r;
   // Both calls are queued even when one fails, so the group always ends.
-  sqzResult_t s = sqzSend(sendbuf, count, type, (rank + 1) % nranks, comm, nullptr);
-  sqzResult_t v = sqzRecv(recvbuf, count, type, (rank - 1 + nranks) % nranks, comm, nullptr);
+  sqzResult_t s = sqzSend(sendbuf, count, type, (rank + 1) % nranks, comm, callStream());
+  sqzResult_t v = sqzRecv(recvbuf, count, type, (rank - 1 + nranks) % nranks, comm, callStream());
   sqzResult_t e = sqzGroupEnd();
   return s != sqzSuccess ? s : v != sqzSuccess ? v : e;
 }
