@@ -69,7 +69,9 @@ constexpr const char kUsage[] =
     "Starts N ranks of PROGRAM on this host. sqzrun hosts the rendezvous on 127.0.0.1, so\n"
     "sqzCommInitFromEnv() in every rank joins one communicator. Each rank gets SQZ_UNIQUE_ID,\n"
     "SQZ_RANK, SQZ_WORLD_SIZE, SQZ_LOCAL_RANK, SQZ_LOCAL_SIZE, and SQZ_SOCKET_IFNAME=lo unless\n"
-    "it is already set; the rest of the environment is inherited.\n"
+    "it is already set; also torch.distributed's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+    "and MASTER_ADDR=127.0.0.1 with a free MASTER_PORT unless both are set (init_method env://).\n"
+    "The rest of the environment is inherited.\n"
     "\n"
     "Options:\n"
     "  -n, --np N          number of ranks, 1 to 1024 (required)\n"
@@ -409,6 +411,7 @@ class Launcher {
   Options opt_;
   std::string program_;  // resolved path
   std::string uniqueIdHex_;
+  std::vector<std::string> torchMaster_;  // MASTER_ADDR/MASTER_PORT, unless the user set both
   sigset_t originalMask_{};
   sigset_t handledSignals_{};
   rlimit originalNofile_{};
@@ -472,14 +475,17 @@ void Launcher::planBinding() {
 }
 
 std::vector<std::string> Launcher::rankEnvironment(int rank) const {
-  static constexpr const char* kOwned[] = {"SQZ_UNIQUE_ID", "SQZ_RANK", "SQZ_WORLD_SIZE",
-                                           "SQZ_LOCAL_RANK", "SQZ_LOCAL_SIZE"};
+  static constexpr const char* kOwned[] = {
+      "SQZ_UNIQUE_ID", "SQZ_RANK",   "SQZ_WORLD_SIZE", "SQZ_LOCAL_RANK",
+      "SQZ_LOCAL_SIZE", "RANK",      "WORLD_SIZE",     "LOCAL_RANK",
+      "LOCAL_WORLD_SIZE"};
   std::vector<std::string> env;
   bool haveIfname = false;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     std::string_view key = kv.substr(0, kv.find('='));
     if (std::find(std::begin(kOwned), std::end(kOwned), key) != std::end(kOwned)) continue;
+    if (!torchMaster_.empty() && (key == "MASTER_ADDR" || key == "MASTER_PORT")) continue;
     if (key == "SQZ_SOCKET_IFNAME") haveIfname = true;
     env.emplace_back(kv);
   }
@@ -488,6 +494,12 @@ std::vector<std::string> Launcher::rankEnvironment(int rank) const {
   env.push_back(strCat("SQZ_WORLD_SIZE=", opt_.nranks));
   env.push_back(strCat("SQZ_LOCAL_RANK=", rank));
   env.push_back(strCat("SQZ_LOCAL_SIZE=", opt_.nranks));
+  // torch.distributed's env:// names, so that PyTorch programs run under sqzrun as under torchrun.
+  env.push_back(strCat("RANK=", rank));
+  env.push_back(strCat("WORLD_SIZE=", opt_.nranks));
+  env.push_back(strCat("LOCAL_RANK=", rank));
+  env.push_back(strCat("LOCAL_WORLD_SIZE=", opt_.nranks));
+  env.insert(env.end(), torchMaster_.begin(), torchMaster_.end());
   if (!haveIfname) env.push_back("SQZ_SOCKET_IFNAME=lo");
   return env;
 }
@@ -747,6 +759,11 @@ int Launcher::run() {
   char raw[UniqueIdData::kBytes];
   id.serialize(raw);
   uniqueIdHex_ = toHex(raw, sizeof raw);
+  if (!std::getenv("MASTER_ADDR") || !std::getenv("MASTER_PORT")) {
+    // A port the kernel just handed out and released: torch's store on rank 0 binds it next.
+    Socket probe = Socket::listenOn(*addr);
+    torchMaster_ = {"MASTER_ADDR=127.0.0.1", strCat("MASTER_PORT=", probe.localAddr().port())};
+  }
   if (opt_.verbose)
     say("rendezvous root at ", id.root.toString(), "; starting ", plural(opt_.nranks, "rank"),
         " of ", program_);

@@ -105,6 +105,11 @@ test_sqzrun() {
   else
     fail "env-all: wrong rank environment"
   fi
+  expect "env-torch" 0 10 env -u MASTER_ADDR -u MASTER_PORT RANK=99 "$sqzrun" -n 3 sh -c \
+    'test "$RANK" = "$SQZ_RANK" && test "$LOCAL_RANK" = "$SQZ_RANK" && test "$WORLD_SIZE" = 3 &&
+     test "$LOCAL_WORLD_SIZE" = 3 && test "$MASTER_ADDR" = 127.0.0.1 && test "$MASTER_PORT" -gt 0'
+  expect "env-torch-master-kept" 0 10 env MASTER_ADDR=198.18.0.1 MASTER_PORT=29500 "$sqzrun" -n 2 \
+    sh -c 'test "$MASTER_ADDR:$MASTER_PORT" = 198.18.0.1:29500'
   expect "env-ifname-kept" 0 10 env SQZ_SOCKET_IFNAME=lo0x "$sqzrun" -n 2 sh -c \
     'test "$SQZ_SOCKET_IFNAME" = lo0x'
   expect "all-zero" 0 10 "$sqzrun" -n 4 true
