@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Squeeze builds and tests with, when they are missing. Runs apt-get
 # as root (or through sudo); prints what to install and fails when it can do neither.
-# --compare also installs the peers perf/compare/ measures Squeeze against (Gloo, Open MPI,
-# PyTorch); the default install leaves them out.
+# --compare also installs the peers perf/compare/ measures Squeeze against (Gloo, Open MPI); the
+# default install leaves them out. PyTorch is always installed: the Python package builds on it.
 set -euo pipefail
 
 compare=0
@@ -29,9 +29,13 @@ have_pkg libgmock-dev || need+=(libgmock-dev)
 have_pkg libhwloc-dev || need+=(libhwloc-dev)
 have_pkg python3-matplotlib || need+=(python3-matplotlib)  # perf/plot.py and its test
 have_cmd ip || need+=(iproute2)                             # the network lab (tests/netlab/)
+# The Python package (python/), its torch.distributed backend, tests and examples/torch/.
+for pkg in python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-sklearn; do
+  have_pkg "$pkg" || need+=("$pkg")
+done
 need_compare() {
   local pkg
-  for pkg in libgloo-dev libopenmpi-dev openmpi-bin python3-torch python3-numpy; do
+  for pkg in libgloo-dev libopenmpi-dev openmpi-bin; do
     have_pkg "$pkg" || need+=("$pkg")
   done
 }

@@ -13,9 +13,10 @@ esac
 dir=build-sanitize-${sanitizers//,/-}
 if [ ! -f "$dir/build.ninja" ]; then
   # -Db_lundef=false: the sanitizer runtimes resolve their symbols at load time. -Dcuda=disabled:
-  # the fast tests exercise host code; nvcc under -fsanitize would only add build time.
+  # the fast tests exercise host code; nvcc under -fsanitize would only add build time. The
+  # Python extensions would load the sanitizer runtime into an uninstrumented interpreter.
   meson setup "$dir" -Dbuildtype=debugoptimized -Db_sanitize="$sanitizers" -Db_lundef=false \
-    -Dcompare=disabled -Dcuda=disabled >/dev/null
+    -Dcompare=disabled -Dcuda=disabled -Dpython=disabled >/dev/null
 fi
 # Only the binaries those suites run: the whole tree under a sanitizer takes twice as long.
 mapfile -t targets < <(meson introspect "$dir" --tests | /usr/bin/python3 -c '
