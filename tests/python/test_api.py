@@ -241,6 +241,8 @@ def test_torch(comm):
            torch.zeros(4, dtype=torch.complex64))
     raises(squeeze.InvalidArgument, "int16", "torch int16", comm.allreduce,
            torch.zeros(4, dtype=torch.int16))
+    raises(squeeze.InvalidArgument, "device type meta", "torch meta tensor", comm.allreduce,
+           torch.empty(4, device="meta"))
     raises(squeeze.InvalidArgument, "gradient", "torch requires_grad", comm.allreduce,
            torch.zeros(4, requires_grad=True))
     raises(squeeze.InvalidArgument, "stream", "stream with host tensors", comm.allreduce,

@@ -230,6 +230,10 @@ def test_refusals(torch, dist, rank, size, gloo):
     # Bad inputs raise at the call, naming the problem; nothing is queued.
     expect_error(lambda: dist.all_reduce(torch.ones(4, 6)[:, ::2]), "allreduce", "not contiguous")
     expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)), "dtype Bool")
+    # torch 1.13's dispatcher refuses a meta tensor before the backend sees it ("AutogradMeta");
+    # either way the error names the device.
+    msg = expect_error(lambda: dist.all_reduce(torch.empty(4, device="meta")))
+    assert "meta" in msg.lower(), f"meta tensor: the error does not name the device: {msg}"
     expect_error(lambda: dist.broadcast(torch.ones(4, dtype=torch.bool), src=0),
                  "broadcast", "dtype Bool")
     expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=ReduceOp.BAND),
