@@ -24,6 +24,9 @@ __all__ = ["CompressionState", "compression_hook", "DEFAULT_SPECS"]
 # Small buckets gain nothing from compression (latency-bound); large ones are sparsified.
 DEFAULT_SPECS = {"0-1M": "dense", "1M-inf": "topk:ratio=0.01"}
 
+# The codec stats that add up over codecs (the rest are ratios and norms).
+_COUNTED = ("calls", "wire_bytes", "dense_bytes")
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -123,7 +126,7 @@ class BucketCodecs:
 
     def stats(self):
         each = [c.stats() for c in self.codecs]
-        return {k: sum(s[k] for s in each) for k in ("calls", "wire_bytes", "dense_bytes")}
+        return {k: sum(s[k] for s in each) for k in _COUNTED}
 
     def state_dict(self):
         return {"layout": self.layout, "codecs": [c.state_dict() for c in self.codecs]}
@@ -199,8 +202,7 @@ class CompressionState:
         """Per-bucket totals of the codec stats (calls, wire_bytes, dense_bytes), and their
         sums under 'total'."""
         per_bucket = {i: b.stats() for i, b in sorted(self.buckets.items())}
-        total = {k: sum(s[k] for s in per_bucket.values())
-                 for k in ("calls", "wire_bytes", "dense_bytes")}
+        total = {k: sum(s[k] for s in per_bucket.values()) for k in _COUNTED}
         return {"buckets": per_bucket, "total": total}
 
     def state_dict(self):

@@ -1,10 +1,11 @@
 // What the tests that drive one transport's connection pair directly share (shm in
 // tests/unit/shm_transport_test.cc, cuda_ipc in tests/gpu/cuda_ipc_test.cc): a PeerLink over a
 // socketpair, unique communicator hashes, the /dev/shm entries of a communicator, headers and
-// random payloads.
+// random payloads, and the check that a call fails with a given error.
 #pragma once
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,6 +26,20 @@
 #include "transports/transport.h"
 
 namespace squeeze::transport_test {
+
+// Runs call, which must throw Error with `code`; returns its message. When it does not throw,
+// records a failure saying `noError` and returns "".
+template <class Call>
+std::string expectError(ErrorCode code, Call&& call, const std::string& noError) {
+  try {
+    call();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << noError;
+  return "";
+}
 
 // A PeerLink over one end of a socketpair; every wait is bounded by kLinkTimeoutMs.
 class SocketPairLink : public PeerLink {

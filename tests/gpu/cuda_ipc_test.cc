@@ -43,6 +43,7 @@ constexpr size_t kSmallRing = 64 << 10;
 // Set in the environment of the peer process of CudaIpcTwoProcesses: "linkFd:watchFd:hash:pid".
 constexpr const char* kChildEnv = "SQZ_CUDA_IPC_TEST_PEER";
 
+using transport_test::expectError;
 using transport_test::makeHeader;
 using transport_test::randomBytes;
 using transport_test::shmFiles;
@@ -336,12 +337,8 @@ TEST_P(CudaIpcTransportTest, HeaderMismatchThrowsBeforeAnyPayloadByte) {
   conn_[0]->isend(makeHeader(hash_, 0, /*seq=*/5, 0, 1000), data.data(), &s);
   conn_[1]->irecv(makeHeader(hash_, 0, /*seq=*/6, 0, 0), buf.data(), buf.size(), &r);
   ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
-  try {
-    driveUntil(*conn_[1], [&] { return r.done; });
-    FAIL() << "no error for a header with another sequence number";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidUsage) << e.what();
-  }
+  expectError(ErrorCode::kInvalidUsage, [&] { driveUntil(*conn_[1], [&] { return r.done; }); },
+              "no error for a header with another sequence number");
   EXPECT_FALSE(r.done);
   EXPECT_EQ(buf.read(), std::vector<uint8_t>(1000, 0xEE)) << "payload copied before the check";
   EXPECT_THROW(conn_[1]->progress(), Error);  // the connection stays failed
@@ -354,13 +351,10 @@ TEST_P(CudaIpcTransportTest, PayloadLargerThanCapacityThrows) {
   conn_[0]->isend(makeHeader(hash_, 0, 1, 0, 1000), data.data(), &s);
   conn_[1]->irecv(makeHeader(hash_, 0, 1, 0, 0), buf.data(), buf.size(), &r);
   ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
-  try {
-    driveUntil(*conn_[1], [&] { return r.done; });
-    FAIL() << "no error for a payload larger than the buffer";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
-    EXPECT_NE(std::string(e.what()).find("999"), std::string::npos) << e.what();
-  }
+  const std::string what =
+      expectError(ErrorCode::kRemote, [&] { driveUntil(*conn_[1], [&] { return r.done; }); },
+                  "no error for a payload larger than the buffer");
+  EXPECT_NE(what.find("999"), std::string::npos) << what;
 }
 
 TEST_P(CudaIpcTransportTest, ShutdownMakesThePeerThrowRemoteAfterDrainingData) {
@@ -380,15 +374,9 @@ TEST_P(CudaIpcTransportTest, ShutdownMakesThePeerThrowRemoteAfterDrainingData) {
   EXPECT_EQ(buf.read(), bytes);
   EXPECT_FALSE(conn_[1]->progress());  // nothing pending: no error yet
   conn_[1]->irecv(makeHeader(hash_, 0, 2, 0, 0), small.data(), small.size(), &r2);
-  try {
-    conn_[1]->progress();
-    FAIL() << "no error after the peer closed";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
-    EXPECT_NE(std::string(e.what()).find("rank 0 closed the CUDA IPC connection"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string what = expectError(ErrorCode::kRemote, [&] { conn_[1]->progress(); },
+                                       "no error after the peer closed");
+  EXPECT_NE(what.find("rank 0 closed the CUDA IPC connection"), std::string::npos) << what;
 }
 
 TEST_P(CudaIpcTransportTest, ShutdownWakesASleepingPeer) {
@@ -464,15 +452,11 @@ TEST_P(CudaIpcTransportTest, APeerProcessThatDiesIsNoticedWithoutItsClosedFlag) 
 }
 
 TEST_P(CudaIpcTransportTest, APeerWithoutAGpuIsInvalidUsageOnBothSides) {
-  try {
-    connectPair(kSmallRing, /*device1=*/-1);
-    FAIL() << "connected to a rank without a GPU";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidUsage) << e.what();
-    const std::string what = e.what();
-    EXPECT_NE(what.find("rank 1 has no GPU"), std::string::npos) << what;
-    EXPECT_NE(what.find("SQZ_TRANSPORT=shm,tcp"), std::string::npos) << what;
-  }
+  const std::string what =
+      expectError(ErrorCode::kInvalidUsage, [&] { connectPair(kSmallRing, /*device1=*/-1); },
+                  "connected to a rank without a GPU");
+  EXPECT_NE(what.find("rank 1 has no GPU"), std::string::npos) << what;
+  EXPECT_NE(what.find("SQZ_TRANSPORT=shm,tcp"), std::string::npos) << what;
 }
 
 TEST(CudaIpcTransportRegistry, IsRegisteredAsCudaIpc) {

@@ -26,6 +26,7 @@ namespace {
 
 constexpr int kTimeoutMs = 30000;
 
+using transport_test::expectError;
 using transport_test::makeHeader;
 using transport_test::randomBytes;
 using transport_test::shmFiles;
@@ -244,12 +245,8 @@ TEST_F(ShmTransportTest, HeaderMismatchThrows) {
   conn_[0]->isend(makeHeader(hash_, 0, /*seq=*/5, 0, data.size()), data.data(), &s);
   conn_[1]->irecv(makeHeader(hash_, 0, /*seq=*/6, 0, 0), buf.data(), buf.size(), &r);
   ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
-  try {
-    driveUntil(*conn_[1], [&] { return r.done; });
-    FAIL() << "no error for a header with another sequence number";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidUsage) << e.what();
-  }
+  expectError(ErrorCode::kInvalidUsage, [&] { driveUntil(*conn_[1], [&] { return r.done; }); },
+              "no error for a header with another sequence number");
   EXPECT_FALSE(r.done);
   EXPECT_THROW(conn_[1]->progress(), Error);  // the connection stays failed
 }
@@ -261,12 +258,8 @@ TEST_F(ShmTransportTest, PayloadLargerThanCapacityThrows) {
   conn_[0]->isend(makeHeader(hash_, 0, 1, 0, data.size()), data.data(), &s);
   conn_[1]->irecv(makeHeader(hash_, 0, 1, 0, 0), buf.data(), buf.size(), &r);
   ASSERT_TRUE(driveUntil(*conn_[0], [&] { return s.done; }));
-  try {
-    driveUntil(*conn_[1], [&] { return r.done; });
-    FAIL() << "no error for a payload larger than the buffer";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
-  }
+  expectError(ErrorCode::kRemote, [&] { driveUntil(*conn_[1], [&] { return r.done; }); },
+              "no error for a payload larger than the buffer");
 }
 
 TEST_F(ShmTransportTest, ShutdownMakesThePeerThrowRemoteAfterDrainingData) {
@@ -283,15 +276,9 @@ TEST_F(ShmTransportTest, ShutdownMakesThePeerThrowRemoteAfterDrainingData) {
   EXPECT_EQ(buf, data);
   EXPECT_FALSE(conn_[1]->progress());  // nothing pending: no error yet
   conn_[1]->irecv(makeHeader(hash_, 0, 2, 0, 0), buf2.data(), buf2.size(), &r2);
-  try {
-    conn_[1]->progress();
-    FAIL() << "no error after the peer closed";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
-    EXPECT_NE(std::string(e.what()).find("rank 0 closed the shared-memory connection"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string what = expectError(ErrorCode::kRemote, [&] { conn_[1]->progress(); },
+                                       "no error after the peer closed");
+  EXPECT_NE(what.find("rank 0 closed the shared-memory connection"), std::string::npos) << what;
 }
 
 TEST_F(ShmTransportTest, ShutdownWakesASleepingPeer) {
@@ -390,12 +377,8 @@ TEST(ShmTransportSetup, RejectsASegmentNameOutsideThePair) {
   SocketPairLink mine(sv[0]), fake(sv[1]);
   fake.sendString("/some-other-segment");
   fake.sendString(strCat("/sqz-", toHex(&hash, sizeof hash), "-0-1-bell"));
-  try {
-    t->connect(LinkSetup{1, self, peer, hash, config, mine});
-    FAIL() << "accepted a foreign segment name";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kRemote) << e.what();
-  }
+  expectError(ErrorCode::kRemote, [&] { t->connect(LinkSetup{1, self, peer, hash, config, mine}); },
+              "accepted a foreign segment name");
   t.reset();
   EXPECT_TRUE(shmFiles(hash).empty());
 }
