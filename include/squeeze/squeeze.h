@@ -173,6 +173,13 @@ SQZ_API sqzResult_t sqzCommInitRankConfig(sqzComm_t* comm, int nranks, sqzUnique
 SQZ_API sqzResult_t sqzCommInitFromEnv(sqzComm_t* comm, const sqzConfig_t* config);
 
 /**
+ * Waits until every call enqueued on the communicator (device calls) has completed; host calls
+ * are complete when they return. Not collective. Returns the communicator's asynchronous error,
+ * if any (as sqzCommGetAsyncError would report it); sqzCommDestroy should follow.
+ */
+SQZ_API sqzResult_t sqzCommFinalize(sqzComm_t comm);
+
+/**
  * Frees a communicator after its operations have completed. Not collective. NULL is accepted.
  */
 SQZ_API sqzResult_t sqzCommDestroy(sqzComm_t comm);
@@ -195,6 +202,12 @@ SQZ_API sqzResult_t sqzCommCount(const sqzComm_t comm, int* count);
 
 /** This caller's rank in the communicator. */
 SQZ_API sqzResult_t sqzCommUserRank(const sqzComm_t comm, int* rank);
+
+/**
+ * The CUDA device of the communicator's device calls, or -1 when it has none (host memory only:
+ * a build without CUDA, or no usable GPU at init).
+ */
+SQZ_API sqzResult_t sqzCommCuDevice(const sqzComm_t comm, int* device);
 
 /** A short fixed description of a result code. Thread-safe; never NULL. */
 SQZ_API const char* sqzGetErrorString(sqzResult_t result);

@@ -337,6 +337,14 @@ sqzResult_t sqzCommInitFromEnv(sqzComm_t* comm, const sqzConfig_t* config) {
   return initRank(comm, env.nranks, &env.id, nullptr, env.rank, config);
 }
 
+sqzResult_t sqzCommFinalize(sqzComm_t comm) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommFinalize");
+    comm->impl->drainDevice();
+    if (auto err = comm->impl->asyncError()) throw *err;
+  });
+}
+
 sqzResult_t sqzCommDestroy(sqzComm_t comm) {
   if (!comm) return sqzSuccess;
   return apiGuard(nullptr, [&] {
@@ -378,6 +386,14 @@ sqzResult_t sqzCommCount(const sqzComm_t comm, int* count) {
     checkComm(comm, "sqzCommCount");
     if (!count) raise(ErrorCode::kInvalidArgument, "sqzCommCount: count is NULL.");
     *count = comm->impl->size();
+  });
+}
+
+sqzResult_t sqzCommCuDevice(const sqzComm_t comm, int* device) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommCuDevice");
+    if (!device) raise(ErrorCode::kInvalidArgument, "sqzCommCuDevice: device is NULL.");
+    *device = comm->impl->config().device;
   });
 }
 
@@ -795,6 +811,11 @@ sqzResult_t sqzCodecDestroy(sqzCodec_t codec) {
   return apiGuard(nullptr, [&] {
     if (!codec) return;
     settle(checkCodec(codec, "sqzCodecDestroy"));  // its enqueued calls still use it
+    if (logEnabled(LogLevel::kInfo, LogSubsys::kCompress)) {  // stats() is a pass over the state
+      const CodecStats st = codec->impl->stats();
+      SQZ_INFO(kCompress, "codec ", codec->impl->spec().str(), " destroyed after ", st.calls,
+               " calls; sent ", st.wireBytes, " payload bytes for ", st.denseBytes, " dense");
+    }
     codec->magic = 0;
     delete codec;
   });

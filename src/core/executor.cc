@@ -230,6 +230,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
           ctx.conns[p]->isend(h, mem_.data(buf), &q.sending.back().req);
         }
         if (cc) cc->wireBytes += h.payloadBytes;
+        payloadBytesSent_ += h.payloadBytes;
         moved = true;
       }
       while (q.nextRecv < q.recvs.size() && q.receiving.size() < kRecvWindow) {

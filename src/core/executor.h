@@ -47,8 +47,13 @@ class Executor {
   void run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
            ExecContext& ctx);
 
+  // Payload bytes (headers not counted) this executor has handed to its connections, over
+  // every call: what a codec saves shows here.
+  uint64_t payloadBytesSent() const { return payloadBytesSent_; }
+
  private:
   CallMemory mem_;  // payload buffers and BufferRole::kScratch, reused across calls
+  uint64_t payloadBytesSent_ = 0;
 };
 
 }  // namespace squeeze

@@ -64,6 +64,8 @@ TEST(ApiErrors, NullComm) {
   SQZ_EXPECT_ERROR(sqzCommCount(nullptr, &n), sqzInvalidArgument, nullptr);
   EXPECT_EQ(n, -1);
   SQZ_EXPECT_ERROR(sqzCommUserRank(nullptr, &n), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzCommCuDevice(nullptr, &n), sqzInvalidArgument, nullptr);
+  SQZ_EXPECT_ERROR(sqzCommFinalize(nullptr), sqzInvalidArgument, nullptr);
   sqzResult_t async;
   SQZ_EXPECT_ERROR(sqzCommGetAsyncError(nullptr, &async), sqzInvalidArgument, nullptr);
 }
@@ -212,6 +214,7 @@ TEST(AllReduceErrors, BadArguments) {
   int n = 0;
   SQZ_EXPECT_ERROR(sqzCommCount(comm, nullptr), sqzInvalidArgument, comm);
   SQZ_EXPECT_ERROR(sqzCommUserRank(comm, nullptr), sqzInvalidArgument, comm);
+  SQZ_EXPECT_ERROR(sqzCommCuDevice(comm, nullptr), sqzInvalidArgument, comm);
 
   // Argument errors are caught before anything is sent: the communicator still works.
   ASSERT_EQ(sqzAllReduce(a, b, 8, sqzFloat, sqzSum, comm, nullptr), sqzSuccess)
@@ -222,6 +225,7 @@ TEST(AllReduceErrors, BadArguments) {
   sqzResult_t async = sqzInternalError;
   EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
   EXPECT_EQ(async, sqzSuccess);
+  EXPECT_EQ(sqzCommFinalize(comm), sqzSuccess);
   EXPECT_EQ(sqzCommDestroy(comm), sqzSuccess);
 }
 
