@@ -48,6 +48,9 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(shmLatencyUs, kDouble, "SQZ_SHM_LATENCY_US", "8", "Tuner: shm latency per message (us).")   \
   X(shmGbps, kDouble, "SQZ_SHM_GBPS", "2.5", "Tuner: shm bandwidth per rank (GB/s).")            \
   X(reduceGbps, kDouble, "SQZ_REDUCE_GBPS", "4", "Tuner: combine throughput per rank (GB/s).")   \
+  X(ncclCodec, kString, "SQZ_NCCL_CODEC", "",                                                 \
+    "libsqueeze-nccl.so.2 only: float32 ncclAllReduce sum/avg through a codec per buffer, by "  \
+    "size, e.g. '0-1M=dense,1M-inf=topk:ratio=0.01'. Empty: every call dense.")                 \
   X(uniqueId, kString, "SQZ_UNIQUE_ID", "",                                                    \
     "Launcher: hex sqzUniqueId for sqzCommInitFromEnv (set by sqzrun).")                       \
   X(rank, kString, "SQZ_RANK", "", "Launcher: this process's rank for sqzCommInitFromEnv.")    \

@@ -1,0 +1,31 @@
+// NCCL's group semantics for the shim. Between ncclGroupStart and ncclGroupEnd (per thread,
+// nesting) every communicator init and every data call is recorded, not run; the outermost
+// ncclGroupEnd runs them: first the inits, then per communicator its sends and receives as one
+// Squeeze group followed by its collectives in call order. Inits, and calls on different
+// communicators, run on a thread each, as NCCL's one thread driving several GPUs needs (each of
+// those calls waits for its peers).
+#pragma once
+
+#include <nccl.h>
+
+#include <functional>
+#include <string>
+
+struct ncclComm;
+
+namespace squeeze::nccl_shim {
+
+// A recorded call: runs it and returns its result (with this thread's last error set).
+using GroupCall = std::function<ncclResult_t()>;
+
+bool inGroup();
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
+// Inside a group: records; outside: runs now.
+ncclResult_t submitInit(GroupCall init);
+ncclResult_t submitCall(ncclComm* comm, bool p2p, GroupCall call);
+
+// This thread's last error message, as ncclGetLastError returns it; set by every failed call.
+std::string& lastError();
+
+}  // namespace squeeze::nccl_shim

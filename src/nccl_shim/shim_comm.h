@@ -1,0 +1,41 @@
+// What the NCCL shim keeps per communicator (an ncclComm_t is one of these): the Squeeze
+// communicator, the codecs SQZ_NCCL_CODEC gives its all-reduces (one per buffer and count, so
+// error feedback follows each gradient buffer), and its PreMulSum operators.
+#pragma once
+
+#include <nccl.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "nccl_shim/codec_rules.h"
+#include "squeeze/squeeze.h"
+
+namespace squeeze::nccl_shim {
+
+constexpr uint32_t kShimCommMagic = 0x4c43434e;  // "NCCL"
+
+// An operator from ncclRedOpCreatePreMulSum: sum of (scalar * x), scalar in the op's datatype.
+struct PreMulSum {
+  sqzDataType_t datatype;
+  std::array<unsigned char, 8> scalar;  // the scalar's bytes, read at creation
+};
+
+}  // namespace squeeze::nccl_shim
+
+struct ncclComm {
+  uint32_t magic = squeeze::nccl_shim::kShimCommMagic;
+  sqzComm_t sqz = nullptr;
+  bool finalized = false;
+  std::atomic<int> inflight{0};  // data calls running (group.cc counts them)  // after ncclCommFinalize only queries and ncclCommDestroy remain
+  std::vector<squeeze::nccl_shim::CodecRule> codecRules;
+  std::map<std::pair<const void*, size_t>, sqzCodec_t> codecs;  // by (sendbuff, count)
+  std::mutex preMulSumMu;  // protects preMulSums (ops may be made on any thread)
+  std::map<int, squeeze::nccl_shim::PreMulSum> preMulSums;  // by ncclRedOp_t value
+  int nextPreMulSum = ncclNumOps;
+};

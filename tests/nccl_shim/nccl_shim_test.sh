@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# An unmodified NCCL program (nccl_program.c) over libsqueeze-nccl.so.2, found as libnccl.so.2
+# through LD_LIBRARY_PATH. Usage: nccl_shim_test.sh CASE SQZRUN PROGRAM SHIM_DIR
+#   sqzrun   collectives bit-exact at 2, 3 and 4 ranks under sqzrun
+#   mpirun   the same under Open MPI's mpirun at 2, 3 and 4 ranks (skips without it)
+#   initall  ncclCommInitAll: 3 communicators in one process, driven from one thread in groups
+#   codec    SQZ_NCCL_CODEC: the same gradient loop dense and through top-k; the compressed run
+#            sends a fraction of the dense run's bytes (SQZ_DEBUG=INFO's counts per communicator
+#            and per codec, here through NCCL_DEBUG=INFO) and its errors stay within top-k's
+#            bounds (below); float32 buffers under 1M and int32 ones stay exact
+set -uo pipefail
+case_name=$1 sqzrun=$2 program=$3 shim_dir=$4
+fail() { echo "FAIL: $*"; exit 1; }
+export LD_LIBRARY_PATH=$shim_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# The loader must pick the shim for libnccl.so.2 (the CUDA toolkit's real one may be on the path).
+resolved=$(ldd "$program" | awk '$1 == "libnccl.so.2" {print $3}')
+[ "$(readlink -f "$resolved")" = "$(readlink -f "$shim_dir/libsqueeze-nccl.so.2")" ] \
+  || fail "libnccl.so.2 resolves to '$resolved', not the shim in $shim_dir"
+
+case $case_name in
+  sqzrun)
+    for n in 2 3 4; do
+      rm -f "$dir/id"
+      timeout 120 "$sqzrun" -n "$n" "$program" collectives "$dir/id" || fail "$n ranks: exit $?"
+    done
+    ;;
+  mpirun)
+    mpirun=$(command -v mpirun) || { echo "SKIP: mpirun not found (install openmpi-bin)"; exit 77; }
+    for n in 2 3 4; do
+      rm -f "$dir/id"
+      timeout 120 "$mpirun" --allow-run-as-root --oversubscribe -np "$n" --timeout 100 \
+        --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
+        -x LD_LIBRARY_PATH -x SQZ_SOCKET_IFNAME -x SQZ_TIMEOUT_MS \
+        "$program" collectives "$dir/id" || fail "mpirun -np $n: exit $?"
+    done
+    ;;
+  initall)
+    timeout 60 "$program" initall 3 || fail "initall: exit $?"
+    ;;
+  codec)
+    run() {  # run NAME [VAR=VALUE...]: 4 ranks of the gradient loop; output in $dir/NAME
+      local name=$1; shift
+      rm -f "$dir/id"
+      env "$@" NCCL_DEBUG=INFO SQZ_DEBUG_SUBSYS=INIT,COMPRESS timeout 180 "$sqzrun" -n 4 "$program" gradients "$dir/id" \
+        >"$dir/$name" 2>&1 || { cat "$dir/$name"; fail "$name run: exit $?"; }
+      grep "nccl_program" "$dir/$name"
+    }
+    # Bytes rank 0 sent over its communicator's life ("rank 0: communicator ... sent N payload").
+    sent() { grep -o "rank 0: communicator [0-9a-f]* closed after [0-9]* calls; sent [0-9]*" "$dir/$1" | awk '{print $NF}'; }
+    field() { grep -o "$2=[0-9.e+-]*" "$dir/$1" | head -1 | cut -d= -f2; }
+    run dense
+    run topk SQZ_NCCL_CODEC=1M-inf=topk:ratio=0.1,0-1M=dense
+    dense_bytes=$(sent dense) topk_bytes=$(sent topk)
+    [ -n "$dense_bytes" ] && [ -n "$topk_bytes" ] || fail "no 'sent N payload bytes' INFO line"
+    echo "rank 0 sent $dense_bytes payload bytes dense, $topk_bytes with SQZ_NCCL_CODEC"
+    # The codec's own count, from rank 0's log line (the first "codec ... destroyed" line).
+    codec_line=$(grep -o "codec topk:ratio=0.1 destroyed after 30 calls; sent [0-9]* payload bytes for [0-9]* dense" "$dir/topk" | head -1)
+    [ -n "$codec_line" ] || fail "no INFO line of a top-k codec used for the 30 gradient all-reduces"
+    echo "$codec_line"
+    read -r codec_wire codec_dense <<<"$(awk '{print $8, $12}' <<<"$codec_line")"
+    [ "$(field dense first_rel_err)" = 0 ] && [ "$(field dense cumulative_rel_err)" = 0 ] \
+      || fail "the dense run is not exact"
+    # Bounds an NCCL program can check without the codec's residuals: top-k keeps the largest
+    # values, so one step's error is well below the sum itself (relative error < 1; Squeeze
+    # re-selects k at every hop, so sqrt(1 - k/n) per rank is not a bound on the result), and
+    # error feedback sends later what a step held back, so over 30 steps the summed result's
+    # relative error falls far below one step's. (The exact identity, results plus residuals
+    # equal the exact sum, needs the residuals: examples/mpi/allreduce_mpi.c checks it.)
+    awk -v d="$dense_bytes" -v t="$topk_bytes" -v cw="$codec_wire" -v cd="$codec_dense" \
+        -v e1="$(field topk first_rel_err)" -v ec="$(field topk cumulative_rel_err)" 'BEGIN {
+      printf "top-k: first step relative error %.4f, summed over 30 steps %.4f; bytes %.1f%% of dense\n", e1, ec, 100 * t / d
+      if (!(cw < cd / 3)) { print "FAIL: the top-k codec sent more than a third of its dense bytes"; exit 1 }
+      # The int32 and small float buffers stay dense: the total over the communicator falls less.
+      if (!(t < d * 0.6)) { print "FAIL: the communicator sent as much with top-k as without"; exit 1 }
+      if (!(e1 > 0 && e1 < 1)) { print "FAIL: first-step error not in (0, 1)"; exit 1 }
+      if (!(ec < e1 / 2)) { print "FAIL: error feedback did not bring the summed error down"; exit 1 }
+    }' || exit 1
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo "PASS: $case_name"
