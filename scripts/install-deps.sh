@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Squeeze builds and tests with, when they are missing. Runs apt-get
 # as root (or through sudo); prints what to install and fails when it can do neither.
-# --compare also installs the peers perf/compare/ measures Squeeze against (Gloo, Open MPI); the
-# default install leaves them out. PyTorch is always installed: the Python package builds on it.
+# --compare also installs Gloo, the one peer perf/compare/ measures Squeeze against that the
+# default install leaves out. Open MPI and PyTorch are always installed: the MPI example and its
+# test, and the NCCL shim's mpirun test, need Open MPI; the Python package builds on PyTorch.
 set -euo pipefail
 
 compare=0
@@ -33,11 +34,13 @@ have_cmd ip || need+=(iproute2)                             # the network lab (t
 for pkg in python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-sklearn; do
   have_pkg "$pkg" || need+=("$pkg")
 done
+# Open MPI: the MPI example and its test (examples/mpi/, tests/mpi/) and the NCCL shim's mpirun
+# test; perf/compare/ measures against it too.
+for pkg in libopenmpi-dev openmpi-bin; do
+  have_pkg "$pkg" || need+=("$pkg")
+done
 need_compare() {
-  local pkg
-  for pkg in libgloo-dev libopenmpi-dev openmpi-bin; do
-    have_pkg "$pkg" || need+=("$pkg")
-  done
+  have_pkg libgloo-dev || need+=(libgloo-dev)
 }
 if ((compare)); then need_compare; fi
 
