@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # gpu-check.sh: what only a machine with a GPU can check. Builds Squeeze with CUDA into
 # build-gpu, runs the GPU tests (tests/gpu/: the kernels against the CPU's bit for bit, and the
-# collectives over device buffers), then the benchmarks on device memory: sqz-codec-bench -d cuda
-# and sqz-allreduce-perf -d cuda on 1, 2 and 4 ranks over the default transports, shm and tcp;
+# collectives over device buffers) and the NCCL shim's program on device buffers, then the
+# benchmarks on device memory: sqz-codec-bench -d cuda and sqz-allreduce-perf -d cuda on 1, 2
+# and 4 ranks over the default transports, shm and tcp;
 # and, where python3 has torch with CUDA, torch.topk and NCCL's all-reduce as reference points.
 # Writes a Markdown summary with every table to gpu-check.md (or $1), full logs and -J files
 # beside it (<summary>.logs/), and exits 1 when a test failed, a benchmark found a wrong result
@@ -12,14 +13,14 @@
 # Usage: scripts/gpu-check.sh [SUMMARY.md]
 # Needs a Debian 12 machine with the CUDA toolkit (nvcc on PATH or in /usr/local/cuda) and a
 # driver; installs nothing beyond scripts/install-deps.sh. Every step runs under `timeout`.
-# GPU_CHECK_STEPS=build,tests,codec,allreduce,torch (the default: all) runs a subset, e.g. on a
-# machine that bounds each command's time: the steps after build reuse build-gpu. PYTHON picks
-# the interpreter for the torch steps (default python3).
+# GPU_CHECK_STEPS=build,tests,nccl,codec,allreduce,torch (the default: all) runs a subset, e.g.
+# on a machine that bounds each command's time: the steps after build reuse build-gpu. PYTHON
+# picks the interpreter for the torch steps (default python3).
 set -uo pipefail
 
 summary=$(realpath -m "${1:-gpu-check.md}")
 cd "$(dirname "$0")/.." || exit 2
-steps=",${GPU_CHECK_STEPS:-build,tests,codec,allreduce,torch},"
+steps=",${GPU_CHECK_STEPS:-build,tests,nccl,codec,allreduce,torch},"
 python=${PYTHON:-python3}
 build="build-gpu"
 logs="${summary%.md}.logs"
@@ -75,7 +76,7 @@ finish() {
     printf -- '- commit: %s\n' "${commit:-unknown}"
     printf -- '- GPU: %s\n' "${gpu_desc:-unknown}"
     printf -- '- nvcc: %s\n' "$(nvcc --version 2>/dev/null | tail -1 || echo 'not found')"
-    printf -- '- steps: %s\n' "${GPU_CHECK_STEPS:-build,tests,codec,allreduce,torch}"
+    printf -- '- steps: %s\n' "${GPU_CHECK_STEPS:-build,tests,nccl,codec,allreduce,torch}"
     printf -- '- result: %s\n' "$([ $failed = 0 ] && echo PASS || echo FAIL)"
     printf '\n| step | status | s | note |\n|---|---|---|---|\n'
     printf '%s\n' "${status_rows[@]}"
@@ -159,6 +160,19 @@ if want tests; then
   fi
   section "tests: meson test --suite gpu" "meson test -C $build --suite gpu --print-errorlogs" \
     "$logs/tests-gpu.log"
+fi
+
+# ---- the NCCL shim over device buffers: nccl_program picks the GPU when it sees one -----------
+if want nccl; then
+  run 600 "$logs/nccl-shim.log" meson test -C $build nccl-shim-sqzrun nccl-shim-codec \
+    nccl-shim-initall --print-errorlogs
+  if [ $rc = 0 ] && grep -q "device buffers" "$build/meson-logs/testlog.txt"; then
+    record "NCCL shim, device buffers" PASS $secs ""
+  else
+    record "NCCL shim, device buffers" FAIL $secs "exit $rc (or the program ran on host buffers)"
+  fi
+  section "NCCL shim: nccl_program over libsqueeze-nccl.so.2" \
+    "meson test -C $build nccl-shim-sqzrun nccl-shim-codec nccl-shim-initall" "$logs/nccl-shim.log"
 fi
 
 # ---- sqz-codec-bench -d cuda -------------------------------------------------------------------
