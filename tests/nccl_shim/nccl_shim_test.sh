@@ -51,6 +51,14 @@ case $case_name in
     # Bytes rank 0 sent over its communicator's life ("rank 0: communicator ... sent N payload").
     sent() { grep -o "rank 0: communicator [0-9a-f]* closed after [0-9]* calls; sent [0-9]*" "$dir/$1" | awk '{print $NF}'; }
     field() { grep -o "$2=[0-9.e+-]*" "$dir/$1" | head -1 | cut -d= -f2; }
+    # A bad value fails ncclCommInitRank on every rank, saying why, before any all-reduce.
+    for bad in "1M-inf=nosuch:ratio=0.1" "1M-1K=topk"; do
+      rm -f "$dir/id"
+      out=$(SQZ_NCCL_CODEC=$bad timeout 60 "$sqzrun" -n 2 "$program" gradients "$dir/id" 2>&1) \
+        && fail "SQZ_NCCL_CODEC=$bad was accepted"
+      grep -q "ncclCommInitRank.*SQZ_NCCL_CODEC" <<<"$out" || { echo "$out"; fail "SQZ_NCCL_CODEC=$bad: no message naming it"; }
+      echo "SQZ_NCCL_CODEC=$bad refused: $(grep -o "SQZ_NCCL_CODEC.*" <<<"$out" | head -1)"
+    done
     run dense
     run topk SQZ_NCCL_CODEC=1M-inf=topk:ratio=0.1,0-1M=dense
     dense_bytes=$(sent dense) topk_bytes=$(sent topk)
