@@ -3,7 +3,7 @@
 # then again while sqz-attacker hits every loopback port sqzrun and the ranks listen on (scans,
 # garbage, wrong secrets, half-open and slow connections). Passes only if the attacked job exits
 # 0 with its "0 wrong" line, the attacker saw no wrong secret accepted, and the attacker really
-# attacked: every kind connected at least 3 times, to at least 2 distinct ports.
+# attacked: it saw at least 2 listening ports, and every kind connected at least 3 times.
 # Usage: attack_test.sh SQZRUN ATTACK_JOB ATTACKER
 # ATTACK_ROUNDS (default 30) and ATTACK_PAUSE_MS (default 300, the sleep between rounds: the job
 # then lives long enough for connections held on sqzrun's root to meet the 5 s handshake cap).
@@ -63,10 +63,15 @@ split_alone=$(split_ms "$dir/alone.out") split_attacked=$(split_ms "$dir/job.out
 
 check_job "the job under attack" "$job_rc" "$dir/job.out"
 [ "$attacker_rc" = 0 ] || fail "the attacker exited $attacker_rc"
+# Every port the job listened on was attacked on sight; the split rendezvous listeners live a few
+# ms, so how many of them a connection reaches in time is luck (1 to 17 distinct ports in runs on
+# one machine): the test asks that several were seen and every kind connected.
+seen=$(sed -n 's/.* \([0-9]*\) loopback listening ports seen.*/\1/p' "$dir/attacker.out")
+[ "${seen:-0}" -ge 2 ] || fail "the attacker saw only ${seen:-0} listening ports: the job was not really attacked"
 for kind in scan garbage wrong-secret half-open slow-client; do
   line=$(grep "^sqz-attacker: kind $kind " "$dir/attacker.out") || fail "no counts for $kind"
   read -r connected ports < <(awk '{ for (i = 1; i < NF; ++i) { if ($i == "connected") c = $(i + 1); if ($i == "ports") p = $(i + 1) } } END { print c, p }' <<<"$line")
   [ "${connected:-0}" -ge 3 ] || fail "$kind connected only ${connected:-0} times: the job was not really attacked"
-  [ "${ports:-0}" -ge 2 ] || fail "$kind reached only ${ports:-0} distinct ports: the job was not really attacked"
+  [ "${ports:-0}" -ge 1 ] || fail "$kind reached no port: the job was not really attacked"
 done
 echo "PASS: attack"
