@@ -104,13 +104,9 @@ ncclResult_t groupEnd() {
   GroupState group = std::move(tlsGroup);
   tlsGroup = GroupState{};
 
+  if (ncclResult_t r = runConcurrently(group.inits); r != ncclSuccess) return r;
+
   std::vector<std::function<Outcome()>> jobs;
-  for (const GroupCall& init : group.inits) jobs.push_back([&init] { return run(init); });
-  if (!jobs.empty()) {
-    Outcome o = runAll(jobs);
-    if (o.rc != ncclSuccess) return report(o);
-    jobs.clear();
-  }
 
   std::vector<std::pair<ncclComm*, std::vector<const Recorded*>>> byComm;  // first-call order
   for (const Recorded& r : group.calls) {
@@ -121,6 +117,12 @@ ncclResult_t groupEnd() {
   }
   for (const auto& entry : byComm)
     jobs.push_back([&calls = entry.second] { return runComm(calls); });
+  return jobs.empty() ? ncclSuccess : report(runAll(jobs));
+}
+
+ncclResult_t runConcurrently(const std::vector<GroupCall>& calls) {
+  std::vector<std::function<Outcome()>> jobs;
+  for (const GroupCall& call : calls) jobs.push_back([&call] { return run(call); });
   return jobs.empty() ? ncclSuccess : report(runAll(jobs));
 }
 

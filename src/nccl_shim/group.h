@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 struct ncclComm;
 
@@ -21,6 +22,9 @@ using GroupCall = std::function<ncclResult_t()>;
 bool inGroup();
 ncclResult_t groupStart();
 ncclResult_t groupEnd();
+// Runs the calls now, on a thread each when there are several (each may wait for the others'
+// peers), and returns the first failure with its message as this thread's last error.
+ncclResult_t runConcurrently(const std::vector<GroupCall>& calls);
 // Inside a group: records; outside: runs now.
 ncclResult_t submitInit(GroupCall init);
 ncclResult_t submitCall(ncclComm* comm, bool p2p, GroupCall call);

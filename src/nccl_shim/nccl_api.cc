@@ -371,26 +371,21 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   ncclUniqueId id;
   if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
   for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
-  std::vector<ncclResult_t> results(ndev, ncclSuccess);
-  std::vector<std::string> messages(ndev);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i)
-    threads.emplace_back([&, i] {
-      const int device = !gpus ? SQZ_CONFIG_UNDEF_INT : devlist ? devlist[i] : i;
-      results[i] = initRank(&comms[i], ndev, id, i, device);
-      if (results[i] != ncclSuccess) messages[i] = lastError();
-    });
-  for (std::thread& t : threads) t.join();
+  std::vector<GroupCall> inits;
   for (int i = 0; i < ndev; ++i) {
-    if (results[i] == ncclSuccess) continue;
-    for (int j = 0; j < ndev; ++j) {
-      ncclCommDestroy(comms[j]);
-      comms[j] = nullptr;
-    }
-    lastError() = messages[i];
-    return results[i];
+    const int device = !gpus ? SQZ_CONFIG_UNDEF_INT : devlist ? devlist[i] : i;
+    inits.push_back([=] { return initRank(&comms[i], ndev, id, i, device); });
   }
-  return ncclSuccess;
+  const ncclResult_t r = runConcurrently(inits);
+  if (r != ncclSuccess) {
+    const std::string message = lastError();
+    for (int i = 0; i < ndev; ++i) {
+      ncclCommDestroy(comms[i]);
+      comms[i] = nullptr;
+    }
+    lastError() = message;
+  }
+  return r;
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
