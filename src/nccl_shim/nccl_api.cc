@@ -236,17 +236,15 @@ ncclResult_t codecOf(ncclComm* comm, const void* sendbuff, size_t count, sqzData
   *codec = nullptr;
   if (comm->codecRules.empty() || datatype != sqzFloat32 || (op != sqzSum && op != sqzAvg))
     return ncclSuccess;
+  if (auto it = comm->codecs.find({sendbuff, count}); it != comm->codecs.end()) {
+    *codec = it->second;  // every step after the first: the rule was matched then
+    return ncclSuccess;
+  }
   const std::string spec = codecFor(comm->codecRules, count * sizeof(float));
   if (spec.empty()) return ncclSuccess;
-  auto [it, fresh] = comm->codecs.try_emplace({sendbuff, count}, nullptr);
-  if (fresh) {
-    const sqzResult_t r = sqzCodecCreate(&it->second, spec.c_str(), count, sqzFloat32, comm->sqz);
-    if (r != sqzSuccess) {
-      comm->codecs.erase(it);
-      return forward(r);
-    }
-  }
-  *codec = it->second;
+  const sqzResult_t r = sqzCodecCreate(codec, spec.c_str(), count, sqzFloat32, comm->sqz);
+  if (r != sqzSuccess) return forward(r);
+  comm->codecs[{sendbuff, count}] = *codec;
   return ncclSuccess;
 }
 
