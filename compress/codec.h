@@ -104,6 +104,13 @@ class Codec {
   virtual void combine(void* out, const void* local, const void* payload, size_t bytes,
                        size_t count, DataType dtype, RedOp op, const ChunkInfo& at) = 0;
 
+  // Sparsifiers (topk, randk): the fraction of values sent from the next call on; false for a
+  // codec without that knob. Adaptive methods (GraVAC, Accordion) turn it between calls.
+  virtual bool setRatio(double ratio) {
+    (void)ratio;
+    return false;
+  }
+
   // encode, then residual[i] += src[i] - decode(payload)[i] when residual is not null, and the
   // norms for the gain. The default decodes into a scratch buffer; a codec may fuse it.
   virtual size_t encodeFeedback(const void* src, size_t count, DataType dtype,

@@ -14,7 +14,8 @@ namespace squeeze {
 struct CodecMethod {
   const char* name;
   uint8_t id;            // carried in message headers
-  const char* keys;      // keys the method reads, besides ef and min_bytes ("ratio,sample")
+  const char* keys;      // keys the method reads, besides ef, min_bytes and auto_dense; an
+                         // adaptive method ("base,...") also takes its base's keys
   const char* description;
   bool lossy;            // float32 only, sum/avg, error feedback on by default
   std::unique_ptr<CodecHandle> (*make)(const CodecSpec& spec, size_t count, DataType dtype);
@@ -40,5 +41,8 @@ std::unique_ptr<Codec> makeRandkCodec(const CodecSpec& spec);
 std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec);
 std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, DataType dtype);
 std::unique_ptr<CodecHandle> makePowerSgd(const CodecSpec& spec, size_t count, DataType dtype);
+// Adaptive methods around a base sparsifier (adaptive.cc).
+std::unique_ptr<CodecHandle> makeGravac(const CodecSpec& spec, size_t count, DataType dtype);
+std::unique_ptr<CodecHandle> makeAccordion(const CodecSpec& spec, size_t count, DataType dtype);
 
 }  // namespace squeeze

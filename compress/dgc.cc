@@ -70,6 +70,14 @@ class DgcHandle final : public CodecHandle {
     return std::max(p_.ratio, std::pow(0.25, stage + 1));
   }
 
+  // An adaptive method's CF: the density after warm-up; the call that has just been prepared
+  // runs at it too.
+  bool setDensity(double ratio) override {
+    p_.ratio = ratio;
+    topk_->setRatio(densityAt(calls_));
+    return true;
+  }
+
  protected:
   void prepare(const float* g, float* x, int nranks, device::GpuStream stream) override {
     topk_->setRatio(densityAt(calls_));
@@ -100,6 +108,13 @@ class DgcHandle final : public CodecHandle {
   }
 
   void finish(float*, device::GpuStream stream) override {
+    // A call that ran dense (too small, or the pay-off guard's) sent v + u in full: v is 0 and
+    // the momentum stays, which makes it exactly a momentum-SGD step (masking every element would
+    // throw the momentum away, as DGC at density 1 would).
+    if (!compressedCall_) {
+      if (!accumulate_) clearState(residual_, stream);
+      return;
+    }
     float* u = stateData(u_, stream);
     const float* v = stateData(residual_, stream);
 #if SQZ_HAVE_CUDA

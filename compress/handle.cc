@@ -3,13 +3,16 @@
 #include "compress/handle.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "common/error.h"
 #include "common/sha256.h"
 #include "common/strings.h"
 #include "compress/codecs.h"
+#include "compress/state_bytes.h"
 #include "core/communicator.h"
 #include "device/handle_kernels.h"
 #include "device/memory.h"
@@ -49,6 +52,18 @@ CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
   const bool lossy = !chunk_ || !chunk_->rawWire();
   errorFeedback_ = lossy && spec_.get("ef", 1, 0, 1) != 0;
   if (errorFeedback_) residual_.assign(count_, 0.0f);
+  autoDense_ = method && method->lossy;
+  if (autoDense_ && spec_.autoDense) spec_.getWhole("auto_dense", 1, 0, 1);  // 0 or 1
+}
+
+void CodecHandle::adopt(const CodecSpec& outer, std::unique_ptr<AdaptivePolicy> policy) {
+  spec_ = outer;
+  const CodecMethod* method = findCodecMethod(spec_.method);
+  methodId_ = method ? method->id : 0;
+  const std::string canonical = spec_.str();
+  const Digest digest = sha256(canonical.data(), canonical.size());
+  std::memcpy(&specHash_, digest.data(), sizeof specHash_);
+  policy_ = std::move(policy);
 }
 
 CodecHandle::~CodecHandle() {
@@ -222,6 +237,32 @@ void CodecHandle::runChunked(Communicator& comm, const void* in, void* out, size
   comm.collective(req);
 }
 
+namespace {
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// x itself for a host call; for a device call its host copy in tmp (the policies read the whole
+// tensor on the host: a download per call, which only adaptive methods pay).
+const float* hostValues(const float* x, size_t n, device::GpuStream stream,
+                        std::vector<float>& tmp) {
+  if (!stream) return x;
+  tmp.resize(n);
+  ChunkInfo at;
+  at.stream = stream;
+  readPayload(tmp.data(), x, n * sizeof(float), at);
+  return tmp.data();
+}
+
+}  // namespace
+
+bool CodecHandle::tooSmall(const Communicator& comm) const {
+  const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
+  return double(count_) * dataTypeSize(dtype_) < minBytes;
+}
+
 void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp op,
                             device::GpuStream stream) {
   CodecCall call;
@@ -229,19 +270,102 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
   if (chunk_->rawWire()) {  // dense: exactly sqzAllReduce, any datatype and op
     runChunked(comm, in, out, count_, op, *chunk_, call);
   } else {
+    const bool small = tooSmall(comm);
     placeState(stream);
+    const float* g = static_cast<const float*>(in);
     float* x = static_cast<float*>(out);
-    prepare(static_cast<const float*>(in), x, comm.size(), stream);
+    if (policy_ && !small) {  // before prepare, which may overwrite g (in place)
+      const double t0 = nowSeconds();
+      policyFigures_.assign(policy_->figureCount(), 0.0);
+      std::vector<float> tmp;
+      policy_->measureGradient(hostValues(g, count_, stream, tmp), count_, policyFigures_.data());
+      call.encodeSeconds += nowSeconds() - t0;
+    }
+    prepare(g, x, comm.size(), stream);
     call.residual = errorFeedback_ ? stateData(residual_, stream) : nullptr;
-    const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
-    const bool tooSmall = double(count_) * dataTypeSize(dtype_) < minBytes;
+    const bool compress = !small && adapt(comm, x, stream, call);
     // A device call's collective runs on the same stream, after prepare's kernels.
-    runChunked(comm, x, x, count_, op, tooSmall ? denseCodec() : *chunk_, call);
+    const double t0 = nowSeconds();
+    runChunked(comm, x, x, count_, op, compress ? *chunk_ : denseCodec(), call);
+    if (compress && comm.config().codecDelayUs > 0) {  // SQZ_CODEC_DELAY_US: a slower codec
+      std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(
+          comm.config().codecDelayUs));
+      call.encodeSeconds += comm.config().codecDelayUs * 1e-6;
+    }
+    compressedCall_ = compress;
     finish(x, stream);
     synchronize(stream, "a compressed all-reduce's last pass on the GPU");
+    if (small)
+      stats_.denseCalls++;
+    else
+      recordRun(compress, nowSeconds() - t0, call);
   }
   account(call);
   ++calls_;
+}
+
+bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream stream,
+                        CodecCall& call) {
+  const double callStart = nowSeconds();
+  const bool guardOn =
+      autoDense_ && (spec_.autoDense ? *spec_.autoDense != 0 : comm.config().codecAutoDense);
+  if (!policy_ && !guardOn) return true;
+  const size_t own = policy_ ? policy_->figureCount() : 0;
+  // [ranks with a previous run, its seconds, its codec seconds, step seconds, policy's...]
+  std::vector<double> figures(4 + own, 0.0);
+  if (lastRun_.valid) {
+    figures[0] = 1;
+    figures[1] = lastRun_.seconds;
+    figures[2] = lastRun_.codecSeconds;
+    figures[3] = callStart - lastCallStart_;
+  }
+  lastCallStart_ = callStart;
+  if (policy_) {
+    std::vector<float> tmp;
+    policy_->measureInput(hostValues(x, count_, stream, tmp), count_, calls_,
+                          policyFigures_.data());
+    std::copy(policyFigures_.begin(), policyFigures_.end(), figures.begin() + 4);
+    call.encodeSeconds += nowSeconds() - callStart;
+  }
+  CollRequest req;  // one small dense all-reduce: every rank then holds the same figures
+  req.kind = CollKind::kAllReduce;
+  req.sendbuf = figures.data();
+  req.recvbuf = figures.data();
+  req.count = figures.size();
+  req.dtype = DataType::kFloat64;
+  req.op = RedOp::kSum;
+  req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
+  req.specHash = specHash_;
+  comm.collective(req);
+
+  const int ranks = comm.size();
+  const bool previous = figures[0] == double(ranks);  // every rank ran one (always all or none)
+  if (guardOn && previous) {
+    PayoffGuard::Sample sample;
+    sample.compressed = lastRun_.compressed;
+    sample.seconds = figures[1] / ranks;
+    sample.codecSeconds = figures[2] / ranks;
+    guard_.record(sample, double(count_) * sizeof(float));
+  }
+  if (policy_) {
+    const double cf = policy_->decide(figures.data() + 4, ranks, previous ? figures[3] / ranks : 0);
+    stats_.cf = cf;
+    if (cf <= 1) return false;
+    SQZ_ENFORCE(setDensity(1.0 / cf), "adaptive codec without a density knob");
+  }
+  if (guardOn && !guard_.nextCompresses()) {
+    stats_.guardDenseCalls++;
+    return false;
+  }
+  return true;
+}
+
+void CodecHandle::recordRun(bool compressed, double seconds, const CodecCall& call) {
+  lastRun_.valid = true;
+  lastRun_.compressed = compressed;
+  lastRun_.seconds = seconds;
+  lastRun_.codecSeconds = call.encodeSeconds + call.combineSeconds + call.decodeSeconds;
+  if (!compressed) stats_.denseCalls++;
 }
 
 void CodecHandle::account(const CodecCall& call) {
@@ -258,6 +382,13 @@ void CodecHandle::account(const CodecCall& call) {
 CodecStats CodecHandle::stats() const {
   fetchState();
   CodecStats s = stats_;
+  if (policy_) {
+    s.phase = policy_->phase();
+    s.cfMin = policy_->cfMin();
+  }
+  s.linkDensePerByte = guard_.linkDensePerByte();
+  s.linkCompressedPerByte = guard_.linkCompressedPerByte();
+  s.codecPerByte = guard_.codecPerByte();
   double sq = 0;
   for (float v : residual_) sq += double(v) * v;
   s.residualNorm = std::sqrt(sq);
@@ -267,64 +398,20 @@ CodecStats CodecHandle::stats() const {
 // State format (native byte order; checkpoints move between runs, not architectures):
 //   "SQZCODEC" u32 version u32 dtype u64 count u64 calls  u32 n + spec string
 //   u32 arrays, each: u32 n + name, u64 elements, float[elements]
+//   version 2: u64 n + the adaptive policy's fields (n = 0 for other methods)
+// Version 1 (no policy section) still loads into a method without a policy. The pay-off guard's
+// figures are not saved: they describe this run's links, and a loaded codec measures afresh.
 namespace {
 
 constexpr char kStateMagic[8] = {'S', 'Q', 'Z', 'C', 'O', 'D', 'E', 'C'};
-constexpr uint32_t kStateVersion = 1;
-
-struct Writer {
-  std::vector<char>& out;
-  void bytes(const void* p, size_t n) {
-    if (n == 0) return;
-    const size_t at = out.size();
-    out.resize(at + n);
-    std::memcpy(out.data() + at, p, n);
-  }
-  template <class T>
-  void pod(T v) { bytes(&v, sizeof v); }
-  void str(const std::string& s) {
-    pod(static_cast<uint32_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-};
-
-struct Reader {
-  const char* p;
-  size_t left;
-  void need(size_t n) const {
-    if (n > left)
-      raise(ErrorCode::kInvalidArgument, "codec state is truncated: ", n, " more bytes needed, ",
-            left, " left. Pass the whole buffer sqzCodecSaveState wrote.");
-  }
-  void bytes(void* dst, size_t n) {
-    need(n);
-    if (n == 0) return;  // dst may be an empty array's null data()
-    std::memcpy(dst, p, n);
-    p += n;
-    left -= n;
-  }
-  template <class T>
-  T pod() {
-    T v;
-    bytes(&v, sizeof v);
-    return v;
-  }
-  std::string str() {
-    uint32_t n = pod<uint32_t>();
-    need(n);
-    std::string s(p, n);
-    p += n;
-    left -= n;
-    return s;
-  }
-};
+constexpr uint32_t kStateVersion = 2;
 
 }  // namespace
 
 std::vector<char> CodecHandle::saveState() const {
   fetchState();
   std::vector<char> out;
-  Writer w{out};
+  StateWriter w{out};
   w.bytes(kStateMagic, sizeof kStateMagic);
   w.pod(kStateVersion);
   w.pod(static_cast<uint32_t>(dtype_));
@@ -338,20 +425,24 @@ std::vector<char> CodecHandle::saveState() const {
     w.pod(static_cast<uint64_t>(vec->size()));
     w.bytes(vec->data(), vec->size() * sizeof(float));
   }
+  const std::vector<char> policy = policy_ ? policy_->save() : std::vector<char>{};
+  w.pod(static_cast<uint64_t>(policy.size()));
+  w.bytes(policy.data(), policy.size());
   return out;
 }
 
 void CodecHandle::loadState(const void* data, size_t bytes) {
   fetchState();  // a bad buffer leaves the codec as it was, in host memory too
-  Reader r{static_cast<const char*>(data), bytes};
+  StateReader r{static_cast<const char*>(data), bytes};
   char magic[8];
   r.bytes(magic, sizeof magic);
   if (std::memcmp(magic, kStateMagic, sizeof magic) != 0)
     raise(ErrorCode::kInvalidArgument, "this is not a codec state (bad magic); pass a buffer "
           "written by sqzCodecSaveState.");
-  if (uint32_t v = r.pod<uint32_t>(); v != kStateVersion)
-    raise(ErrorCode::kInvalidArgument, "codec state version ", v, " is not supported (this "
-          "library reads version ", kStateVersion, ").");
+  const uint32_t version = r.pod<uint32_t>();
+  if (version != kStateVersion && !(version == 1 && !policy_))
+    raise(ErrorCode::kInvalidArgument, "codec state version ", version, " is not supported "
+          "(this library reads version ", kStateVersion, policy_ ? "" : " and 1", ").");
   uint32_t dtype = r.pod<uint32_t>();
   uint64_t count = r.pod<uint64_t>();
   uint64_t calls = r.pod<uint64_t>();
@@ -378,9 +469,25 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
     loaded[i].resize(len);
     r.bytes(loaded[i].data(), len * sizeof(float));
   }
+  std::vector<char> policy;
+  if (version >= 2) {
+    const uint64_t len = r.pod<uint64_t>();
+    r.need(len);
+    policy.assign(r.p, r.p + len);
+    r.bytes(policy.data(), len);
+  }
   if (r.left != 0)
     raise(ErrorCode::kInvalidArgument, "codec state has ", r.left, " trailing bytes.");
+  if (policy_) {
+    policy_->load(policy.data(), policy.size());  // checks; the last step that can fail
+  } else if (!policy.empty()) {
+    raise(ErrorCode::kInvalidArgument, "codec state has an adaptive method's section; '",
+          spec_.method, "' has none. Load it into a codec created the same way.");
+  }
   for (uint32_t i = 0; i < n; ++i) *arrays[i].second = std::move(loaded[i]);
+  guard_ = PayoffGuard{};
+  lastRun_ = RunSample{};
+  lastCallStart_ = 0;
 #if SQZ_HAVE_CUDA
   if (device_) device_->current = DeviceState::Current::kHost;  // the next device call uploads
 #endif

@@ -5,8 +5,11 @@
 //
 // One compressed all-reduce, for chunk codecs:
 //   prepare   x = g + e into recvbuf, e = 0 (a method may change this: DGC's momentum)
-//   run       the tuner's algorithm, in place on recvbuf, with the chunk codec and a CodecCall
-//             whose residual receives what every encode on this rank drops
+//   adapt     (tensors of min_bytes and more) one small all-reduce of figures the ranks then
+//             agree on: an adaptive method's policy (GraVAC, Accordion: adaptive.h) picks the CF,
+//             and the pay-off guard (payoff_guard.h, auto_dense) whether compressing pays
+//   run       the tuner's algorithm, in place on recvbuf, with the chunk codec (or dense) and a
+//             CodecCall whose residual receives what every encode on this rank drops
 //   finish    statistics; method hooks (DGC's momentum factor masking)
 // Composite methods (PowerSGD) override allReduce and call the communicator's dense all-reduce.
 //
@@ -26,12 +29,42 @@
 #include <vector>
 
 #include "compress/codec.h"
+#include "compress/payoff_guard.h"
 #include "compress/spec.h"
 #include "core/types.h"
 
 namespace squeeze {
 
 class Communicator;
+
+// What an adaptive method (gravac, accordion) is doing, for the stats.
+enum class AdaptivePhase : int {
+  kStatic = 0,     // not an adaptive method
+  kExploring = 1,  // GraVAC: evaluating candidate CFs
+  kSettled = 2,    // GraVAC: every candidate evaluated, a CF chosen
+  kCritical = 3,   // Accordion: critical regime, low CF
+  kStable = 4,     // Accordion: stable regime, high CF
+};
+
+// An adaptive method's policy as the handle drives it on each call (adaptive.cc holds GraVAC's and
+// Accordion's). Figures are what this rank measured; the handle sums them over the ranks before
+// decide, so every rank decides the same.
+class AdaptivePolicy {
+ public:
+  virtual ~AdaptivePolicy() = default;
+  virtual size_t figureCount() const = 0;
+  // This rank's figures (figureCount doubles): from the gradient g as passed (before error
+  // feedback; called before prepare, which may overwrite it), then from x = g + e. Host memory.
+  virtual void measureGradient(const float* g, size_t n, double* figures) = 0;
+  virtual void measureInput(const float* x, size_t n, uint64_t call, double* figures) = 0;
+  // The CF of this call (1: dense) from the figures summed over nranks ranks; stepSeconds is the
+  // ranks' mean time from the previous call's start to this one's (0: not known).
+  virtual double decide(const double* summed, int nranks, double stepSeconds) = 0;
+  virtual AdaptivePhase phase() const = 0;
+  virtual double cfMin() const { return 0; }  // GraVAC's current lower CF
+  virtual std::vector<char> save() const = 0;
+  virtual void load(const char* data, size_t bytes) = 0;  // all or nothing
+};
 
 struct CodecStats {
   uint64_t calls = 0;
@@ -41,6 +74,15 @@ struct CodecStats {
   double residualNorm = 0;  // after the last call
   double encodeSeconds = 0, combineSeconds = 0, decodeSeconds = 0;
   double lastRatio = 0;
+  // Adaptive methods: the CF the last call used (1: dense; 0 for static methods), the phase, and
+  // GraVAC's current lower CF.
+  double cf = 0;
+  AdaptivePhase phase = AdaptivePhase::kStatic;
+  double cfMin = 0;
+  uint64_t denseCalls = 0;       // calls that ran dense: too small, the policy's or the guard's
+  uint64_t guardDenseCalls = 0;  // of which the pay-off guard's
+  // The guard's figures, seconds per tensor byte (0: not measured).
+  double linkDensePerByte = 0, linkCompressedPerByte = 0, codecPerByte = 0;
 };
 
 class CodecHandle {
@@ -74,11 +116,19 @@ class CodecHandle {
   std::vector<char> saveState() const;
   void loadState(const void* data, size_t bytes);
 
+  // The sparsifier's strength: the fraction of values sent from the next call on. False when the
+  // method has no such knob (adaptive methods need one: topk, randk, dgc).
+  virtual bool setDensity(double ratio) { return chunk_ && chunk_->setRatio(ratio); }
+  // Makes this handle the adaptive method `outer` (its spec, header id and hash) driven by
+  // policy (adaptive.cc, after building the base method's handle).
+  void adopt(const CodecSpec& outer, std::unique_ptr<AdaptivePolicy> policy);
+
  protected:
   // x = g + residual (when error feedback is on), residual = 0. x may alias g. stream: the
   // device call's stream (g, x and the state are then device memory), or null.
   virtual void prepare(const float* g, float* x, int nranks, device::GpuStream stream);
-  // After a call's schedule ran; out holds the result.
+  // After a call's schedule ran; out holds the result. compressedCall_ says whether it ran
+  // through the codec (false: dense, every value sent in full).
   virtual void finish(float* out, device::GpuStream stream) {
     (void)out;
     (void)stream;
@@ -108,7 +158,14 @@ class CodecHandle {
                   Codec& codec, CodecCall& call);
   // Adds a call's figures to the statistics.
   void account(const CodecCall& call);
-
+  // The adapt step (see the top): x is the call's input after prepare (policyFigures_ holds what
+  // the policy measured of the gradient before it). Sets the base's density and returns whether
+  // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
+  bool adapt(Communicator& comm, const float* x, device::GpuStream stream, CodecCall& call);
+  // The run step's time, for the guard's next decision (and the dense-call counts).
+  void recordRun(bool compressed, double seconds, const CodecCall& call);
+  // Whether this call's tensor is under min_bytes (it then travels dense, with no adapt step).
+  bool tooSmall(const Communicator& comm) const;
   CodecSpec spec_;
   size_t count_;
   DataType dtype_;
@@ -120,6 +177,17 @@ class CodecHandle {
   uint8_t methodId_ = 0;
   uint32_t specHash_ = 0;
   CodecStats stats_;
+  std::unique_ptr<AdaptivePolicy> policy_;  // adaptive methods only
+  bool autoDense_ = false;                  // the pay-off guard (lossy methods)
+  bool compressedCall_ = true;              // the current call's run step (for finish)
+  PayoffGuard guard_;
+  // The previous run step, averaged over the ranks at the next adapt step.
+  struct RunSample {
+    bool valid = false, compressed = false;
+    double seconds = 0, codecSeconds = 0;
+  } lastRun_;
+  double lastCallStart_ = 0;  // steady-clock seconds at the previous call's start (0: none)
+  std::vector<double> policyFigures_;  // this call's, from measureGradient and measureInput
 
  private:
   // The state arrays, residual first (empty ones included), as saved.

@@ -110,14 +110,21 @@ class PowerSgdHandle final : public CodecHandle {
     auto t0 = Clock::now();
     prepare(static_cast<const float*>(in), x, comm.size(), stream);  // x = M = g + e; e = 0
     call.norms.inputSq = SQZ_KERNEL(stream, SquaredNorm, x, count_);
-    const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
-    if (!lowRank_ || double(count_) * sizeof(float) < minBytes) {
+    call.encodeSeconds += secondsSince(t0);
+    // Too small or a degenerate view: dense, with no adapt step; else the pay-off guard decides.
+    const bool eligible = lowRank_ && !tooSmall(comm);
+    const bool compress = eligible && adapt(comm, x, stream, call);
+    t0 = Clock::now();
+    if (!compress) {
       call.norms.sentSq = call.norms.inputSq;
-      call.encodeSeconds += secondsSince(t0);
       dense(comm, x, count_, op, call);  // exact: e stays 0
     } else {
       lowRank(comm, x, op, call, t0, stream);
     }
+    if (eligible)
+      recordRun(compress, secondsSince(t0), call);
+    else
+      stats_.denseCalls++;
     synchronize(stream, "PowerSGD's last pass on the GPU");
     account(call);
     ++calls_;

@@ -33,6 +33,10 @@ class RandkCodec final : public Codec {
   RandkCodec(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {}
   uint8_t id() const override { return 8; }
   const char* name() const override { return "randk"; }
+  bool setRatio(double ratio) override {
+    ratio_ = ratio;
+    return true;
+  }
   size_t maxEncodedBytes(size_t count, DataType) const override {
     return 4 * keepCount(ratio_, count);
   }

@@ -1,4 +1,6 @@
 // The table of codec methods: one line registers a method (see codecs.h).
+#include <algorithm>
+
 #include "common/error.h"
 #include "common/strings.h"
 #include "compress/codecs.h"
@@ -27,6 +29,8 @@ const std::vector<CodecMethod>& codecMethods() {
       {"threshold", 9, "threshold", "every value with |v| >= threshold", true, chunked<makeThresholdCodec>},
       {"dgc", 10, "ratio,momentum,clip,warmup,sample", "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up", true, makeDgcHandle},
       {"powersgd", 11, "rank,cols,seed", "low-rank P Q^T by power iteration", true, makePowerSgd},
+      {"gravac", 12, "base,cf_min,cf_max,step,window,eps,omega", "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput", true, makeGravac},
+      {"accordion", 13, "base,cf_low,cf_high,interval,eta", "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), high CF otherwise", true, makeAccordion},
   };
   return table;
 }
@@ -57,17 +61,26 @@ std::unique_ptr<CodecHandle> createCodecHandle(const CodecSpec& spec, size_t cou
     raise(ErrorCode::kInvalidArgument, "unknown codec method '", spec.method, "'; choose from ",
           codecMethodList(), ".");
   std::vector<std::string> allowed = split(method->keys, ',');
-  if (method->lossy) {
-    allowed.push_back("ef");
-    allowed.push_back("min_bytes");
-  }
+  if (method->lossy)
+    for (const char* key : {"ef", "min_bytes", "auto_dense"}) allowed.push_back(key);
+  // An adaptive method also takes its base's keys (the base's maker checks its values).
+  const bool adaptive = std::find(allowed.begin(), allowed.end(), "base") != allowed.end();
+  if (adaptive && spec.base)
+    if (const CodecMethod* base = findCodecMethod(*spec.base))
+      for (const std::string& key : split(base->keys, ','))
+        if (key != "ratio") allowed.push_back(key);
+  if (spec.base && !adaptive)
+    raise(ErrorCode::kInvalidArgument, "codec ", method->name, " does not take 'base'; only "
+          "the adaptive methods (gravac, accordion) have a base method.");
   for (const std::string& key : spec.keysSet()) {
     bool ok = false;
     for (const auto& a : allowed) ok |= a == key;
-    if (!ok)
+    if (!ok) {
+      std::string keys;
+      for (const auto& a : allowed) keys += strCat(keys.empty() ? "" : ", ", a);
       raise(ErrorCode::kInvalidArgument, "codec ", method->name, " does not take '", key,
-            "'; its keys are ", allowed.empty() ? "none" : strCat(method->keys,
-            method->lossy ? (method->keys[0] ? ", ef, min_bytes" : "ef, min_bytes") : ""), ".");
+            "'; its keys are ", keys.empty() ? "none" : keys, ".");
+    }
   }
   // A whole number of bytes, as a spec string can say it (sqzCodecConfig_t.minBytes is a double):
   // the canonical string, hashed into headers and saved with the state, must parse back.

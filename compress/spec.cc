@@ -10,18 +10,22 @@
 
 namespace squeeze {
 
-const char* const kCodecKeys[13] = {"ratio",    "levels", "block", "threshold", "sample",
-                                    "momentum", "clip",   "warmup", "rank",     "cols",
-                                    "ef",       "min_bytes", "seed"};
+const char* const kCodecKeys[kNumCodecKeys] = {
+    "ratio", "levels", "block",  "threshold", "sample",   "momentum", "clip",     "warmup",
+    "rank",  "cols",   "ef",     "min_bytes", "seed",     "cf_min",   "cf_max",   "step",
+    "window", "eps",   "omega",  "cf_low",    "cf_high",  "interval", "eta",      "auto_dense"};
 
 namespace {
 
 std::optional<double> CodecSpec::*slotOf(const std::string& key) {
-  static std::optional<double> CodecSpec::*const slots[13] = {
-      &CodecSpec::ratio, &CodecSpec::levels, &CodecSpec::block, &CodecSpec::threshold,
-      &CodecSpec::sample, &CodecSpec::momentum, &CodecSpec::clip, &CodecSpec::warmup,
-      &CodecSpec::rank, &CodecSpec::cols, &CodecSpec::ef, &CodecSpec::minBytes, &CodecSpec::seed};
-  for (int i = 0; i < 13; ++i)
+  static std::optional<double> CodecSpec::*const slots[kNumCodecKeys] = {
+      &CodecSpec::ratio,    &CodecSpec::levels, &CodecSpec::block,    &CodecSpec::threshold,
+      &CodecSpec::sample,   &CodecSpec::momentum, &CodecSpec::clip,   &CodecSpec::warmup,
+      &CodecSpec::rank,     &CodecSpec::cols,   &CodecSpec::ef,       &CodecSpec::minBytes,
+      &CodecSpec::seed,     &CodecSpec::cfMin,  &CodecSpec::cfMax,    &CodecSpec::step,
+      &CodecSpec::window,   &CodecSpec::eps,    &CodecSpec::omega,    &CodecSpec::cfLow,
+      &CodecSpec::cfHigh,   &CodecSpec::interval, &CodecSpec::eta,    &CodecSpec::autoDense};
+  for (int i = 0; i < kNumCodecKeys; ++i)
     if (key == kCodecKeys[i]) return slots[i];
   return nullptr;
 }
@@ -54,14 +58,25 @@ CodecSpec CodecSpec::parse(const std::string& text) {
     size_t eq = item.find('=');
     std::string key = trim(item.substr(0, eq));
     auto slot = slotOf(key);
-    if (!slot)
+    if (!slot && key != "base") {
+      std::string keys = "base";
+      for (const char* k : kCodecKeys) keys += strCat(", ", k);
       raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': unknown key '", key,
-            "'; keys are ratio, levels, block, threshold, sample, momentum, clip, warmup, rank, "
-            "cols, ef, min_bytes, seed.");
+            "'; keys are ", keys, ".");
+    }
     if (eq == std::string::npos)
       raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': key '", key,
             "' has no value; write ", key, "=VALUE.");
     std::string value = trim(item.substr(eq + 1));
+    if (key == "base") {
+      if (value.empty() || value.find_first_of(":=") != std::string::npos)
+        raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': base = '", value,
+              "' is not a method name; write e.g. base=topk and give topk's keys beside it.");
+      if (spec.base)
+        raise(ErrorCode::kInvalidArgument, "codec spec '", text, "': key 'base' given twice.");
+      spec.base = value;
+      continue;
+    }
     double v = 0;
     if (key == "min_bytes") {
       auto bytes = parseBytes(value);
@@ -89,6 +104,10 @@ CodecSpec CodecSpec::parse(const std::string& text) {
 std::string CodecSpec::str() const {
   std::string out = method;
   const char* sep = ":";
+  if (base) {
+    out += strCat(sep, "base=", *base);
+    sep = ",";
+  }
   for (const char* key : kCodecKeys) {
     const auto& slot = this->*slotOf(key);
     if (!slot) continue;
@@ -102,8 +121,19 @@ std::string CodecSpec::str() const {
   return out;
 }
 
+CodecSpec CodecSpec::without(const std::string& newMethod,
+                             const std::vector<std::string>& drop) const {
+  CodecSpec out = *this;
+  out.method = newMethod;
+  out.base.reset();
+  for (const std::string& key : drop)
+    if (auto slot = slotOf(key)) (out.*slot).reset();
+  return out;
+}
+
 std::vector<std::string> CodecSpec::keysSet() const {
   std::vector<std::string> keys;
+  if (base) keys.push_back("base");
   for (const char* key : kCodecKeys)
     if (this->*slotOf(key)) keys.push_back(key);
   return keys;

@@ -73,8 +73,11 @@ class TopkCodec final : public Codec {
   // id/name: what the header and errors carry ("topk", or "dgc" when DGC drives it).
   TopkCodec(uint8_t id, const char* name, double ratio, bool sampled)
       : id_(id), name_(name), ratio_(ratio), sampled_(sampled) {}
-  // DGC's warm-up changes the ratio between calls (never during one).
-  void setRatio(double ratio) { ratio_ = ratio; }
+  // DGC's warm-up and the adaptive methods change the ratio between calls (never during one).
+  bool setRatio(double ratio) override {
+    ratio_ = ratio;
+    return true;
+  }
   double ratio() const { return ratio_; }
 
   uint8_t id() const override { return id_; }

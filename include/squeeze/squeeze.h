@@ -347,7 +347,8 @@ typedef struct {
   unsigned int magic;    /**< Set by the initializer. */
   unsigned int version;  /**< SQZ_VERSION_CODE the caller was compiled with. */
   const char* method;    /**< "dense", "fp16", "bf16", "int8", "qsgd", "onebit", "terngrad",
-                              "topk", "randk", "threshold", "dgc", "powersgd". */
+                              "topk", "randk", "threshold", "dgc", "powersgd", "gravac",
+                              "accordion". */
   double ratio;          /**< Sparsifiers: fraction of values sent (key ratio). */
   double levels;         /**< qsgd: quantization levels s (key levels). */
   double block;          /**< Quantizers: values per scale block (key block). */
@@ -361,6 +362,19 @@ typedef struct {
   double errorFeedback;  /**< 1 on, 0 off (key ef); on by default for lossy codecs. */
   double minBytes;       /**< Tensors smaller than this travel dense (key min_bytes). */
   double seed;           /**< randk/qsgd/terngrad/powersgd random streams (key seed). */
+  /* Added in 0.1 with the adaptive methods; read only when size covers them. */
+  const char* base;      /**< gravac/accordion: the sparsifier they drive, "topk" (default),
+                              "randk" or "dgc" (key base). NULL: the default. */
+  double cfMin, cfMax;   /**< gravac: the CF exploration space (keys cf_min, cf_max). */
+  double step;           /**< gravac: compression step c_s between candidates (key step). */
+  double window;         /**< gravac: calls per window w (key window). */
+  double eps;            /**< gravac: gain threshold epsilon (key eps). */
+  double omega;          /**< gravac: saturation threshold omega (key omega). */
+  double cfLow, cfHigh;  /**< accordion: CFs of critical and stable regimes (cf_low, cf_high). */
+  double interval;       /**< accordion: calls per interval (key interval). */
+  double eta;            /**< accordion: norm-change threshold (key eta). */
+  double autoDense;      /**< Lossy codecs: 1 runs a call dense when compressing does not pay
+                              (the default, SQZ_CODEC_AUTO_DENSE), 0 always compresses. */
 } sqzCodecConfig_t;
 
 #define SQZ_CODEC_CONFIG_MAGIC 0x53515a44u
@@ -369,14 +383,17 @@ typedef struct {
     sizeof(sqzCodecConfig_t), SQZ_CODEC_CONFIG_MAGIC, SQZ_VERSION_CODE, NULL,                \
         SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, \
         SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, \
-        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF                                    \
+        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, NULL, SQZ_CODEC_UNDEF,            \
+        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, \
+        SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF, SQZ_CODEC_UNDEF  \
   }
 
 /**
  * Creates a codec for one tensor of count elements of datatype, used with comm. spec is
  * "method" or "method:key=value,key=value" (see sqzCodecConfig_t for the keys), e.g.
  * "topk:ratio=0.001", "dgc:ratio=0.001,momentum=0.9,clip=5,warmup=200", "qsgd:levels=16",
- * "onebit", "powersgd:rank=4", "fp16". Lossy codecs take float32 tensors. Not collective, but
+ * "onebit", "powersgd:rank=4", "fp16", "gravac:base=topk,cf_min=10,cf_max=1000",
+ * "accordion:base=topk,cf_low=10,cf_high=1000". Lossy codecs take float32 tensors. Not collective, but
  * every rank must create the same codec for the same tensor.
  * @return sqzInvalidArgument with a message naming the bad key or value.
  */
@@ -409,7 +426,24 @@ typedef struct {
   double combineSeconds;   /**< Time in the fused decode-reduce. */
   double decodeSeconds;    /**< Time decoding final payloads. */
   double lastRatio;        /**< ratio of the last call. */
+  /* The adaptive methods and the pay-off guard (added in 0.1 with them). */
+  double cf;               /**< gravac/accordion: the CF (values per value sent) the last call
+                                used, 1 when it ran dense; 0 for other methods. */
+  int phase;               /**< SQZ_CODEC_PHASE_*: what an adaptive method is doing. */
+  double cfMin;            /**< gravac: the lower CF of the pair it probes (its cf_min now). */
+  uint64_t denseCalls;     /**< Calls that ran dense (too small, the policy's or the guard's). */
+  uint64_t guardDenseCalls; /**< Of which the pay-off guard (auto_dense) sent dense. */
+  double linkDensePerByte;      /**< Guard: a dense call's seconds per tensor byte. */
+  double linkCompressedPerByte; /**< Guard: a compressed call's link seconds per tensor byte. */
+  double codecPerByte;          /**< Guard: a compressed call's codec seconds per tensor byte. */
 } sqzCodecStats_t;
+
+/** sqzCodecStats_t.phase. */
+#define SQZ_CODEC_PHASE_STATIC 0    /**< Not an adaptive method. */
+#define SQZ_CODEC_PHASE_EXPLORING 1 /**< gravac: evaluating candidate CFs. */
+#define SQZ_CODEC_PHASE_SETTLED 2   /**< gravac: every candidate evaluated, one chosen. */
+#define SQZ_CODEC_PHASE_CRITICAL 3  /**< accordion: critical regime, low CF. */
+#define SQZ_CODEC_PHASE_STABLE 4    /**< accordion: stable regime, high CF. */
 
 SQZ_API sqzResult_t sqzCodecGetStats(sqzCodec_t codec, sqzCodecStats_t* stats);
 

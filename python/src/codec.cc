@@ -83,6 +83,11 @@ py::dict Codec::stats() {
   d["combine_seconds"] = st.combineSeconds;
   d["decode_seconds"] = st.decodeSeconds;
   d["last_ratio"] = st.lastRatio;
+  d["cf"] = st.cf;
+  d["phase"] = st.phase;
+  d["cf_min"] = st.cfMin;
+  d["dense_calls"] = st.denseCalls;
+  d["guard_dense_calls"] = st.guardDenseCalls;
   return d;
 }
 

@@ -706,6 +706,20 @@ sqzResult_t sqzCodecCreateConfig(sqzCodec_t* codec, const sqzCodecConfig_t* conf
     set(spec.ef, config->errorFeedback);
     set(spec.minBytes, config->minBytes);
     set(spec.seed, config->seed);
+    if (config->size >= offsetof(sqzCodecConfig_t, autoDense) + sizeof(config->autoDense)) {
+      if (config->base) spec.base = config->base;
+      set(spec.cfMin, config->cfMin);
+      set(spec.cfMax, config->cfMax);
+      set(spec.step, config->step);
+      set(spec.window, config->window);
+      set(spec.eps, config->eps);
+      set(spec.omega, config->omega);
+      set(spec.cfLow, config->cfLow);
+      set(spec.cfHigh, config->cfHigh);
+      set(spec.interval, config->interval);
+      set(spec.eta, config->eta);
+      set(spec.autoDense, config->autoDense);
+    }
   });
   if (r != sqzSuccess) {
     if (codec) *codec = nullptr;
@@ -777,6 +791,14 @@ sqzResult_t sqzCodecGetStats(sqzCodec_t codec, sqzCodecStats_t* stats) {
     stats->combineSeconds = s.combineSeconds;
     stats->decodeSeconds = s.decodeSeconds;
     stats->lastRatio = s.lastRatio;
+    stats->cf = s.cf;
+    stats->phase = static_cast<int>(s.phase);
+    stats->cfMin = s.cfMin;
+    stats->denseCalls = s.denseCalls;
+    stats->guardDenseCalls = s.guardDenseCalls;
+    stats->linkDensePerByte = s.linkDensePerByte;
+    stats->linkCompressedPerByte = s.linkCompressedPerByte;
+    stats->codecPerByte = s.codecPerByte;
   });
 }
 

@@ -43,6 +43,12 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "each call's description around a ring first (one latency), catching a different root.")  \
   X(codecMinBytes, kBytes, "SQZ_CODEC_MIN_BYTES", "16K",                                      \
     "Compressed all-reduce: tensors smaller than this travel dense (codec key min_bytes).")   \
+  X(codecAutoDense, kInt, "SQZ_CODEC_AUTO_DENSE", "1",                                        \
+    "Compressed all-reduce: 1 runs a call dense when compressing costs more time than it "    \
+    "saves (measured per codec; codec key auto_dense), 0 always compresses.")                 \
+  X(codecDelayUs, kInt, "SQZ_CODEC_DELAY_US", "0",                                         \
+    "Testing: adds this many microseconds of encode time to every compressed call, to make a " \
+    "codec artificially slow (the pay-off guard's test). 0: none.")                           \
   X(tcpLatencyUs, kDouble, "SQZ_TCP_LATENCY_US", "40", "Tuner: tcp latency per message (us).")  \
   X(tcpGbps, kDouble, "SQZ_TCP_GBPS", "1.2", "Tuner: tcp bandwidth per rank (GB/s).")            \
   X(shmLatencyUs, kDouble, "SQZ_SHM_LATENCY_US", "8", "Tuner: shm latency per message (us).")   \

@@ -41,6 +41,14 @@ CommConfig CommConfig::fromParams(const Params& p) {
           " is out of range; use 4K to 1G.");
   c.chunkBytes = p.chunkBytes;
   c.codecMinBytes = p.codecMinBytes;
+  if (p.codecAutoDense != 0 && p.codecAutoDense != 1)
+    raise(ErrorCode::kInvalidArgument, "SQZ_CODEC_AUTO_DENSE=", p.codecAutoDense,
+          " must be 1 (run a call dense when compressing does not pay) or 0 (always compress).");
+  c.codecAutoDense = p.codecAutoDense == 1;
+  if (!(p.codecDelayUs >= 0 && p.codecDelayUs <= 60e6))
+    raise(ErrorCode::kInvalidArgument, "SQZ_CODEC_DELAY_US=", p.codecDelayUs,
+          " is out of range; use 0 (none) to 60000000.");
+  c.codecDelayUs = p.codecDelayUs;
   if (p.shmBufferBytes < 65536 || p.shmBufferBytes > kMaxShmBufferBytes)
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_BUFFER_BYTES=", p.shmBufferBytes,
           " is out of range; use 64K to 1G.");

@@ -25,6 +25,8 @@ struct CommConfig {
   std::string algoSpec;  // SQZ_ALGO
   bool fullCheck = false;  // SQZ_CHECK_MODE=full
   size_t codecMinBytes = 16 << 10;
+  bool codecAutoDense = true;  // SQZ_CODEC_AUTO_DENSE
+  double codecDelayUs = 0;     // SQZ_CODEC_DELAY_US (whole microseconds)
   // The GPU this communicator's device calls run on (-1: none; host memory only). Set at init
   // from sqzConfig_t.device or the caller's current device when a GPU is usable.
   int device = -1;

@@ -56,6 +56,10 @@ State stateOf(sqzCodec_t codec) {
     at += len * sizeof(float);
     s.arrays[name] = std::move(v);
   }
+  uint64_t policyBytes;  // version 2: the adaptive policy's section (empty for dgc)
+  std::memcpy(&policyBytes, &buf[at], 8);
+  EXPECT_EQ(policyBytes, 0u);
+  at += 8;
   EXPECT_EQ(at, buf.size());
   return s;
 }

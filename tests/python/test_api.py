@@ -275,7 +275,8 @@ def test_codec(comm):
             same(row, buf, f"topk in place, rank {r}")
         stats = codec.stats()
         keys = {"calls", "wire_bytes", "dense_bytes", "ratio", "gain", "residual_norm",
-                "encode_seconds", "combine_seconds", "decode_seconds", "last_ratio"}
+                "encode_seconds", "combine_seconds", "decode_seconds", "last_ratio",
+                "cf", "phase", "cf_min", "dense_calls", "guard_dense_calls"}
         assert set(stats) == keys, f"stats keys: {sorted(stats)}"
         assert stats["calls"] == 2 and stats["dense_bytes"] > stats["wire_bytes"] > 0, stats
         assert stats["residual_norm"] > 0, "topk with error feedback left no residual"

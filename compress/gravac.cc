@@ -1,0 +1,153 @@
+// GraVAC's state machine (see gravac.h): rules 1-4 and the saved form of its fields.
+#include "compress/gravac.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "compress/state_bytes.h"
+
+namespace squeeze {
+namespace {
+
+constexpr uint32_t kGravacMagic = 0x43565247;  // "GRVC"
+
+}  // namespace
+
+GravacPolicy::GravacPolicy(const GravacParams& p) : p_(p) {
+  SQZ_ENFORCE(p_.cfMin >= 1 && p_.cfMax >= p_.cfMin * p_.step && p_.step > 1 && p_.window >= 1,
+              "GravacParams unchecked");
+  // cf_min * c_s^j <= cf_max, with a relative slack so 10 * 10^2 counts as 1000.
+  size_t n = 1;
+  while (p_.cfMin * std::pow(p_.step, double(n)) <= p_.cfMax * (1 + 1e-9)) ++n;
+  table_.resize(n);
+}
+
+double GravacPolicy::candidate(size_t j) const { return p_.cfMin * std::pow(p_.step, double(j)); }
+
+double GravacPolicy::lower() const {
+  if (phase_ == Phase::kExploring) return candidate(level_);
+  return std::max(1.0, candidate(chosen_) / p_.step);
+}
+
+double GravacPolicy::compressionThroughput(size_t j) const {
+  const Measured& m = table_[j];
+  if (m.steps == 0 || m.gains == 0) return 0;
+  return (m.throughputSum / double(m.steps)) * (m.gainSum / double(m.gains));
+}
+
+size_t GravacPolicy::chooseSaturated() const {
+  double best = 0;
+  for (size_t j = 0; j < table_.size(); ++j) best = std::max(best, compressionThroughput(j));
+  if (!(best > 0)) return level_ + 1;  // nothing measured: the last upper CF
+  for (size_t j = 0; j < table_.size(); ++j)
+    if (compressionThroughput(j) >= (1 - p_.omega) * best) return j;
+  return table_.size() - 1;  // not reached: the best itself qualifies
+}
+
+GravacPolicy::Decision GravacPolicy::step(double deltaMin, double deltaC, double stepSeconds) {
+  // Rule 2, the step side: the previous call's step ran at lastCf_.
+  auto indexOf = [&](double cf) -> long {
+    for (size_t j = 0; j < table_.size(); ++j)
+      if (std::fabs(candidate(j) - cf) <= 1e-9 * cf) return long(j);
+    return -1;
+  };
+  if (stepSeconds > 0)
+    if (long j = indexOf(lastCf_); j >= 0) {
+      table_[j].throughputSum += 1.0 / stepSeconds;
+      table_[j].steps++;
+    }
+
+  // Rule 1.
+  Decision d;
+  if (deltaC >= p_.eps) {
+    d = {upper(), deltaC};
+  } else if (deltaMin >= p_.eps) {
+    d = {lower(), deltaMin};
+  }
+  if (d.cf <= 1) d = {1, 1};  // settled at the first candidate: lower may be 1, i.e. dense
+  // Rule 2, the gain side.
+  if (long j = indexOf(d.cf); j >= 0) {
+    table_[j].gainSum += d.gain;
+    table_[j].gains++;
+  }
+  lastCf_ = d.cf;
+
+  // Rules 3 and 4, at the end of a window.
+  if (phase_ == Phase::kExploring) {
+    windowDeltaMin_ += deltaMin;
+    windowDeltaC_ += deltaC;
+    if (++windowCalls_ == p_.window) {
+      const double meanMin = windowDeltaMin_ / double(p_.window);
+      const double meanC = windowDeltaC_ / double(p_.window);
+      windowCalls_ = 0;
+      windowDeltaMin_ = windowDeltaC_ = 0;
+      const bool saturated = meanMin > 0 && p_.omega >= std::fabs((meanMin - meanC) / meanMin);
+      if (saturated) {
+        if (level_ + 2 < table_.size()) {
+          ++level_;  // the new pair (lower * c_s, lower * c_s^2) fits the space
+        } else {
+          chosen_ = static_cast<uint32_t>(chooseSaturated());
+          phase_ = Phase::kSettled;
+        }
+      }
+    }
+  }
+  return d;
+}
+
+std::vector<char> GravacPolicy::save() const {
+  std::vector<char> out;
+  StateWriter w{out};
+  w.pod(kGravacMagic);
+  w.pod(static_cast<uint32_t>(phase_));
+  w.pod(level_);
+  w.pod(chosen_);
+  w.pod(windowCalls_);
+  w.pod(windowDeltaMin_);
+  w.pod(windowDeltaC_);
+  w.pod(lastCf_);
+  w.pod(static_cast<uint64_t>(table_.size()));
+  for (const Measured& m : table_) {
+    w.pod(m.throughputSum);
+    w.pod(m.gainSum);
+    w.pod(m.steps);
+    w.pod(m.gains);
+  }
+  return out;
+}
+
+void GravacPolicy::load(const char* data, size_t bytes) {
+  StateReader r{data, bytes};
+  GravacPolicy next = *this;
+  if (r.pod<uint32_t>() != kGravacMagic)
+    raise(ErrorCode::kInvalidArgument, "codec state: the gravac section is not GraVAC's; pass "
+          "the whole buffer sqzCodecSaveState wrote.");
+  const uint32_t phase = r.pod<uint32_t>();
+  next.level_ = r.pod<uint32_t>();
+  next.chosen_ = r.pod<uint32_t>();
+  next.windowCalls_ = r.pod<uint64_t>();
+  next.windowDeltaMin_ = r.pod<double>();
+  next.windowDeltaC_ = r.pod<double>();
+  next.lastCf_ = r.pod<double>();
+  const uint64_t n = r.pod<uint64_t>();
+  if (n != table_.size() || (phase != 1 && phase != 2) || next.level_ + 1 >= n ||
+      next.chosen_ >= n || next.windowCalls_ >= p_.window)
+    raise(ErrorCode::kInvalidArgument, "codec state: the gravac section (", n, " candidates, "
+          "phase ", phase, ", level ", next.level_, ") does not fit this codec's ", table_.size(),
+          " candidates and window ", p_.window, "; load it into a codec created from the same "
+          "spec.");
+  next.phase_ = static_cast<Phase>(phase);
+  for (Measured& m : next.table_) {
+    m.throughputSum = r.pod<double>();
+    m.gainSum = r.pod<double>();
+    m.steps = r.pod<uint64_t>();
+    m.gains = r.pod<uint64_t>();
+  }
+  if (r.left != 0)
+    raise(ErrorCode::kInvalidArgument, "codec state: the gravac section has ", r.left,
+          " trailing bytes.");
+  *this = next;
+}
+
+}  // namespace squeeze

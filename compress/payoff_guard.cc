@@ -1,0 +1,59 @@
+// PayoffGuard (see payoff_guard.h): the decision and its probe schedule.
+#include "compress/payoff_guard.h"
+
+#include <algorithm>
+
+namespace squeeze {
+namespace {
+
+constexpr uint64_t kWarmupCalls = 4;  // compressed, dense, compressed, dense
+constexpr uint64_t kFirstInterval = 64;
+constexpr uint64_t kMaxInterval = 4096;
+
+}  // namespace
+
+void PayoffGuard::Average::add(double v) {
+  // The first figure of a mode is replaced by the second (warm-up), then an even average.
+  value = samples <= 1 ? v : 0.5 * value + 0.5 * v;
+  ++samples;
+}
+
+void PayoffGuard::record(const Sample& s, double tensorBytes) {
+  if (!(tensorBytes > 0)) return;
+  if (s.compressed) {
+    codec_.add(s.codecSeconds / tensorBytes);
+    linkCompressed_.add(std::max(0.0, s.seconds - s.codecSeconds) / tensorBytes);
+  } else {
+    linkDense_.add(s.seconds / tensorBytes);
+  }
+}
+
+bool PayoffGuard::pays() const {
+  if (linkDense_.samples == 0 || codec_.samples == 0) return true;  // not measured yet
+  return codec_.value + linkCompressed_.value < linkDense_.value;
+}
+
+bool PayoffGuard::nextCompresses() {
+  const uint64_t call = calls_++;
+  bool compress;
+  if (call < kWarmupCalls) {
+    compress = call % 2 == 0;
+  } else {
+    const bool decision = pays();
+    if (call == kWarmupCalls || decision != lastDecision_) {  // a new decision: probe soon
+      interval_ = kFirstInterval;
+      nextProbe_ = call + interval_;
+    }
+    lastDecision_ = decision;
+    compress = decision;
+    if (call == nextProbe_) {  // re-measure the other mode; the decision held: wait longer
+      compress = !decision;
+      interval_ = std::min(interval_ * 2, kMaxInterval);
+      nextProbe_ = call + interval_;
+    }
+  }
+  if (!compress) ++denseCalls_;
+  return compress;
+}
+
+}  // namespace squeeze
