@@ -20,11 +20,18 @@ void PayoffGuard::Average::add(double v) {
 
 void PayoffGuard::record(const Sample& s, double tensorBytes) {
   if (!(tensorBytes > 0)) return;
+  // A probe of the mode not chosen replaces that mode's figures: the last ones are a probe
+  // interval old, and the probe is all there is to notice a change with.
+  const bool probe = calls_ > kWarmupCalls && s.compressed != lastDecision_;
+  auto put = [&](Average& a, double v) {
+    if (probe) a.samples = 0;
+    a.add(v);
+  };
   if (s.compressed) {
-    codec_.add(s.codecSeconds / tensorBytes);
-    linkCompressed_.add(std::max(0.0, s.seconds - s.codecSeconds) / tensorBytes);
+    put(codec_, s.codecSeconds / tensorBytes);
+    put(linkCompressed_, std::max(0.0, s.seconds - s.codecSeconds) / tensorBytes);
   } else {
-    linkDense_.add(s.seconds / tensorBytes);
+    put(linkDense_, s.seconds / tensorBytes);
   }
 }
 

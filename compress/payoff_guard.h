@@ -14,9 +14,9 @@
 // mode's first figure is replaced by its second: first calls pay for allocations and connection
 // warm-up); after that each figure is an even moving average of the calls of its mode. The mode
 // not chosen is re-measured by one probe call after 64 calls, then after twice as many each time
-// the decision stays the same (up to every 4096 calls), back to 64 when it flips: a link that
-// slows down (or a codec that speeds up) is noticed, for at most 1/64 of the calls spent on the
-// slower mode.
+// the decision stays the same (up to every 4096 calls), back to 64 when it flips; a probe's
+// figures replace that mode's old ones. A link that slows down (or a codec that speeds up) is
+// noticed at the next probe, for at most 1/64 of the calls spent on the slower mode.
 #pragma once
 
 #include <cstdint>

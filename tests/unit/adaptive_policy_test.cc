@@ -1,0 +1,232 @@
+// The adaptive methods' decisions on scripted inputs, with no network: GraVAC's state machine
+// (compress/gravac.h) against the CFs the seed's rules give step by step, Accordion's switches
+// (compress/accordion.h) on a scripted norm sequence, the pay-off guard (compress/payoff_guard.h)
+// on scripted timings, and each policy's save/load: a reloaded policy continues bit for bit, a bad
+// buffer is refused and changes nothing.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "common/error.h"
+#include "compress/accordion.h"
+#include "compress/gravac.h"
+#include "compress/payoff_guard.h"
+
+namespace squeeze {
+namespace {
+
+// The scripted run: per call, the gains the probe would report, and a "system" whose step time
+// depends on the CF the previous call used (higher CF, shorter step).
+struct GravacInput {
+  double deltaMin, deltaC;
+};
+double stepTimeFor(double cf) {
+  if (cf == 1) return 1.0;
+  if (cf == 10) return 0.5;
+  if (cf == 20) return 0.4;
+  if (cf == 40) return 0.3;
+  if (cf == 80) return 0.25;
+  return 0.24;  // 160
+}
+
+GravacParams scriptParams() {
+  GravacParams p;
+  p.cfMin = 10;
+  p.cfMax = 160;  // candidates 10, 20, 40, 80, 160
+  p.step = 2;
+  p.window = 3;
+  p.eps = 0.7;
+  p.omega = 0.05;
+  return p;
+}
+
+const std::vector<GravacInput> kScript = {
+    // window 1, pair (10, 20): one call per rule-1 branch; window means 0.8 / 0.633: the gain is
+    // not saturated (0.21 > omega), lower stays 10
+    {0.9, 0.8}, {0.9, 0.6}, {0.6, 0.5},
+    // window 2: saturated (0.022) -> scale up to (20, 40)
+    {0.9, 0.88}, {0.9, 0.88}, {0.9, 0.88},
+    // window 3: saturated -> (40, 80)
+    {0.88, 0.86}, {0.88, 0.86}, {0.88, 0.86},
+    // window 4: saturated -> (80, 160), the last pair in [cf_min, cf_max]
+    {0.86, 0.85}, {0.86, 0.85}, {0.86, 0.85},
+    // window 5: 0.059 > omega: stays
+    {0.85, 0.80}, {0.85, 0.80}, {0.85, 0.80},
+    // window 6: saturated with no pair left: every candidate evaluated, choose where
+    // T_compression saturates, then settle on the pair (chosen / 2, chosen)
+    {0.85, 0.84}, {0.85, 0.84}, {0.85, 0.84},
+    // settled on (40, 80): eps still scales each call down
+    {0.85, 0.80}, {0.80, 0.60}, {0.50, 0.40},
+};
+const std::vector<double> kExpectedCf = {20, 10, 1,  20,  20,  20,  40, 40, 40, 80, 80,
+                                         80, 160, 160, 160, 160, 160, 160, 80, 40, 1};
+
+TEST(Gravac, FollowsTheSeedsRulesOnAScriptedRun) {
+  GravacPolicy g(scriptParams());
+  ASSERT_EQ(g.candidates(), 5u);
+  double lastCf = 0;
+  for (size_t i = 0; i < kScript.size(); ++i) {
+    const double seconds = i == 0 ? 0 : stepTimeFor(lastCf);
+    const auto d = g.step(kScript[i].deltaMin, kScript[i].deltaC, seconds);
+    EXPECT_EQ(d.cf, kExpectedCf[i]) << "call " << i;
+    lastCf = d.cf;
+    if (i == 17) {  // the end of window 6
+      EXPECT_EQ(g.phase(), GravacPolicy::Phase::kSettled);
+      // T_compression = mean T_system x mean gain per CF, from the script:
+      //   10: 2.0 x 0.9 = 1.8;  20: 2.5 x 0.86 = 2.15;  40: 3.33 x 0.86 = 2.87;
+      //   80: 4 x 0.85 = 3.4;   160: 4.17 x 0.82 = 3.42 (the steps of calls 12..16)
+      EXPECT_NEAR(g.compressionThroughput(0), 1.8, 1e-9);
+      EXPECT_NEAR(g.compressionThroughput(1), 2.5 * 0.86, 1e-9);
+      EXPECT_NEAR(g.compressionThroughput(2), 0.86 / 0.3, 1e-9);
+      EXPECT_NEAR(g.compressionThroughput(3), 0.85 / 0.25, 1e-9);
+      EXPECT_NEAR(g.compressionThroughput(4), 0.82 / 0.24, 1e-9);
+      // within omega (5%) of the largest, 3.42: 80 (3.4) is the smallest such -> pair (40, 80)
+      EXPECT_EQ(g.lower(), 40);
+      EXPECT_EQ(g.upper(), 80);
+    } else if (i < 17) {
+      EXPECT_EQ(g.phase(), GravacPolicy::Phase::kExploring) << "call " << i;
+    }
+  }
+}
+
+TEST(Gravac, ChoosesTheLargestCfWhenThroughputKeepsGrowing) {
+  GravacParams p = scriptParams();
+  p.omega = 0.001;
+  GravacPolicy g(p);
+  double lastCf = 0;
+  // Every gain equal: scale up every window; each CF twice as fast as the one before.
+  for (int i = 0; i < 12; ++i) {
+    lastCf = g.step(0.9, 0.9, i == 0 ? 0 : 1.0 / lastCf).cf;
+  }
+  EXPECT_EQ(g.phase(), GravacPolicy::Phase::kSettled);
+  EXPECT_EQ(g.upper(), 160);
+}
+
+TEST(Gravac, ScalesDownToDenseBelowEps) {
+  GravacPolicy g(scriptParams());
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(g.step(0.3, 0.2, 0.5).cf, 1);
+    EXPECT_EQ(g.lower(), 10);  // never saturated (|0.3 - 0.2| / 0.3 > omega): no scale-up
+  }
+}
+
+TEST(Gravac, SaveLoadResumesBitForBit) {
+  GravacPolicy a(scriptParams());
+  for (size_t i = 0; i < 10; ++i) a.step(kScript[i].deltaMin, kScript[i].deltaC, 0.3 + 0.01 * i);
+  const std::vector<char> saved = a.save();
+  GravacPolicy b(scriptParams());
+  b.load(saved.data(), saved.size());
+  EXPECT_EQ(b.save(), saved);
+  for (size_t i = 10; i < kScript.size(); ++i) {
+    const double s = 0.3 + 0.01 * i;
+    EXPECT_EQ(a.step(kScript[i].deltaMin, kScript[i].deltaC, s).cf,
+              b.step(kScript[i].deltaMin, kScript[i].deltaC, s).cf);
+  }
+  EXPECT_EQ(a.save(), b.save());
+}
+
+TEST(Gravac, LoadRefusesAnotherShapeAndKeepsItsState) {
+  GravacPolicy a(scriptParams());
+  a.step(0.9, 0.8, 0);
+  const std::vector<char> before = a.save();
+  GravacParams other = scriptParams();
+  other.cfMax = 1000;  // more candidates
+  GravacPolicy b(other);
+  const std::vector<char> wrong = b.save();
+  EXPECT_THROW(a.load(wrong.data(), wrong.size()), Error);
+  EXPECT_THROW(a.load(before.data(), before.size() - 1), Error);
+  EXPECT_EQ(a.save(), before);
+}
+
+TEST(Accordion, SwitchesOnTheNormChangeOfEachInterval) {
+  AccordionParams p;
+  p.cfLow = 10;
+  p.cfHigh = 1000;
+  p.interval = 3;
+  p.eta = 0.5;
+  AccordionPolicy a(p);
+  const std::vector<double> norms = {4, 4, 4,        // first interval: critical, nothing to compare
+                                     3.9, 4.1, 4.0,  // mean 4, change 0 -> stable next
+                                     4, 4, 4,        // stays stable
+                                     1, 1, 1,        // change 0.75 >= eta -> critical next
+                                     0.9, 0.9, 0.9,  // change 0.1 -> stable next
+                                     0.9};
+  const std::vector<double> expected = {10,   10,   10,   10,   10, 10, 1000, 1000,
+                                        1000, 1000, 1000, 1000, 10, 10, 10,   1000};
+  for (size_t i = 0; i < norms.size(); ++i) EXPECT_EQ(a.step(norms[i]), expected[i]) << i;
+  EXPECT_FALSE(a.critical());
+}
+
+TEST(Accordion, SaveLoadResumesAndRefusesBadState) {
+  AccordionParams p;
+  p.interval = 4;
+  AccordionPolicy a(p), b(p);
+  for (int i = 0; i < 6; ++i) a.step(1.0 + 0.5 * i);
+  const std::vector<char> saved = a.save();
+  b.load(saved.data(), saved.size());
+  for (int i = 6; i < 20; ++i) EXPECT_EQ(a.step(5.0 / (1 + i)), b.step(5.0 / (1 + i)));
+  EXPECT_EQ(a.save(), b.save());
+  AccordionParams shorter = p;
+  shorter.interval = 2;  // the saved position in the interval (2) does not fit
+  AccordionPolicy c(shorter);
+  const std::vector<char> before = c.save();
+  EXPECT_THROW(c.load(saved.data(), saved.size()), Error);
+  EXPECT_EQ(c.save(), before);
+}
+
+// Drives the guard as CodecHandle does: before each call, the previous call's figures, then the
+// decision. Codec and link seconds per call are scripted for a 1 MB tensor.
+struct GuardRun {
+  PayoffGuard guard;
+  std::vector<bool> decisions;
+  bool previous = false, have = false;
+  void run(int calls, double denseSeconds, double compressedLinkSeconds, double codecSeconds) {
+    for (int i = 0; i < calls; ++i) {
+      if (have) {
+        PayoffGuard::Sample s;
+        s.compressed = previous;
+        s.codecSeconds = previous ? codecSeconds : 0;
+        s.seconds = previous ? compressedLinkSeconds + codecSeconds : denseSeconds;
+        guard.record(s, 1e6);
+      }
+      previous = guard.nextCompresses();
+      have = true;
+      decisions.push_back(previous);
+    }
+  }
+};
+
+TEST(PayoffGuard, GoesDenseWhenTheCodecCostsMoreThanItSaves) {
+  GuardRun r;  // dense 10 ms; compressed: 1 ms of link, but 20 ms of codec work
+  r.run(300, 0.010, 0.001, 0.020);
+  const std::vector<bool> warmup = {true, false, true, false};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.decisions[i], warmup[i]) << i;
+  for (int i = 4; i < 300; ++i) {
+    // one probe of the other mode 64 calls after the decision, then 128 after that
+    const bool probe = i == 4 + 64 || i == 4 + 64 + 128;
+    EXPECT_EQ(r.decisions[i], probe) << i;
+  }
+  EXPECT_EQ(r.guard.denseCalls(), 300u - 4);  // 2 of the warm-up, 298 decided, 2 probes
+  EXPECT_NEAR(r.guard.codecPerByte(), 0.020 / 1e6, 1e-15);
+  EXPECT_NEAR(r.guard.linkDensePerByte(), 0.010 / 1e6, 1e-15);
+}
+
+TEST(PayoffGuard, CompressesWhenTheLinkIsSlow) {
+  GuardRun r;  // dense 100 ms; compressed 5 ms of link + 10 ms of codec
+  r.run(100, 0.100, 0.005, 0.010);
+  for (int i = 4; i < 100; ++i) EXPECT_EQ(r.decisions[i], i != 4 + 64) << i;
+}
+
+TEST(PayoffGuard, FollowsALinkThatChanges) {
+  GuardRun r;
+  r.run(50, 0.100, 0.005, 0.010);   // slow link: compress
+  EXPECT_TRUE(r.decisions.back());
+  r.run(30, 0.004, 0.001, 0.010);  // the link became fast: the probe at call 68 (dense) sees it
+  EXPECT_FALSE(r.decisions.back());
+  EXPECT_TRUE(r.decisions[67]);
+  EXPECT_FALSE(r.decisions[68]);  // the probe
+  EXPECT_FALSE(r.decisions[69]);  // decided from its figures
+}
+
+}  // namespace
+}  // namespace squeeze
