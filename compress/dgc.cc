@@ -79,6 +79,8 @@ class DgcHandle final : public CodecHandle {
   }
 
  protected:
+  bool plainPrepare() const override { return false; }  // u = m u + g even on a dense call
+
   void prepare(const float* g, float* x, int nranks, device::GpuStream stream) override {
     topk_->setRatio(densityAt(calls_));
     float scale = 1.0f;

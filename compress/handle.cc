@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
@@ -281,24 +282,43 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
       policy_->measureGradient(hostValues(g, count_, stream, tmp), count_, policyFigures_.data());
       call.encodeSeconds += nowSeconds() - t0;
     }
-    prepare(g, x, comm.size(), stream);
-    call.residual = errorFeedback_ ? stateData(residual_, stream) : nullptr;
-    const bool compress = !small && adapt(comm, x, stream, call);
-    // A device call's collective runs on the same stream, after prepare's kernels.
-    const double t0 = nowSeconds();
-    runChunked(comm, x, x, count_, op, compress ? *chunk_ : denseCodec(), call);
-    if (compress && comm.config().codecDelayUs > 0) {  // SQZ_CODEC_DELAY_US: a slower codec
+    // Without a policy the decision needs no look at the values: it comes first, so that a dense
+    // call with nothing in the residual skips prepare's pass and runs exactly as sqzAllReduce,
+    // from in to out (the guard then compares a compressed call with plain dense).
+    std::optional<bool> compress;
+    if (small)
+      compress = false;
+    else if (!policy_)
+      compress = adapt(comm, nullptr, stream, call);
+    double seconds = 0;  // prepare and run: what the call costs in its mode, for the guard
+    double t0 = nowSeconds();
+    if (compress == false && residualClear_ && plainPrepare()) {
+      runChunked(comm, g, x, count_, op, denseCodec(), call);
+    } else {
+      prepare(g, x, comm.size(), stream);
+      seconds += nowSeconds() - t0;
+      call.encodeSeconds += nowSeconds() - t0;
+      call.residual = errorFeedback_ ? stateData(residual_, stream) : nullptr;
+      if (!compress) compress = adapt(comm, x, stream, call);
+      t0 = nowSeconds();
+      // A device call's collective runs on the same stream, after prepare's kernels.
+      runChunked(comm, x, x, count_, op, *compress ? *chunk_ : denseCodec(), call);
+    }
+    if (*compress && comm.config().codecDelayUs > 0) {  // SQZ_CODEC_DELAY_US: a slower codec
       std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(
           comm.config().codecDelayUs));
       call.encodeSeconds += comm.config().codecDelayUs * 1e-6;
     }
-    compressedCall_ = compress;
+    compressedCall_ = *compress;
     finish(x, stream);
     synchronize(stream, "a compressed all-reduce's last pass on the GPU");
+    seconds += nowSeconds() - t0;
+    // A dense call leaves the residual empty (prepare moved it into x, and nothing was dropped).
+    residualClear_ = !*compress || !errorFeedback_;
     if (small)
       stats_.denseCalls++;
     else
-      recordRun(compress, nowSeconds() - t0, call);
+      recordRun(*compress, seconds, call);
   }
   account(call);
   ++calls_;
@@ -486,6 +506,7 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
   }
   for (uint32_t i = 0; i < n; ++i) *arrays[i].second = std::move(loaded[i]);
   guard_ = PayoffGuard{};
+  residualClear_ = false;  // whatever the loaded residual holds: the next call adds it
   lastRun_ = RunSample{};
   lastCallStart_ = 0;
 #if SQZ_HAVE_CUDA

@@ -127,6 +127,9 @@ class CodecHandle {
   // x = g + residual (when error feedback is on), residual = 0. x may alias g. stream: the
   // device call's stream (g, x and the state are then device memory), or null.
   virtual void prepare(const float* g, float* x, int nranks, device::GpuStream stream);
+  // True when prepare is this class's x = g + e and finish does nothing: a dense call with an
+  // empty residual may then skip both and run from in to out (DGC's momentum needs both).
+  virtual bool plainPrepare() const { return true; }
   // After a call's schedule ran; out holds the result. compressedCall_ says whether it ran
   // through the codec (false: dense, every value sent in full).
   virtual void finish(float* out, device::GpuStream stream) {
@@ -159,8 +162,9 @@ class CodecHandle {
   // Adds a call's figures to the statistics.
   void account(const CodecCall& call);
   // The adapt step (see the top): x is the call's input after prepare (policyFigures_ holds what
-  // the policy measured of the gradient before it). Sets the base's density and returns whether
-  // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
+  // the policy measured of the gradient before it); without a policy x is not read and may be
+  // null (the call decides before prepare). Sets the base's density and returns whether the call
+  // compresses; false: it runs dense. Only for tensors of min_bytes and more.
   bool adapt(Communicator& comm, const float* x, device::GpuStream stream, CodecCall& call);
   // The run step's time, for the guard's next decision (and the dense-call counts).
   void recordRun(bool compressed, double seconds, const CodecCall& call);
@@ -180,6 +184,7 @@ class CodecHandle {
   std::unique_ptr<AdaptivePolicy> policy_;  // adaptive methods only
   bool autoDense_ = false;                  // the pay-off guard (lossy methods)
   bool compressedCall_ = true;              // the current call's run step (for finish)
+  bool residualClear_ = true;               // the residual is all zero (as created; after dense)
   PayoffGuard guard_;
   // The previous run step, averaged over the ranks at the next adapt step.
   struct RunSample {
