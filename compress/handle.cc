@@ -315,10 +315,12 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
     seconds += nowSeconds() - t0;
     // A dense call leaves the residual empty (prepare moved it into x, and nothing was dropped).
     residualClear_ = !*compress || !errorFeedback_;
-    if (small)
+    if (small) {
       stats_.denseCalls++;
-    else
+      if (policy_) stats_.cf = 1;
+    } else {
       recordRun(*compress, seconds, call);
+    }
   }
   account(call);
   ++calls_;
@@ -375,6 +377,7 @@ bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream st
   }
   if (guardOn && !guard_.nextCompresses()) {
     stats_.guardDenseCalls++;
+    if (policy_) stats_.cf = 1;  // the call runs dense whatever the policy chose
     return false;
   }
   return true;
