@@ -371,6 +371,7 @@ inline std::string hostName() {
 
 /// What a -J file records about the run besides its rows.
 struct JsonRunInfo {
+  const char* format = kJsonFormat;  ///< the file's format; sqz-train-sim's differs
   std::string library = "squeeze";  ///< what is measured: "squeeze", or a peer ("gloo")
   std::string program;              ///< binary name, e.g. "sqz-allreduce-perf"
   std::string collective;           ///< e.g. "allreduce", or "codec-bench"
@@ -389,7 +390,7 @@ struct JsonRunInfo {
 /// closes the object.
 inline void writeJsonPreamble(JsonWriter& w, const JsonRunInfo& info) {
   w.beginObject();
-  w.key("format").string(kJsonFormat);
+  w.key("format").string(info.format);
   w.key("library").string(info.library);
   w.key("program").string(info.program);
   w.key("collective").string(info.collective);

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""Plots the -J files (format squeeze-train-sim/1) of sqz-train-sim: CF and loss against step.
+
+  perf/plot_train.py -o OUT.png [--title T] FILE.json...
+
+Two panels, one line per spec (per run of every file): the compression factor each step used
+(values per value sent; 1 = dense) and the loss at each evaluation, both on a log scale. Legend
+labels are the specs, with the file's name added when two runs would otherwise look alike. Bad
+input (unreadable, not JSON, another format, no runs) exits 2 with a message.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+FORMAT = "squeeze-train-sim/1"
+# The members of each run read here; the rest may be missing.
+REQUIRED_KEYS = ("spec", "cf", "eval_steps", "eval_loss")
+
+
+class InputError(Exception):
+    """Bad input: reported as one line on stderr, exit status 2."""
+
+
+def load(path):
+    """The file's object, checked for the format and the members read here."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise InputError("cannot read %s: %s" % (path, e.strerror or e))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError("%s is not JSON (%s); pass the files that sqz-train-sim -J FILE writes"
+                         % (path, e))
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise InputError("%s: format is %r, expected %r (the files that sqz-train-sim -J FILE "
+                         "writes; perf/plot.py reads the sqz-*-perf ones)" % (path, found, FORMAT))
+    runs = doc.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise InputError("%s: 'runs' is missing, empty or not a list" % path)
+    for i, run in enumerate(runs):
+        missing = [k for k in REQUIRED_KEYS if not isinstance(run, dict) or k not in run]
+        if missing:
+            raise InputError("%s: run %d lacks %s" % (path, i, ", ".join(missing)))
+        if len(run["eval_steps"]) != len(run["eval_loss"]):
+            raise InputError("%s: run %d (%s): %d eval_steps but %d eval_loss values"
+                             % (path, i, run["spec"], len(run["eval_steps"]),
+                                len(run["eval_loss"])))
+    return doc
+
+
+def labels_of(keys, paths):
+    """Legend label per (file index, run index, spec): the spec, plus the file's basename (else
+    its path) where specs repeat."""
+    labels = {k: str(k[2]) for k in keys}
+    for name_of in (os.path.basename, str):
+        counts = {}
+        for k in keys:
+            counts[labels[k]] = counts.get(labels[k], 0) + 1
+        for k in [k for k in keys if counts[labels[k]] > 1]:
+            labels[k] = "%s (%s)" % (k[2], name_of(paths[k[0]]))
+    return labels
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise InputError("plotting needs matplotlib (%s); on Debian: apt-get install "
+                         "python3-matplotlib, and run this script with /usr/bin/python3" % e)
+    matplotlib.use("Agg")  # files only, never a display
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def positive(points):
+    """The (x, y) pairs a log axis can show: y a number above 0 (null, NaN and 0 dropped)."""
+    return [(x, y) for x, y in points if isinstance(y, (int, float)) and y > 0]
+
+
+def default_title(docs):
+    models = sorted({str(d.get("settings", {}).get("model", "?")) for d in docs})
+    nranks = sorted({d.get("nranks") for d in docs if isinstance(d.get("nranks"), int)})
+    text = "sqz-train-sim, " + ", ".join(models)
+    if nranks:
+        text += ", %s rank%s" % ("/".join(map(str, nranks)), "" if nranks == [1] else "s")
+    return text
+
+
+def plot(args, docs):
+    plt = pyplot()
+    keys = [(i, j, run["spec"]) for i, d in enumerate(docs) for j, run in enumerate(d["runs"])]
+    labels = labels_of(keys, args.files)
+    fig, (ax_cf, ax_loss) = plt.subplots(2, 1, sharex=True, figsize=(8, 7), dpi=120)
+    drawn = 0
+    for n, (i, j, _) in enumerate(keys):
+        run = docs[i]["runs"][j]
+        color = "C%d" % (n % 10)
+        cf = positive(enumerate(run["cf"], start=1))  # cf[0] is step 1's
+        loss = positive(zip(run["eval_steps"], run["eval_loss"]))
+        if cf:
+            ax_cf.plot([x for x, _ in cf], [y for _, y in cf], color=color, linewidth=1,
+                       label=labels[(i, j, run["spec"])])
+        if loss:
+            ax_loss.plot([x for x, _ in loss], [y for _, y in loss], color=color, marker="o",
+                         markersize=2, label=labels[(i, j, run["spec"])])
+        drawn += bool(cf or loss)
+    if not drawn:
+        raise InputError("no steps to plot in %s (every run is empty)" % ", ".join(args.files))
+    targets = {d.get("settings", {}).get("target_loss") for d in docs}
+    if len(targets) == 1 and isinstance(next(iter(targets)), (int, float)):
+        ax_loss.axhline(next(iter(targets)), color="grey", linestyle="--", linewidth=1,
+                        label="target")
+    for ax, ylabel in ((ax_cf, "CF used (values per value sent)"), (ax_loss, "loss")):
+        ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize="small")
+    ax_loss.set_xlabel("step")
+    ax_cf.set_title(args.title if args.title is not None else default_title(docs))
+    fig.tight_layout()
+    try:
+        fig.savefig(args.output, format="png")
+    except OSError as e:
+        raise InputError("cannot write %s: %s" % (args.output, e.strerror or e))
+    plt.close(fig)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(
+        prog="plot_train.py", description=__doc__.split("\n\n")[0],
+        epilog="Files come from sqz-train-sim -J FILE.")
+    parser.add_argument("files", nargs="+", metavar="FILE.json")
+    parser.add_argument("-o", "--output", required=True, help="the PNG to write")
+    parser.add_argument("--title", help="plot title (default: program, model, ranks)")
+    args = parser.parse_args(argv)
+    try:
+        plot(args, [load(p) for p in args.files])
+    except InputError as e:
+        print("plot_train.py: %s" % e, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
