@@ -18,7 +18,8 @@
 // sample; summed over the ranks, even CF 1000 keeps hundreds of sampled values in its estimate,
 // and the probe costs about a millisecond whatever the tensor (a probe of every value of a 1M
 // tensor cost 12 ms a call).
-// Figures: |x|^2, |g_min|^2, |g_c|^2 of what was probed, summed over ranks; delta = ratio of sums.
+// Figures: |x|^2, |g_min|^2, |g_c|^2 of what was probed, summed over ranks (and over the window
+// by the policy: delta is a ratio of sums, the seed's E[|C(x)|^2] / E[|x|^2]).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -83,10 +84,7 @@ class GravacAdapter final : public AdaptivePolicy {
     probeGains(x, n, policy_.lower(), step_, sel_, seed_, call, figures);
   }
   double decide(const double* summed, int, double stepSeconds) override {
-    const double total = summed[0];
-    const double deltaMin = total > 0 ? summed[1] / total : 1;
-    const double deltaC = total > 0 ? summed[2] / total : 1;
-    return policy_.step(deltaMin, deltaC, stepSeconds).cf;
+    return policy_.step(summed[0], summed[1], summed[2], stepSeconds);
   }
   AdaptivePhase phase() const override {
     return policy_.phase() == GravacPolicy::Phase::kSettled ? AdaptivePhase::kSettled

@@ -14,7 +14,7 @@ constexpr uint32_t kGravacMagic = 0x43565247;  // "GRVC"
 
 }  // namespace
 
-GravacPolicy::GravacPolicy(const GravacParams& p) : p_(p) {
+GravacPolicy::GravacPolicy(const GravacParams& p) : p_(p), windowCf_(p.cfMin) {
   SQZ_ENFORCE(p_.cfMin >= 1 && p_.cfMax >= p_.cfMin * p_.step && p_.step > 1 && p_.window >= 1,
               "GravacParams unchecked");
   // cf_min * c_s^j <= cf_max, with a relative slack so 10 * 10^2 counts as 1000.
@@ -45,55 +45,58 @@ size_t GravacPolicy::chooseSaturated() const {
   return table_.size() - 1;  // not reached: the best itself qualifies
 }
 
-GravacPolicy::Decision GravacPolicy::step(double deltaMin, double deltaC, double stepSeconds) {
+long GravacPolicy::indexOf(double cf) const {
+  for (size_t j = 0; j < table_.size(); ++j)
+    if (std::fabs(candidate(j) - cf) <= 1e-9 * cf) return long(j);
+  return -1;
+}
+
+double GravacPolicy::step(double inputSq, double minSq, double cSq, double stepSeconds) {
   // Rule 2, the step side: the previous call's step ran at lastCf_.
-  auto indexOf = [&](double cf) -> long {
-    for (size_t j = 0; j < table_.size(); ++j)
-      if (std::fabs(candidate(j) - cf) <= 1e-9 * cf) return long(j);
-    return -1;
-  };
   if (stepSeconds > 0)
     if (long j = indexOf(lastCf_); j >= 0) {
       table_[j].throughputSum += 1.0 / stepSeconds;
       table_[j].steps++;
     }
+  const double cf = windowCf_;
+  lastCf_ = cf;
+  windowInputSq_ += inputSq;
+  windowMinSq_ += minSq;
+  windowCSq_ += cSq;
+  if (++windowCalls_ < p_.window) return cf;
 
-  // Rule 1.
-  Decision d;
-  if (deltaC >= p_.eps) {
-    d = {upper(), deltaC};
-  } else if (deltaMin >= p_.eps) {
-    d = {lower(), deltaMin};
-  }
-  if (d.cf <= 1) d = {1, 1};  // settled at the first candidate: lower may be 1, i.e. dense
+  // The window's end: its expected gains, then rules 1-4.
+  const double deltaMin = windowInputSq_ > 0 ? windowMinSq_ / windowInputSq_ : 1;
+  const double deltaC = windowInputSq_ > 0 ? windowCSq_ / windowInputSq_ : 1;
+  windowCalls_ = 0;
+  windowInputSq_ = windowMinSq_ = windowCSq_ = 0;
+  const double lo = lower(), hi = upper();
   // Rule 2, the gain side.
-  if (long j = indexOf(d.cf); j >= 0) {
-    table_[j].gainSum += d.gain;
+  if (long j = indexOf(cf); j >= 0) {
+    table_[j].gainSum += cf == hi ? deltaC : deltaMin;
     table_[j].gains++;
   }
-  lastCf_ = d.cf;
-
-  // Rules 3 and 4, at the end of a window.
+  // Rule 1.
+  double next = 1;
+  if (deltaC >= p_.eps)
+    next = hi;
+  else if (deltaMin >= p_.eps)
+    next = lo;
+  // Rules 3 and 4.
   if (phase_ == Phase::kExploring) {
-    windowDeltaMin_ += deltaMin;
-    windowDeltaC_ += deltaC;
-    if (++windowCalls_ == p_.window) {
-      const double meanMin = windowDeltaMin_ / double(p_.window);
-      const double meanC = windowDeltaC_ / double(p_.window);
-      windowCalls_ = 0;
-      windowDeltaMin_ = windowDeltaC_ = 0;
-      const bool saturated = meanMin > 0 && p_.omega >= std::fabs((meanMin - meanC) / meanMin);
-      if (saturated) {
-        if (level_ + 2 < table_.size()) {
-          ++level_;  // the new pair (lower * c_s, lower * c_s^2) fits the space
-        } else {
-          chosen_ = static_cast<uint32_t>(chooseSaturated());
-          phase_ = Phase::kSettled;
-        }
-      }
+    const bool saturated = deltaMin > 0 && p_.omega >= std::fabs((deltaMin - deltaC) / deltaMin);
+    if (saturated) {
+      if (level_ + 2 < table_.size()) {
+        ++level_;  // the new pair (upper, upper * c_s) fits the space
+      } else if (table_[level_ + 1].steps > 0 || next != hi) {
+        chosen_ = static_cast<uint32_t>(chooseSaturated());
+        phase_ = Phase::kSettled;
+        next = candidate(chosen_);
+      }  // else the last candidate runs for a window first
     }
   }
-  return d;
+  windowCf_ = next <= 1 ? 1 : next;
+  return cf;
 }
 
 std::vector<char> GravacPolicy::save() const {
@@ -104,8 +107,10 @@ std::vector<char> GravacPolicy::save() const {
   w.pod(level_);
   w.pod(chosen_);
   w.pod(windowCalls_);
-  w.pod(windowDeltaMin_);
-  w.pod(windowDeltaC_);
+  w.pod(windowInputSq_);
+  w.pod(windowMinSq_);
+  w.pod(windowCSq_);
+  w.pod(windowCf_);
   w.pod(lastCf_);
   w.pod(static_cast<uint64_t>(table_.size()));
   for (const Measured& m : table_) {
@@ -127,12 +132,16 @@ void GravacPolicy::load(const char* data, size_t bytes) {
   next.level_ = r.pod<uint32_t>();
   next.chosen_ = r.pod<uint32_t>();
   next.windowCalls_ = r.pod<uint64_t>();
-  next.windowDeltaMin_ = r.pod<double>();
-  next.windowDeltaC_ = r.pod<double>();
+  next.windowInputSq_ = r.pod<double>();
+  next.windowMinSq_ = r.pod<double>();
+  next.windowCSq_ = r.pod<double>();
+  next.windowCf_ = r.pod<double>();
   next.lastCf_ = r.pod<double>();
   const uint64_t n = r.pod<uint64_t>();
   if (n != table_.size() || (phase != 1 && phase != 2) || next.level_ + 1 >= n ||
-      next.chosen_ >= n || next.windowCalls_ >= p_.window)
+      next.chosen_ >= n || next.windowCalls_ >= p_.window ||
+      !(next.windowCf_ == 1 || next.indexOf(next.windowCf_) >= 0 ||
+        next.windowCf_ == std::max(1.0, candidate(next.chosen_) / p_.step)))
     raise(ErrorCode::kInvalidArgument, "codec state: the gravac section (", n, " candidates, "
           "phase ", phase, ", level ", next.level_, ") does not fit this codec's ", table_.size(),
           " candidates and window ", p_.window, "; load it into a codec created from the same "

@@ -7,30 +7,36 @@
 // cf_min * c_s^j for j = 0, 1, ... while <= cf_max ("CFs evaluated in the range [cf_min, cf_max]
 // in steps of c_s").
 //
-// Each call brings, from this call's gradient g_o (with its error feedback):
-//   delta_min = |g_min|^2 / |g_o|^2,  g_min = C(g_o, lower)           (lower: the current cf_min)
-//   delta_c   = |g_c|^2 / |g_o|^2,    g_c = C(g_min, c_s)             (multi-level: CF lower*c_s)
-// and the seconds of the previous call's training step (start of that call to start of this one),
-// T_system = 1 / seconds. The seed's rules, in order:
-//   1. which gradient is aggregated:  delta_c >= eps -> g_c (CF lower*c_s);  else delta_min >=
-//      eps -> g_min (CF lower);  else g_o (dense, CF 1): "compression scales down according to eps".
-//   2. T_compression = T_system * compression gain, recorded per CF used (the gain of the CF used:
-//      delta_c or delta_min): the mean T_system of the steps run at that CF times its mean gain.
-//   3. at the end of each window of w calls at the same lower CF, with the window's mean deltas:
-//      IF omega >= |(delta_min - delta_c) / delta_min| THEN scale up: lower = lower * c_s
-//      ("compression scales up by increasing cf_min based on c_s and omega"); otherwise lower
+// Each call brings the squared norms of this call's gradient x = g_o (with its error feedback)
+// and of its compressions at the current pair of CFs (lower = the current cf_min, upper = lower *
+// c_s), multi-level as the seed's MTL: g_min = C(x, lower), g_c = C(g_min, c_s) (CF lower*c_s),
+// summed over the ranks; and the seconds of the previous call's training step (start of that call
+// to start of this one), T_system = 1 / seconds. Over a window of w calls the compression gains
+// are the seed's expectations, delta = E[|C(x)|^2] / E[|x|^2]:
+//   delta_min = sum |g_min|^2 / sum |x|^2,   delta_c = sum |g_c|^2 / sum |x|^2.
+// Every call of a window runs at the CF chosen at the end of the window before (the first window
+// at cf_min). At the end of each window, the seed's rules in order:
+//   1. the CF of the next window:  delta_c >= eps -> upper (aggregate g_c);  else delta_min >=
+//      eps -> lower (g_min);  else dense (g_o, CF 1): "compression scales down according to eps".
+//   2. T_compression = T_system * compression gain of the CF the window ran at (delta_min for the
+//      lower, delta_c for the upper; dense is not a candidate): kept per candidate CF as the mean
+//      T_system of the steps run at it times the mean of its windows' gains.
+//   3. IF omega >= |(delta_min - delta_c) / delta_min| THEN scale up: lower = lower * c_s
+//      ("compression scales up by increasing cf_min based on c_s and omega"); otherwise the pair
 //      stays and the next window tries again (the gain saturates later in training, as gradients
-//      shrink). The scale-up that would take the upper CF past cf_max ends the exploration: every
-//      candidate has been evaluated.
-//   4. "Once all candidate CFs are evaluated, choose one where T_compression saturates": the
-//      smallest candidate whose T_compression is within omega of the largest measured (a higher
-//      CF buys less than omega). From then on (settled) that CF is the upper of the pair rule 1
-//      applies to (lower = chosen / c_s, at least 1), so eps still scales each call down.
-// Where the seed is silent, these are our readings: the window mean of the deltas for rule 3;
+//      shrink).
+//   4. "Once all candidate CFs are evaluated, choose one where T_compression saturates": when the
+//      gain is saturated at the last pair (upper * c_s > cf_max) and the upper CF has run (or
+//      rule 1 did not pick it), the CF kept is the smallest candidate whose T_compression is
+//      within omega of the largest (a higher CF buys less than omega). The next window runs at it,
+//      and from then on (settled) it is the upper of the pair rule 1 applies to (lower = chosen /
+//      c_s, at least 1), so eps still scales the CF down.
+// Where the seed is silent, these are our readings: windowed decisions (the gains are
+// expectations over the window, so a window runs at one CF and its step times measure that CF);
 // T_system from the interval between calls (the training step, compute included, is what
 // compression speeds up); omega for the saturation of rule 4 as for the gain's in rule 3.
-// Every input is all-reduced before the policy sees it (delta = sum over ranks of |C(g)|^2 /
-// sum of |g|^2, seconds the ranks' mean), so every rank runs the same machine to the same CFs.
+// The inputs are all-reduced before the policy sees them (norms summed over ranks, seconds the
+// ranks' mean), so every rank runs the same machine to the same CFs.
 #pragma once
 
 #include <cstddef>
@@ -48,22 +54,20 @@ struct GravacParams {
 class GravacPolicy {
  public:
   enum class Phase : uint32_t { kExploring = 1, kSettled = 2 };
-  struct Decision {
-    double cf = 1;    // 1: dense (g_o)
-    double gain = 1;  // the delta of the gradient aggregated
-  };
-
   explicit GravacPolicy(const GravacParams& p);
 
   // The CFs the next call's gradient is probed at: lower (cf_min) and upper (lower * c_s).
   double lower() const;
   double upper() const { return lower() * p_.step; }
-  // One call (rules 1-4). stepSeconds: the previous call's step (<= 0: not known, e.g. the first
-  // call or the first after a load).
-  Decision step(double deltaMin, double deltaC, double stepSeconds);
+  // One call: the squared norms |x|^2, |g_min|^2, |g_c|^2 of its gradient (summed over the
+  // ranks) and the previous call's step seconds (<= 0: not known, e.g. the first call or the
+  // first after a load). Returns the CF this call runs at; at a window's end, rules 1-4 choose the
+  // next window's.
+  double step(double inputSq, double minSq, double cSq, double stepSeconds);
 
   Phase phase() const { return phase_; }
   double lastCf() const { return lastCf_; }
+  double windowCf() const { return windowCf_; }  // the CF of the calls of the current window
   // The candidates and their T_compression (0 where not measured), for stats and docs.
   size_t candidates() const { return table_.size(); }
   double candidate(size_t j) const;
@@ -79,6 +83,7 @@ class GravacPolicy {
     uint64_t steps = 0, gains = 0;
   };
   size_t chooseSaturated() const;
+  long indexOf(double cf) const;  // the candidate index of cf, or -1
 
   GravacParams p_;
   Phase phase_ = Phase::kExploring;
@@ -86,7 +91,8 @@ class GravacPolicy {
   uint32_t level_ = 0;
   uint32_t chosen_ = 0;
   uint64_t windowCalls_ = 0;
-  double windowDeltaMin_ = 0, windowDeltaC_ = 0;
+  double windowInputSq_ = 0, windowMinSq_ = 0, windowCSq_ = 0;
+  double windowCf_;              // the current window's CF (1: dense)
   std::vector<Measured> table_;  // per candidate j
   double lastCf_ = 1;            // the CF the previous call used (its step's T_system is its)
 };

@@ -275,11 +275,13 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
     placeState(stream);
     const float* g = static_cast<const float*>(in);
     float* x = static_cast<float*>(out);
+    probeSeconds_ = 0;
     if (policy_ && !small) {  // before prepare, which may overwrite g (in place)
       const double t0 = nowSeconds();
       policyFigures_.assign(policy_->figureCount(), 0.0);
       std::vector<float> tmp;
       policy_->measureGradient(hostValues(g, count_, stream, tmp), count_, policyFigures_.data());
+      probeSeconds_ += nowSeconds() - t0;
       call.encodeSeconds += nowSeconds() - t0;
     }
     // Without a policy the decision needs no look at the values: it comes first, so that a dense
@@ -347,6 +349,7 @@ bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream st
     policy_->measureInput(hostValues(x, count_, stream, tmp), count_, calls_,
                           policyFigures_.data());
     std::copy(policyFigures_.begin(), policyFigures_.end(), figures.begin() + 4);
+    probeSeconds_ += nowSeconds() - callStart;
     call.encodeSeconds += nowSeconds() - callStart;
   }
   CollRequest req;  // one small dense all-reduce: every rank then holds the same figures
@@ -387,7 +390,9 @@ void CodecHandle::recordRun(bool compressed, double seconds, const CodecCall& ca
   lastRun_.valid = true;
   lastRun_.compressed = compressed;
   lastRun_.seconds = seconds;
-  lastRun_.codecSeconds = call.encodeSeconds + call.combineSeconds + call.decodeSeconds;
+  // The policy's probe runs whatever the mode: not part of what compressing costs.
+  lastRun_.codecSeconds =
+      call.encodeSeconds + call.combineSeconds + call.decodeSeconds - probeSeconds_;
   if (!compressed) stats_.denseCalls++;
 }
 

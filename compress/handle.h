@@ -193,6 +193,7 @@ class CodecHandle {
   } lastRun_;
   double lastCallStart_ = 0;  // steady-clock seconds at the previous call's start (0: none)
   std::vector<double> policyFigures_;  // this call's, from measureGradient and measureInput
+  double probeSeconds_ = 0;            // this call's time in them (counted as encode time)
 
  private:
   // The state arrays, residual first (empty ones included), as saved.

@@ -40,49 +40,58 @@ GravacParams scriptParams() {
   return p;
 }
 
+// Gains per call (|x|^2 = 1, so a window's expected gains are the means of these), window by
+// window (3 calls each), and the CF every call of each window must run at.
 const std::vector<GravacInput> kScript = {
-    // window 1, pair (10, 20): one call per rule-1 branch; window means 0.8 / 0.633: the gain is
-    // not saturated (0.21 > omega), lower stays 10
+    // W1 (the first window runs at cf_min = 10), pair (10, 20): means 0.8 / 0.633: next at 10
+    // (only delta_min >= eps); not saturated (0.21 > omega): the pair stays
     {0.9, 0.8}, {0.9, 0.6}, {0.6, 0.5},
-    // window 2: saturated (0.022) -> scale up to (20, 40)
+    // W2 at 10: delta_c 0.88 >= eps: next at 20; saturated (0.022): scale up to (20, 40)
     {0.9, 0.88}, {0.9, 0.88}, {0.9, 0.88},
-    // window 3: saturated -> (40, 80)
+    // W3 at 20: next at 40; saturated: (40, 80)
     {0.88, 0.86}, {0.88, 0.86}, {0.88, 0.86},
-    // window 4: saturated -> (80, 160), the last pair in [cf_min, cf_max]
+    // W4 at 40: next at 80; saturated: (80, 160), the last pair in [cf_min, cf_max]
     {0.86, 0.85}, {0.86, 0.85}, {0.86, 0.85},
-    // window 5: 0.059 > omega: stays
+    // W5 at 80: next at 160; 0.059 > omega: the pair stays
     {0.85, 0.80}, {0.85, 0.80}, {0.85, 0.80},
-    // window 6: saturated with no pair left: every candidate evaluated, choose where
-    // T_compression saturates, then settle on the pair (chosen / 2, chosen)
+    // W6 at 160: saturated at the last pair, 160 has run: every candidate evaluated; choose where
+    // T_compression saturates (80, below) and settle on the pair (40, 80)
     {0.85, 0.84}, {0.85, 0.84}, {0.85, 0.84},
-    // settled on (40, 80): eps still scales each call down
-    {0.85, 0.80}, {0.80, 0.60}, {0.50, 0.40},
+    // W7 at 80: delta_c (at 80) 0.6 < eps, delta_min (at 40) 0.85: next at 40
+    {0.85, 0.60}, {0.85, 0.60}, {0.85, 0.60},
+    // W8 at 40: both below eps: next dense
+    {0.50, 0.40}, {0.50, 0.40}, {0.50, 0.40},
+    // W9 dense; the probe goes on: both above eps again: next at 80
+    {0.90, 0.80}, {0.90, 0.80}, {0.90, 0.80},
+    {0.90, 0.80},
 };
-const std::vector<double> kExpectedCf = {20, 10, 1,  20,  20,  20,  40, 40, 40, 80, 80,
-                                         80, 160, 160, 160, 160, 160, 160, 80, 40, 1};
+const std::vector<double> kExpectedCf = {10, 10, 10, 10, 10, 10, 20, 20, 20, 40, 40, 40, 80, 80,
+                                         80, 160, 160, 160, 80, 80, 80, 40, 40, 40, 1, 1, 1, 80};
 
 TEST(Gravac, FollowsTheSeedsRulesOnAScriptedRun) {
   GravacPolicy g(scriptParams());
   ASSERT_EQ(g.candidates(), 5u);
+  ASSERT_EQ(kScript.size(), kExpectedCf.size());
   double lastCf = 0;
   for (size_t i = 0; i < kScript.size(); ++i) {
     const double seconds = i == 0 ? 0 : stepTimeFor(lastCf);
-    const auto d = g.step(kScript[i].deltaMin, kScript[i].deltaC, seconds);
-    EXPECT_EQ(d.cf, kExpectedCf[i]) << "call " << i;
-    lastCf = d.cf;
-    if (i == 17) {  // the end of window 6
+    const double cf = g.step(1, kScript[i].deltaMin, kScript[i].deltaC, seconds);
+    EXPECT_EQ(cf, kExpectedCf[i]) << "call " << i;
+    lastCf = cf;
+    if (i == 17) {  // the end of W6
       EXPECT_EQ(g.phase(), GravacPolicy::Phase::kSettled);
       // T_compression = mean T_system x mean gain per CF, from the script:
-      //   10: 2.0 x 0.9 = 1.8;  20: 2.5 x 0.86 = 2.15;  40: 3.33 x 0.86 = 2.87;
-      //   80: 4 x 0.85 = 3.4;   160: 4.17 x 0.82 = 3.42 (the steps of calls 12..16)
-      EXPECT_NEAR(g.compressionThroughput(0), 1.8, 1e-9);
-      EXPECT_NEAR(g.compressionThroughput(1), 2.5 * 0.86, 1e-9);
+      //   10: 2.0 x (0.8 + 0.9) / 2 = 1.7;  20: 2.5 x 0.88 = 2.2;  40: 3.33 x 0.86 = 2.87;
+      //   80: 4 x 0.85 = 3.4;  160: 4.17 x 0.84 = 3.5 (the steps of calls 15 and 16)
+      EXPECT_NEAR(g.compressionThroughput(0), 1.7, 1e-9);
+      EXPECT_NEAR(g.compressionThroughput(1), 2.5 * 0.88, 1e-9);
       EXPECT_NEAR(g.compressionThroughput(2), 0.86 / 0.3, 1e-9);
       EXPECT_NEAR(g.compressionThroughput(3), 0.85 / 0.25, 1e-9);
-      EXPECT_NEAR(g.compressionThroughput(4), 0.82 / 0.24, 1e-9);
-      // within omega (5%) of the largest, 3.42: 80 (3.4) is the smallest such -> pair (40, 80)
+      EXPECT_NEAR(g.compressionThroughput(4), 0.84 / 0.24, 1e-9);
+      // within omega (5%) of the largest, 3.5: 80 (3.4) is the smallest such -> pair (40, 80)
       EXPECT_EQ(g.lower(), 40);
       EXPECT_EQ(g.upper(), 80);
+      EXPECT_EQ(g.windowCf(), 80);
     } else if (i < 17) {
       EXPECT_EQ(g.phase(), GravacPolicy::Phase::kExploring) << "call " << i;
     }
@@ -94,40 +103,51 @@ TEST(Gravac, ChoosesTheLargestCfWhenThroughputKeepsGrowing) {
   p.omega = 0.001;
   GravacPolicy g(p);
   double lastCf = 0;
-  // Every gain equal: scale up every window; each CF twice as fast as the one before.
-  for (int i = 0; i < 12; ++i) {
-    lastCf = g.step(0.9, 0.9, i == 0 ? 0 : 1.0 / lastCf).cf;
-  }
+  // Every gain equal: scale up every window; each CF's steps as much faster as it is higher.
+  for (int i = 0; i < 18; ++i) lastCf = g.step(1, 0.9, 0.9, i == 0 ? 0 : 1.0 / lastCf);
   EXPECT_EQ(g.phase(), GravacPolicy::Phase::kSettled);
-  EXPECT_EQ(g.upper(), 160);
+  EXPECT_EQ(g.upper(), 160);  // 160 ran for a window before the choice
+  EXPECT_EQ(g.windowCf(), 160);
 }
 
 TEST(Gravac, ScalesDownToDenseBelowEps) {
   GravacPolicy g(scriptParams());
   for (int i = 0; i < 30; ++i) {
-    EXPECT_EQ(g.step(0.3, 0.2, 0.5).cf, 1);
+    EXPECT_EQ(g.step(1, 0.3, 0.2, 0.5), i < 3 ? 10 : 1) << i;
     EXPECT_EQ(g.lower(), 10);  // never saturated (|0.3 - 0.2| / 0.3 > omega): no scale-up
   }
 }
 
+TEST(Gravac, GainsAreRatiosOfSumsOverTheWindow) {
+  // E[|g_c|^2] / E[|x|^2], not the mean of per-call ratios: a call with a large gradient counts
+  // for more. Per-call ratios 0.9 and 0.5 average 0.7 (>= eps); weighted by |x|^2 (1 and 9)
+  // they give (0.9 + 4.5) / 10 = 0.54 (< eps).
+  GravacParams p = scriptParams();
+  p.window = 2;
+  GravacPolicy g(p);
+  g.step(1, 0.95, 0.9, 0);
+  g.step(9, 9 * 0.95, 9 * 0.5, 0.5);
+  EXPECT_EQ(g.windowCf(), 10);  // delta_c 0.54 < eps, delta_min 0.95: the lower CF
+}
+
 TEST(Gravac, SaveLoadResumesBitForBit) {
   GravacPolicy a(scriptParams());
-  for (size_t i = 0; i < 10; ++i) a.step(kScript[i].deltaMin, kScript[i].deltaC, 0.3 + 0.01 * i);
+  for (size_t i = 0; i < 10; ++i) a.step(1, kScript[i].deltaMin, kScript[i].deltaC, 0.3 + 0.01 * i);
   const std::vector<char> saved = a.save();
   GravacPolicy b(scriptParams());
   b.load(saved.data(), saved.size());
   EXPECT_EQ(b.save(), saved);
   for (size_t i = 10; i < kScript.size(); ++i) {
     const double s = 0.3 + 0.01 * i;
-    EXPECT_EQ(a.step(kScript[i].deltaMin, kScript[i].deltaC, s).cf,
-              b.step(kScript[i].deltaMin, kScript[i].deltaC, s).cf);
+    EXPECT_EQ(a.step(1, kScript[i].deltaMin, kScript[i].deltaC, s),
+              b.step(1, kScript[i].deltaMin, kScript[i].deltaC, s));
   }
   EXPECT_EQ(a.save(), b.save());
 }
 
 TEST(Gravac, LoadRefusesAnotherShapeAndKeepsItsState) {
   GravacPolicy a(scriptParams());
-  a.step(0.9, 0.8, 0);
+  a.step(1, 0.9, 0.8, 0);
   const std::vector<char> before = a.save();
   GravacParams other = scriptParams();
   other.cfMax = 1000;  // more candidates
