@@ -17,7 +17,9 @@
 // every stride-th value, the same elements on every rank, as DGC estimates its threshold from a
 // sample; summed over the ranks, even CF 1000 keeps hundreds of sampled values in its estimate,
 // and the probe costs about a millisecond whatever the tensor (a probe of every value of a 1M
-// tensor cost 12 ms a call).
+// tensor cost 12 ms a call). The handle takes the sample where the tensor is (one strided copy
+// from the GPU on a device call), so a device call moves 2^17 floats to the host, not the tensor.
+// Accordion's norm is the handle's SquaredNorm kernel, on the GPU for device calls.
 // Figures: |x|^2, |g_min|^2, |g_c|^2 of what was probed, summed over ranks (and over the window
 // by the policy: delta is a ratio of sums, the seed's E[|C(x)|^2] / E[|x|^2]).
 #include <algorithm>
@@ -39,21 +41,18 @@ constexpr size_t kProbeValues = size_t{1} << 17;
 
 enum class Selection { kMagnitude, kRandom };
 
-// |x|^2, |C(x, lower)|^2 and |C(C(x, lower), step)|^2 over the probed values.
-void probeGains(const float* x, size_t n, double lower, double step, Selection sel,
-                uint64_t seed, uint64_t call, double out[3]) {
-  const size_t stride = n > kProbeValues ? (n + kProbeValues - 1) / kProbeValues : 1;
-  std::vector<float> sq;
-  sq.reserve(n / stride + 1);
+// |x|^2, |C(x, lower)|^2 and |C(C(x, lower), step)|^2 over the sample x[j * stride], j < m.
+void probeGains(const float* sample, size_t m, size_t stride, double lower, double step,
+                Selection sel, uint64_t seed, uint64_t call, double out[3]) {
+  std::vector<float> sq(m);
   double total = 0;
-  for (size_t i = 0; i < n; i += stride) {
-    const float v = x[i] * x[i];
-    total += v;
-    sq.push_back(v);
+  for (size_t j = 0; j < m; ++j) {
+    sq[j] = sample[j] * sample[j];
+    total += sq[j];
   }
   double sumMin = 0, sumC = 0;
   if (sel == Selection::kMagnitude) {
-    const size_t k1 = keepCount(1 / lower, sq.size());
+    const size_t k1 = keepCount(1 / lower, m);
     std::nth_element(sq.begin(), sq.begin() + (k1 ? k1 - 1 : 0), sq.end(), std::greater<>());
     const size_t k2 = keepCount(1 / step, k1);  // MTL: within g_min's k1 values
     std::nth_element(sq.begin(), sq.begin() + (k2 ? k2 - 1 : 0), sq.begin() + k1,
@@ -62,7 +61,7 @@ void probeGains(const float* x, size_t n, double lower, double step, Selection s
     sumMin += sumC;
   } else {
     const double keepMin = 1 / lower, keepC = 1 / (lower * step);
-    for (size_t j = 0; j < sq.size(); ++j) {
+    for (size_t j = 0; j < m; ++j) {
       const double u =
           double(device::mix64(seed ^ device::mix64(call ^ device::mix64(j * stride)))) * 0x1p-64;
       if (u < keepMin) sumMin += sq[j];
@@ -79,9 +78,12 @@ class GravacAdapter final : public AdaptivePolicy {
   GravacAdapter(const GravacParams& p, Selection sel, uint64_t seed)
       : policy_(p), step_(p.step), sel_(sel), seed_(seed) {}
   size_t figureCount() const override { return 3; }
-  void measureGradient(const float*, size_t, double*) override {}
-  void measureInput(const float* x, size_t n, uint64_t call, double* figures) override {
-    probeGains(x, n, policy_.lower(), step_, sel_, seed_, call, figures);
+  size_t sampleStride(size_t n) const override {
+    return n > kProbeValues ? (n + kProbeValues - 1) / kProbeValues : 1;
+  }
+  void measure(double, const float* sample, size_t m, size_t stride, uint64_t call,
+               double* figures) override {
+    probeGains(sample, m, stride, policy_.lower(), step_, sel_, seed_, call, figures);
   }
   double decide(const double* summed, int, double stepSeconds) override {
     return policy_.step(summed[0], summed[1], summed[2], stepSeconds);
@@ -105,12 +107,11 @@ class AccordionAdapter final : public AdaptivePolicy {
  public:
   explicit AccordionAdapter(const AccordionParams& p) : policy_(p) {}
   size_t figureCount() const override { return 1; }
-  void measureGradient(const float* g, size_t n, double* figures) override {
-    double sq = 0;
-    for (size_t i = 0; i < n; ++i) sq += double(g[i]) * g[i];
-    figures[0] = sq;
+  bool needsGradientNorm() const override { return true; }
+  void measure(double gradientSq, const float*, size_t, size_t, uint64_t,
+               double* figures) override {
+    figures[0] = gradientSq;
   }
-  void measureInput(const float*, size_t, uint64_t, double*) override {}
   double decide(const double* summed, int nranks, double) override {
     return policy_.step(std::sqrt(summed[0] / nranks));
   }

@@ -16,6 +16,7 @@
 #include "compress/state_bytes.h"
 #include "core/communicator.h"
 #include "device/handle_kernels.h"
+#include "device/linalg.h"
 #include "device/memory.h"
 #include "squeeze_config.h"
 #if SQZ_HAVE_CUDA
@@ -245,18 +246,6 @@ double nowSeconds() {
       .count();
 }
 
-// x itself for a host call; for a device call its host copy in tmp (the policies read the whole
-// tensor on the host: a download per call, which only adaptive methods pay).
-const float* hostValues(const float* x, size_t n, device::GpuStream stream,
-                        std::vector<float>& tmp) {
-  if (!stream) return x;
-  tmp.resize(n);
-  ChunkInfo at;
-  at.stream = stream;
-  readPayload(tmp.data(), x, n * sizeof(float), at);
-  return tmp.data();
-}
-
 }  // namespace
 
 bool CodecHandle::tooSmall(const Communicator& comm) const {
@@ -276,11 +265,10 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
     const float* g = static_cast<const float*>(in);
     float* x = static_cast<float*>(out);
     probeSeconds_ = 0;
-    if (policy_ && !small) {  // before prepare, which may overwrite g (in place)
+    gradientSq_ = 0;
+    if (policy_ && !small && policy_->needsGradientNorm()) {  // before prepare overwrites g
       const double t0 = nowSeconds();
-      policyFigures_.assign(policy_->figureCount(), 0.0);
-      std::vector<float> tmp;
-      policy_->measureGradient(hostValues(g, count_, stream, tmp), count_, policyFigures_.data());
+      gradientSq_ = SQZ_KERNEL(stream, SquaredNorm, g, count_);
       probeSeconds_ += nowSeconds() - t0;
       call.encodeSeconds += nowSeconds() - t0;
     }
@@ -345,10 +333,12 @@ bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream st
   }
   lastCallStart_ = callStart;
   if (policy_) {
-    std::vector<float> tmp;
-    policy_->measureInput(hostValues(x, count_, stream, tmp), count_, calls_,
-                          policyFigures_.data());
-    std::copy(policyFigures_.begin(), policyFigures_.end(), figures.begin() + 4);
+    const size_t stride = policy_->sampleStride(count_);
+    std::vector<float> sample(stride ? (count_ + stride - 1) / stride : 0);
+    device::gatherStrided(sample.data(), x, sample.size(), stride, stream);
+    synchronize(stream, "sampling a gradient for an adaptive codec");
+    policy_->measure(gradientSq_, sample.data(), sample.size(), stride, calls_,
+                     figures.data() + 4);
     probeSeconds_ += nowSeconds() - callStart;
     call.encodeSeconds += nowSeconds() - callStart;
   }

@@ -48,15 +48,24 @@ enum class AdaptivePhase : int {
 
 // An adaptive method's policy as the handle drives it on each call (adaptive.cc holds GraVAC's and
 // Accordion's). Figures are what this rank measured; the handle sums them over the ranks before
-// decide, so every rank decides the same.
+// decide, so every rank decides the same. The handle does the measuring where the call's memory
+// is (host or GPU), so a policy sees host numbers only: the gradient's squared norm, and a
+// strided sample of x = g + e (the whole of x for small tensors).
 class AdaptivePolicy {
  public:
   virtual ~AdaptivePolicy() = default;
   virtual size_t figureCount() const = 0;
-  // This rank's figures (figureCount doubles): from the gradient g as passed (before error
-  // feedback; called before prepare, which may overwrite it), then from x = g + e. Host memory.
-  virtual void measureGradient(const float* g, size_t n, double* figures) = 0;
-  virtual void measureInput(const float* x, size_t n, uint64_t call, double* figures) = 0;
+  // |g|^2 of the gradient as passed, before error feedback (Accordion's).
+  virtual bool needsGradientNorm() const { return false; }
+  // The stride of the sample of x it reads (1: every value; 0: none).
+  virtual size_t sampleStride(size_t n) const {
+    (void)n;
+    return 0;
+  }
+  // This rank's figures (figureCount doubles) from |g|^2 (0 unless asked) and the sample
+  // x[0], x[stride], ... (m values, host memory) of this call (the codec's call number).
+  virtual void measure(double gradientSq, const float* sample, size_t m, size_t stride,
+                       uint64_t call, double* figures) = 0;
   // The CF of this call (1: dense) from the figures summed over nranks ranks; stepSeconds is the
   // ranks' mean time from the previous call's start to this one's (0: not known).
   virtual double decide(const double* summed, int nranks, double stepSeconds) = 0;
@@ -161,9 +170,9 @@ class CodecHandle {
                   Codec& codec, CodecCall& call);
   // Adds a call's figures to the statistics.
   void account(const CodecCall& call);
-  // The adapt step (see the top): x is the call's input after prepare (policyFigures_ holds what
-  // the policy measured of the gradient before it); without a policy x is not read and may be
-  // null (the call decides before prepare). Sets the base's density and returns whether the call
+  // The adapt step (see the top): x is the call's input after prepare (gradientSq_ holds the
+  // gradient's norm from before it, when the policy asked); without a policy x is not read and
+  // may be null (the call decides before prepare). Sets the base's density and returns whether the call
   // compresses; false: it runs dense. Only for tensors of min_bytes and more.
   bool adapt(Communicator& comm, const float* x, device::GpuStream stream, CodecCall& call);
   // The run step's time, for the guard's next decision (and the dense-call counts).
@@ -192,8 +201,8 @@ class CodecHandle {
     double seconds = 0, codecSeconds = 0;
   } lastRun_;
   double lastCallStart_ = 0;  // steady-clock seconds at the previous call's start (0: none)
-  std::vector<double> policyFigures_;  // this call's, from measureGradient and measureInput
-  double probeSeconds_ = 0;            // this call's time in them (counted as encode time)
+  double gradientSq_ = 0;     // this call's |g|^2, for a policy that asks
+  double probeSeconds_ = 0;   // this call's time measuring for the policy (counted as encode time)
 
  private:
   // The state arrays, residual first (empty ones included), as saved.

@@ -14,6 +14,10 @@ namespace squeeze::device {
 // chunk's pointers may be null).
 void copyBytes(void* dst, const void* src, size_t bytes, GpuStream stream);
 
+// dst[j] = src[j * stride] for j < count (floats; dst on the host, src where the call's memory
+// is): a sample of a tensor without moving all of it (one strided 2D copy on the stream).
+void gatherStrided(float* dst, const float* src, size_t count, size_t stride, GpuStream stream);
+
 // Waits for what was enqueued on `stream` (nothing for null); a failed kernel or copy throws
 // Error(kCuda) naming `what`.
 void syncStream(GpuStream stream, const char* what);

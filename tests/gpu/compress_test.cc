@@ -177,6 +177,16 @@ std::vector<SpecCase> casesFor(const std::string& m) {
   if (m == "powersgd")
     return {{"powersgd:rank=2,min_bytes=0", false}, {"powersgd:rank=3,cols=50,ef=0", false}};
   if (m == "qsgd") return {{"qsgd:min_bytes=0"}, {"qsgd:levels=4,block=100,seed=3,min_bytes=0"}};
+  // The adaptive methods' saved policies hold measured step times (GraVAC) or a norm summed on
+  // the GPU in another order (Accordion), so they compare to tolerance (the arrays; the policy
+  // section is not compared). GraVAC's figures come from a strided sample of x, the same values
+  // on the GPU, so its decisions (window 2: two in five calls) and results match the host's.
+  if (m == "gravac")
+    return {{"gravac:cf_min=4,cf_max=64,window=2,eps=0.3,omega=0.5,min_bytes=0", false},
+            {"gravac:base=randk,cf_min=4,cf_max=64,window=2,eps=0.1,omega=0.9,min_bytes=0",
+             false}};
+  if (m == "accordion")
+    return {{"accordion:cf_low=4,cf_high=40,interval=2,min_bytes=0", false}};
   if (m == "int8" || m == "onebit" || m == "terngrad")
     return {{m + ":min_bytes=0"}, {m + ":block=100,min_bytes=0"}};
   return {{m + ":min_bytes=0"}, {m}};  // the second: default min_bytes, small calls go dense
@@ -221,6 +231,13 @@ SavedState parseState(const std::vector<char>& b) {
     at += len * 4;
     s.arrays.emplace_back(std::move(name), std::move(v));
   }
+  // Version 2: the adaptive policy's section (not parsed: skipped by the tolerance comparison).
+  uint64_t policyBytes = 0;
+  if (at + 8 > b.size()) return s;
+  std::memcpy(&policyBytes, &b[at], 8);
+  at += 8;
+  if (at + policyBytes > b.size()) return s;
+  at += policyBytes;
   s.ok = at == b.size();
   return s;
 }
