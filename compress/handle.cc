@@ -322,51 +322,61 @@ bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream st
   const bool guardOn =
       autoDense_ && (spec_.autoDense ? *spec_.autoDense != 0 : comm.config().codecAutoDense);
   if (!policy_ && !guardOn) return true;
-  const size_t own = policy_ ? policy_->figureCount() : 0;
-  // [ranks with a previous run, its seconds, its codec seconds, step seconds, policy's...]
-  std::vector<double> figures(4 + own, 0.0);
-  if (lastRun_.valid) {
-    figures[0] = 1;
-    figures[1] = lastRun_.seconds;
-    figures[2] = lastRun_.codecSeconds;
-    figures[3] = callStart - lastCallStart_;
-  }
-  lastCallStart_ = callStart;
-  if (policy_) {
-    const size_t stride = policy_->sampleStride(count_);
-    std::vector<float> sample(stride ? (count_ + stride - 1) / stride : 0);
-    device::gatherStrided(sample.data(), x, sample.size(), stride, stream);
-    synchronize(stream, "sampling a gradient for an adaptive codec");
-    policy_->measure(gradientSq_, sample.data(), sample.size(), stride, calls_,
-                     figures.data() + 4);
-    probeSeconds_ += nowSeconds() - callStart;
-    call.encodeSeconds += nowSeconds() - callStart;
-  }
-  CollRequest req;  // one small dense all-reduce: every rank then holds the same figures
-  req.kind = CollKind::kAllReduce;
-  req.sendbuf = figures.data();
-  req.recvbuf = figures.data();
-  req.count = figures.size();
-  req.dtype = DataType::kFloat64;
-  req.op = RedOp::kSum;
-  req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
-  req.specHash = specHash_;
-  comm.collective(req);
-
   const int ranks = comm.size();
-  const bool previous = figures[0] == double(ranks);  // every rank ran one (always all or none)
-  if (guardOn && previous) {
-    PayoffGuard::Sample sample;
-    sample.compressed = lastRun_.compressed;
-    sample.seconds = figures[1] / ranks;
-    sample.codecSeconds = figures[2] / ranks;
-    guard_.record(sample, double(count_) * sizeof(float));
-  }
-  if (policy_) {
-    const double cf = policy_->decide(figures.data() + 4, ranks, previous ? figures[3] / ranks : 0);
-    stats_.cf = cf;
-    if (cf <= 1) return false;
-    SQZ_ENFORCE(setDensity(1.0 / cf), "adaptive codec without a density knob");
+  if (policy_ || guard_.syncs()) {
+    // [ranks with a previous call, its step seconds, then per mode: calls, seconds, codec
+    // seconds, then the policy's]
+    constexpr size_t kOwn = 8;
+    std::vector<double> figures(kOwn + (policy_ ? policy_->figureCount() : 0), 0.0);
+    if (lastCallStart_ > 0) {
+      figures[0] = 1;
+      figures[1] = callStart - lastCallStart_;
+    }
+    lastCallStart_ = callStart;
+    for (int mode = 0; mode < 2; ++mode) {
+      figures[2 + 3 * mode] = runs_[mode].calls;
+      figures[3 + 3 * mode] = runs_[mode].seconds;
+      figures[4 + 3 * mode] = runs_[mode].codecSeconds;
+      runs_[mode] = RunSums{};
+    }
+    if (policy_) {
+      const size_t stride = policy_->sampleStride(count_);
+      std::vector<float> sample(stride ? (count_ + stride - 1) / stride : 0);
+      device::gatherStrided(sample.data(), x, sample.size(), stride, stream);
+      synchronize(stream, "sampling a gradient for an adaptive codec");
+      policy_->measure(gradientSq_, sample.data(), sample.size(), stride, calls_,
+                       figures.data() + kOwn);
+      probeSeconds_ += nowSeconds() - callStart;
+      call.encodeSeconds += nowSeconds() - callStart;
+    }
+    CollRequest req;  // one small dense all-reduce: every rank then holds the same figures
+    req.kind = CollKind::kAllReduce;
+    req.sendbuf = figures.data();
+    req.recvbuf = figures.data();
+    req.count = figures.size();
+    req.dtype = DataType::kFloat64;
+    req.op = RedOp::kSum;
+    req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
+    req.specHash = specHash_;
+    comm.collective(req);
+
+    if (guardOn)
+      for (int mode = 0; mode < 2; ++mode)
+        if (const double n = figures[2 + 3 * mode]; n > 0) {
+          PayoffGuard::Sample sample;
+          sample.compressed = mode == 0;
+          sample.seconds = figures[3 + 3 * mode] / n;
+          sample.codecSeconds = figures[4 + 3 * mode] / n;
+          guard_.record(sample, double(count_) * sizeof(float));
+        }
+    if (policy_) {
+      // every rank has had a previous call, or none (the same calls on every rank)
+      const double step = figures[0] == double(ranks) ? figures[1] / ranks : 0;
+      const double cf = policy_->decide(figures.data() + kOwn, ranks, step);
+      stats_.cf = cf;
+      if (cf <= 1) return false;
+      SQZ_ENFORCE(setDensity(1.0 / cf), "adaptive codec without a density knob");
+    }
   }
   if (guardOn && !guard_.nextCompresses()) {
     stats_.guardDenseCalls++;
@@ -377,12 +387,11 @@ bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream st
 }
 
 void CodecHandle::recordRun(bool compressed, double seconds, const CodecCall& call) {
-  lastRun_.valid = true;
-  lastRun_.compressed = compressed;
-  lastRun_.seconds = seconds;
+  RunSums& r = runs_[compressed ? 0 : 1];
+  r.calls += 1;
+  r.seconds += seconds;
   // The policy's probe runs whatever the mode: not part of what compressing costs.
-  lastRun_.codecSeconds =
-      call.encodeSeconds + call.combineSeconds + call.decodeSeconds - probeSeconds_;
+  r.codecSeconds += call.encodeSeconds + call.combineSeconds + call.decodeSeconds - probeSeconds_;
   if (!compressed) stats_.denseCalls++;
 }
 
@@ -505,7 +514,7 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
   for (uint32_t i = 0; i < n; ++i) *arrays[i].second = std::move(loaded[i]);
   guard_ = PayoffGuard{};
   residualClear_ = false;  // whatever the loaded residual holds: the next call adds it
-  lastRun_ = RunSample{};
+  runs_[0] = runs_[1] = RunSums{};
   lastCallStart_ = 0;
 #if SQZ_HAVE_CUDA
   if (device_) device_->current = DeviceState::Current::kHost;  // the next device call uploads

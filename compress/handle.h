@@ -195,12 +195,12 @@ class CodecHandle {
   bool compressedCall_ = true;              // the current call's run step (for finish)
   bool residualClear_ = true;               // the residual is all zero (as created; after dense)
   PayoffGuard guard_;
-  // The previous run step, averaged over the ranks at the next adapt step.
-  struct RunSample {
-    bool valid = false, compressed = false;
-    double seconds = 0, codecSeconds = 0;
-  } lastRun_;
-  double lastCallStart_ = 0;  // steady-clock seconds at the previous call's start (0: none)
+  // This rank's run steps since the figures were last exchanged, per mode (0: compressed, 1:
+  // dense); the guard gets their means over the ranks at the next exchange.
+  struct RunSums {
+    double calls = 0, seconds = 0, codecSeconds = 0;
+  } runs_[2];
+  double lastCallStart_ = 0;  // steady-clock seconds at the previous adapt step (0: none yet)
   double gradientSq_ = 0;     // this call's |g|^2, for a policy that asks
   double probeSeconds_ = 0;   // this call's time measuring for the policy (counted as encode time)
 

@@ -9,6 +9,7 @@ namespace {
 constexpr uint64_t kWarmupCalls = 4;  // compressed, dense, compressed, dense
 constexpr uint64_t kFirstInterval = 64;
 constexpr uint64_t kMaxInterval = 4096;
+constexpr uint64_t kSyncEvery = 16;
 
 }  // namespace
 
@@ -35,6 +36,11 @@ void PayoffGuard::record(const Sample& s, double tensorBytes) {
   }
 }
 
+bool PayoffGuard::syncs() const {
+  return calls_ <= kWarmupCalls || (lastProbe_ && calls_ == lastProbe_ + 1) ||
+         calls_ % kSyncEvery == 0;
+}
+
 bool PayoffGuard::pays() const {
   if (linkDense_.samples == 0 || codec_.samples == 0) return true;  // not measured yet
   return codec_.value + linkCompressed_.value < linkDense_.value;
@@ -55,6 +61,7 @@ bool PayoffGuard::nextCompresses() {
     compress = decision;
     if (call == nextProbe_) {  // re-measure the other mode; the decision held: wait longer
       compress = !decision;
+      lastProbe_ = call;
       interval_ = std::min(interval_ * 2, kMaxInterval);
       nextProbe_ = call + interval_;
     }

@@ -7,9 +7,12 @@
 //   linkCompressed a compressed call's seconds minus its codec seconds,
 //   codec          a compressed call's codec seconds,
 // and runs a call compressed iff codec + linkCompressed < linkDense: the codec's time is less than
-// the link time it saves. The figures of a call reach the guard at the start of the next call,
-// averaged over the ranks by a small all-reduce (CodecHandle), so every rank holds the same
-// figures, takes the same decision, and the schedules match.
+// the link time it saves. Each rank times its own calls; a small all-reduce (CodecHandle)
+// averages them over the ranks, so every rank holds the same figures, takes the same decision,
+// and the schedules match. That exchange happens only on the calls syncs() names: each of the
+// first five (the warm-up's figures and the first decision), the call after a probe, and every
+// 16th call; a sync brings the mean of each mode's calls since the last one. A handle with an
+// adaptive policy exchanges figures on every call anyway, and brings the guard's along.
 // Measuring both sides: the first four calls alternate compressed, dense, compressed, dense (a
 // mode's first figure is replaced by its second: first calls pay for allocations and connection
 // warm-up); after that each figure is an even moving average of the calls of its mode. The mode
@@ -32,7 +35,10 @@ class PayoffGuard {
     double codecSeconds = 0;  // of which encode + combine + decode
   };
 
-  // The figures of the previous call; tensorBytes is the tensor's size (count * 4).
+  // Whether the next call (the one nextCompresses decides) exchanges figures first.
+  bool syncs() const;
+  // The figures of the calls since the last sync, one sample per mode that ran; tensorBytes is
+  // the tensor's size (count * 4).
   void record(const Sample& s, double tensorBytes);
   // Whether the next call compresses. Advances the call counter: call once per call.
   bool nextCompresses();
@@ -57,6 +63,7 @@ class PayoffGuard {
   uint64_t calls_ = 0;       // decisions taken
   uint64_t nextProbe_ = 0;   // the call that runs the mode not chosen
   uint64_t interval_ = 0;    // calls between probes
+  uint64_t lastProbe_ = 0;   // the last probe call (0: none yet)
   bool lastDecision_ = true;
   uint64_t denseCalls_ = 0;
 };

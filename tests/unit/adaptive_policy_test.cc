@@ -237,6 +237,21 @@ TEST(PayoffGuard, CompressesWhenTheLinkIsSlow) {
   for (int i = 4; i < 100; ++i) EXPECT_EQ(r.decisions[i], i != 4 + 64) << i;
 }
 
+TEST(PayoffGuard, ExchangesFiguresOnlyWhenItNeedsThem) {
+  GuardRun r;
+  r.run(1, 0.010, 0.001, 0.020);
+  std::vector<uint64_t> syncs;
+  for (uint64_t call = 1; call < 200; ++call) {
+    if (r.guard.syncs()) syncs.push_back(call);
+    r.run(1, 0.010, 0.001, 0.020);
+  }
+  // the warm-up and first decision (1-4; call 0 too), every 16th, and the call after the probes
+  // at 68 and 196
+  const std::vector<uint64_t> expected = {1,  2,  3,  4,   16,  32,  48,  64,  69,  80,
+                                          96, 112, 128, 144, 160, 176, 192, 197};
+  EXPECT_EQ(syncs, expected);
+}
+
 TEST(PayoffGuard, FollowsALinkThatChanges) {
   GuardRun r;
   r.run(50, 0.100, 0.005, 0.010);   // slow link: compress
