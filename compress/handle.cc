@@ -280,16 +280,20 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
       compress = false;
     else if (!policy_)
       compress = adapt(comm, nullptr, stream, call);
-    double seconds = 0;  // prepare and run: what the call costs in its mode, for the guard
+    // What the call costs in its mode, for the guard: a compressed call's prepare and run; a
+    // dense call's run, and its prepare only where every dense call needs one (DGC): a dense
+    // call after compressed ones adds the residual once, and the ones after it go direct.
+    double seconds = 0;
     double t0 = nowSeconds();
     if (compress == false && residualClear_ && plainPrepare()) {
       runChunked(comm, g, x, count_, op, denseCodec(), call);
     } else {
       prepare(g, x, comm.size(), stream);
-      seconds += nowSeconds() - t0;
-      call.encodeSeconds += nowSeconds() - t0;
+      const double prepareSeconds = nowSeconds() - t0;
+      call.encodeSeconds += prepareSeconds;
       call.residual = errorFeedback_ ? stateData(residual_, stream) : nullptr;
       if (!compress) compress = adapt(comm, x, stream, call);
+      if (*compress || !plainPrepare()) seconds += prepareSeconds;
       t0 = nowSeconds();
       // A device call's collective runs on the same stream, after prepare's kernels.
       runChunked(comm, x, x, count_, op, *compress ? *chunk_ : denseCodec(), call);

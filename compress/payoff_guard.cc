@@ -37,7 +37,7 @@ void PayoffGuard::record(const Sample& s, double tensorBytes) {
 }
 
 bool PayoffGuard::syncs() const {
-  return calls_ <= kWarmupCalls || (lastProbe_ && calls_ == lastProbe_ + 1) ||
+  return calls_ <= kSyncEvery || (lastProbe_ && calls_ == lastProbe_ + 1) ||
          calls_ % kSyncEvery == 0;
 }
 

@@ -10,7 +10,8 @@
 // the link time it saves. Each rank times its own calls; a small all-reduce (CodecHandle)
 // averages them over the ranks, so every rank holds the same figures, takes the same decision,
 // and the schedules match. That exchange happens only on the calls syncs() names: each of the
-// first five (the warm-up's figures and the first decision), the call after a probe, and every
+// first 17 (the warm-up's figures, and early decisions taken from more than one call of each
+// mode, so one slow warm-up call does not decide for long), the call after a probe, and every
 // 16th call; a sync brings the mean of each mode's calls since the last one. A handle with an
 // adaptive policy exchanges figures on every call anyway, and brings the guard's along.
 // Measuring both sides: the first four calls alternate compressed, dense, compressed, dense (a

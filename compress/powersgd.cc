@@ -107,22 +107,31 @@ class PowerSgdHandle final : public CodecHandle {
     call.call = calls_;
     placeState(stream);
     float* x = static_cast<float*>(out);
-    auto t0 = Clock::now();
-    prepare(static_cast<const float*>(in), x, comm.size(), stream);  // x = M = g + e; e = 0
-    call.norms.inputSq = SQZ_KERNEL(stream, SquaredNorm, x, count_);
-    call.encodeSeconds += secondsSince(t0);
-    // Too small or a degenerate view: dense, with no adapt step; else the pay-off guard decides.
+    // Too small or a degenerate view: dense, with no adapt step; else the pay-off guard decides,
+    // before prepare: a dense call with an empty residual runs from in to out, as sqzAllReduce.
     const bool eligible = lowRank_ && !tooSmall(comm);
-    const bool compress = eligible && adapt(comm, x, stream, call);
-    t0 = Clock::now();
-    if (!compress) {
-      call.norms.sentSq = call.norms.inputSq;
-      dense(comm, x, count_, op, call);  // exact: e stays 0
+    const bool compress = eligible && adapt(comm, nullptr, stream, call);
+    auto t0 = Clock::now();
+    double seconds = 0;  // for the guard: as CodecHandle::allReduce counts it
+    if (!compress && residualClear_) {
+      runChunked(comm, in, out, count_, op, *chunk_, call);  // chunk_ is the dense codec
     } else {
-      lowRank(comm, x, op, call, t0, stream);
+      prepare(static_cast<const float*>(in), x, comm.size(), stream);  // x = M = g + e; e = 0
+      call.norms.inputSq = SQZ_KERNEL(stream, SquaredNorm, x, count_);
+      call.encodeSeconds += secondsSince(t0);
+      if (compress) seconds += secondsSince(t0);
+      t0 = Clock::now();
+      if (!compress) {
+        call.norms.sentSq = call.norms.inputSq;
+        dense(comm, x, count_, op, call);  // exact: e stays 0
+      } else {
+        lowRank(comm, x, op, call, t0, stream);
+      }
     }
+    seconds += secondsSince(t0);
+    residualClear_ = !compress || !errorFeedback_;
     if (eligible)
-      recordRun(compress, secondsSince(t0), call);
+      recordRun(compress, seconds, call);
     else
       stats_.denseCalls++;
     synchronize(stream, "PowerSGD's last pass on the GPU");
