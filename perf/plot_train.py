@@ -14,13 +14,12 @@ import json
 import os
 import sys
 
+# plot.py's error type and matplotlib loader (this script's directory is on sys.path).
+from plot import InputError, pyplot
+
 FORMAT = "squeeze-train-sim/1"
 # The members of each run read here; the rest may be missing.
 REQUIRED_KEYS = ("spec", "cf", "eval_steps", "eval_loss")
-
-
-class InputError(Exception):
-    """Bad input: reported as one line on stderr, exit status 2."""
 
 
 def load(path):
@@ -62,17 +61,6 @@ def labels_of(keys, paths):
         for k in [k for k in keys if counts[labels[k]] > 1]:
             labels[k] = "%s (%s)" % (k[2], name_of(paths[k[0]]))
     return labels
-
-
-def pyplot():
-    try:
-        import matplotlib
-    except ImportError as e:
-        raise InputError("plotting needs matplotlib (%s); on Debian: apt-get install "
-                         "python3-matplotlib, and run this script with /usr/bin/python3" % e)
-    matplotlib.use("Agg")  # files only, never a display
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def positive(points):
