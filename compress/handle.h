@@ -6,8 +6,10 @@
 // One compressed all-reduce, for chunk codecs:
 //   prepare   x = g + e into recvbuf, e = 0 (a method may change this: DGC's momentum)
 //   adapt     (tensors of min_bytes and more) one small all-reduce of figures the ranks then
-//             agree on: an adaptive method's policy (GraVAC, Accordion: adaptive.h) picks the CF,
-//             and the pay-off guard (payoff_guard.h, auto_dense) whether compressing pays
+//             agree on: an adaptive method's policy (GraVAC, Accordion: adaptive.cc) picks the
+//             CF, and the pay-off guard (payoff_guard.h, auto_dense) whether compressing pays.
+//             Without a policy it comes before prepare: a dense call with an empty residual then
+//             skips prepare and runs from in to out
 //   run       the tuner's algorithm, in place on recvbuf, with the chunk codec (or dense) and a
 //             CodecCall whose residual receives what every encode on this rank drops
 //   finish    statistics; method hooks (DGC's momentum factor masking)
@@ -172,13 +174,14 @@ class CodecHandle {
   void account(const CodecCall& call);
   // The adapt step (see the top): x is the call's input after prepare (gradientSq_ holds the
   // gradient's norm from before it, when the policy asked); without a policy x is not read and
-  // may be null (the call decides before prepare). Sets the base's density and returns whether the call
-  // compresses; false: it runs dense. Only for tensors of min_bytes and more.
+  // may be null (the call decides before prepare). Sets the base's density and returns whether
+  // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
   bool adapt(Communicator& comm, const float* x, device::GpuStream stream, CodecCall& call);
   // The run step's time, for the guard's next decision (and the dense-call counts).
   void recordRun(bool compressed, double seconds, const CodecCall& call);
   // Whether this call's tensor is under min_bytes (it then travels dense, with no adapt step).
   bool tooSmall(const Communicator& comm) const;
+
   CodecSpec spec_;
   size_t count_;
   DataType dtype_;
