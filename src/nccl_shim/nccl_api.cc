@@ -189,6 +189,29 @@ ncclResult_t reductionInput(const Reduction& red, const void* sendbuff, size_t c
   return ncclSuccess;
 }
 
+// What every reducing collective does around its Squeeze call: check the communicator, translate
+// the datatype and operator now (bad arguments fail the call itself, not its group), and when the
+// call runs, pass Squeeze the input reductionInput gives for inputCount() elements (a function:
+// ncclReduceScatter's input size needs the rank count, known only once the communicator is up).
+template <class InputCount, class Call>
+ncclResult_t submitReduction(ncclComm* comm, const char* fn, const void* sendbuff,
+                             ncclDataType_t datatype, ncclRedOp_t op, cudaStream_t stream,
+                             InputCount inputCount, Call call) {
+  SHIM_CHECK_DATA_COMM(comm, fn);
+  Reduction red;
+  if (ncclResult_t r = toReduction(comm, datatype, op, fn, &red); r != ncclSuccess) return r;
+  return submitCall(comm, false, [=]() -> ncclResult_t {
+    size_t count = 0;
+    if (ncclResult_t r = inputCount(&count); r != ncclSuccess) return r;
+    std::vector<unsigned char> scaled;
+    const void* in;
+    if (ncclResult_t r = reductionInput(red, sendbuff, count, stream, fn, &scaled, &in);
+        r != ncclSuccess)
+      return r;
+    return call(in, red);
+  });
+}
+
 // ---- SQZ_NCCL_CODEC ------------------------------------------------------------------------------
 
 // The process's rules, parsed once; a bad value fails every communicator init with the reason.
@@ -505,26 +528,23 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
   enter();
-  constexpr const char* fn = "ncclAllReduce";
-  SHIM_CHECK_DATA_COMM(comm, fn);
-  Reduction red;
-  if (ncclResult_t r = toReduction(comm, datatype, op, fn, &red); r != ncclSuccess) return r;
-  return submitCall(comm, false, [=] {
-    std::vector<unsigned char> scaled;
-    const void* in;
-    if (ncclResult_t r = reductionInput(red, sendbuff, count, stream, fn, &scaled, &in);
-        r != ncclSuccess)
-      return r;
-    sqzCodec_t codec = nullptr;
-    if (!red.preMulSum)
-      if (ncclResult_t r = codecOf(comm, sendbuff, count, red.type, red.op, &codec);
-          r != ncclSuccess)
-        return r;
-    if (codec)
-      return forward(sqzAllReduceCompressed(in, recvbuff, count, red.type, red.op, codec,
-                                            comm->sqz, stream));
-    return forward(sqzAllReduce(in, recvbuff, count, red.type, red.op, comm->sqz, stream));
-  });
+  auto inputCount = [count](size_t* n) {
+    *n = count;
+    return ncclSuccess;
+  };
+  return submitReduction(
+      comm, "ncclAllReduce", sendbuff, datatype, op, stream, inputCount,
+      [=](const void* in, const Reduction& red) {
+        sqzCodec_t codec = nullptr;
+        if (!red.preMulSum)
+          if (ncclResult_t r = codecOf(comm, sendbuff, count, red.type, red.op, &codec);
+              r != ncclSuccess)
+            return r;
+        if (codec)
+          return forward(sqzAllReduceCompressed(in, recvbuff, count, red.type, red.op, codec,
+                                                comm->sqz, stream));
+        return forward(sqzAllReduce(in, recvbuff, count, red.type, red.op, comm->sqz, stream));
+      });
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
@@ -548,18 +568,15 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                         cudaStream_t stream) {
   enter();
-  constexpr const char* fn = "ncclReduce";
-  SHIM_CHECK_DATA_COMM(comm, fn);
-  Reduction red;
-  if (ncclResult_t r = toReduction(comm, datatype, op, fn, &red); r != ncclSuccess) return r;
-  return submitCall(comm, false, [=] {
-    std::vector<unsigned char> scaled;
-    const void* in;
-    if (ncclResult_t r = reductionInput(red, sendbuff, count, stream, fn, &scaled, &in);
-        r != ncclSuccess)
-      return r;
-    return forward(sqzReduce(in, recvbuff, count, red.type, red.op, root, comm->sqz, stream));
-  });
+  auto inputCount = [count](size_t* n) {
+    *n = count;
+    return ncclSuccess;
+  };
+  return submitReduction(comm, "ncclReduce", sendbuff, datatype, op, stream, inputCount,
+                         [=](const void* in, const Reduction& red) {
+                           return forward(sqzReduce(in, recvbuff, count, red.type, red.op, root,
+                                                    comm->sqz, stream));
+                         });
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -577,22 +594,17 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
   enter();
-  constexpr const char* fn = "ncclReduceScatter";
-  SHIM_CHECK_DATA_COMM(comm, fn);
-  Reduction red;
-  if (ncclResult_t r = toReduction(comm, datatype, op, fn, &red); r != ncclSuccess) return r;
-  return submitCall(comm, false, [=] {
+  auto inputCount = [comm, recvcount](size_t* n) {
     int nranks = 0;
     if (sqzResult_t r = sqzCommCount(comm->sqz, &nranks); r != sqzSuccess) return forward(r);
-    std::vector<unsigned char> scaled;
-    const void* in;
-    if (ncclResult_t r = reductionInput(red, sendbuff, recvcount * nranks, stream, fn, &scaled,
-                                        &in);
-        r != ncclSuccess)
-      return r;
-    return forward(sqzReduceScatter(in, recvbuff, recvcount, red.type, red.op, comm->sqz,
-                                    stream));
-  });
+    *n = recvcount * nranks;
+    return ncclSuccess;
+  };
+  return submitReduction(comm, "ncclReduceScatter", sendbuff, datatype, op, stream, inputCount,
+                         [=](const void* in, const Reduction& red) {
+                           return forward(sqzReduceScatter(in, recvbuff, recvcount, red.type,
+                                                           red.op, comm->sqz, stream));
+                         });
 }
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
