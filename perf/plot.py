@@ -141,6 +141,17 @@ def pyplot():
     return plt
 
 
+def save_png(plt, fig, path):
+    """Lays the figure out, writes it to path as PNG (an unwritable path is bad input) and closes
+    it."""
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    except OSError as e:
+        raise InputError("cannot write %s: %s" % (path, e.strerror or e))
+    plt.close(fig)
+
+
 def plot_by_size(rows, paths, metric, ax):
     series = {}
     for index, row in rows:
@@ -220,12 +231,7 @@ def plot(args, docs, rows):
     ax.grid(True, which="major", alpha=0.3)
     if has_legend:
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    try:
-        fig.savefig(args.output, format="png")
-    except OSError as e:
-        raise InputError("cannot write %s: %s" % (args.output, e.strerror or e))
-    plt.close(fig)
+    save_png(plt, fig, args.output)
 
 
 def table(rows):

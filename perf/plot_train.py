@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-# plot.py's error type and matplotlib loader (this script's directory is on sys.path).
-from plot import InputError, pyplot
+# plot.py's error type, matplotlib loader and PNG writer (this script's directory is on sys.path).
+from plot import InputError, pyplot, save_png
 
 FORMAT = "squeeze-train-sim/1"
 # The members of each run read here; the rest may be missing.
@@ -108,12 +108,7 @@ def plot(args, docs):
         ax.legend(fontsize="small")
     ax_loss.set_xlabel("step")
     ax_cf.set_title(args.title if args.title is not None else default_title(docs))
-    fig.tight_layout()
-    try:
-        fig.savefig(args.output, format="png")
-    except OSError as e:
-        raise InputError("cannot write %s: %s" % (args.output, e.strerror or e))
-    plt.close(fig)
+    save_png(plt, fig, args.output)
 
 
 def main(argv):
