@@ -285,7 +285,7 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
     // call after compressed ones adds the residual once, and the ones after it go direct.
     double seconds = 0;
     double t0 = nowSeconds();
-    if (compress == false && residualClear_ && plainPrepare()) {
+    if (compress.has_value() && runsDirect(*compress)) {
       runChunked(comm, g, x, count_, op, denseCodec(), call);
     } else {
       prepare(g, x, comm.size(), stream);
@@ -306,15 +306,7 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
     compressedCall_ = *compress;
     finish(x, stream);
     synchronize(stream, "a compressed all-reduce's last pass on the GPU");
-    seconds += nowSeconds() - t0;
-    // A dense call leaves the residual empty (prepare moved it into x, and nothing was dropped).
-    residualClear_ = !*compress || !errorFeedback_;
-    if (small) {
-      stats_.denseCalls++;
-      if (policy_) stats_.cf = 1;
-    } else {
-      recordRun(*compress, seconds, call);
-    }
+    endRun(!small, *compress, seconds + (nowSeconds() - t0), call);
   }
   account(call);
   ++calls_;
@@ -390,13 +382,19 @@ bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream st
   return true;
 }
 
-void CodecHandle::recordRun(bool compressed, double seconds, const CodecCall& call) {
+void CodecHandle::endRun(bool adapted, bool compressed, double seconds, const CodecCall& call) {
+  // A dense call leaves the residual empty (prepare moved it into x, and nothing was dropped).
+  residualClear_ = !compressed || !errorFeedback_;
+  if (!compressed) stats_.denseCalls++;
+  if (!adapted) {  // too small: dense with no adapt step
+    if (policy_) stats_.cf = 1;
+    return;
+  }
   RunSums& r = runs_[compressed ? 0 : 1];
   r.calls += 1;
   r.seconds += seconds;
   // The policy's probe runs whatever the mode: not part of what compressing costs.
   r.codecSeconds += call.encodeSeconds + call.combineSeconds + call.decodeSeconds - probeSeconds_;
-  if (!compressed) stats_.denseCalls++;
 }
 
 void CodecHandle::account(const CodecCall& call) {

@@ -177,8 +177,12 @@ class CodecHandle {
   // may be null (the call decides before prepare). Sets the base's density and returns whether
   // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
   bool adapt(Communicator& comm, const float* x, device::GpuStream stream, CodecCall& call);
-  // The run step's time, for the guard's next decision (and the dense-call counts).
-  void recordRun(bool compressed, double seconds, const CodecCall& call);
+  // Whether a call that runs dense (!compress) may skip prepare and run from in to out: its
+  // residual is empty and prepare is the plain x = g + e.
+  bool runsDirect(bool compress) const { return !compress && residualClear_ && plainPrepare(); }
+  // After a call's run step: whether the residual is empty now, the dense-call counts, and for a
+  // call that had an adapt step (adapted) its time, for the guard's next decision.
+  void endRun(bool adapted, bool compressed, double seconds, const CodecCall& call);
   // Whether this call's tensor is under min_bytes (it then travels dense, with no adapt step).
   bool tooSmall(const Communicator& comm) const;
 

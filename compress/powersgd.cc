@@ -113,7 +113,7 @@ class PowerSgdHandle final : public CodecHandle {
     const bool compress = eligible && adapt(comm, nullptr, stream, call);
     auto t0 = Clock::now();
     double seconds = 0;  // for the guard: as CodecHandle::allReduce counts it
-    if (!compress && residualClear_) {
+    if (runsDirect(compress)) {
       runChunked(comm, in, out, count_, op, *chunk_, call);  // chunk_ is the dense codec
     } else {
       prepare(static_cast<const float*>(in), x, comm.size(), stream);  // x = M = g + e; e = 0
@@ -128,12 +128,7 @@ class PowerSgdHandle final : public CodecHandle {
         lowRank(comm, x, op, call, t0, stream);
       }
     }
-    seconds += secondsSince(t0);
-    residualClear_ = !compress || !errorFeedback_;
-    if (eligible)
-      recordRun(compress, seconds, call);
-    else
-      stats_.denseCalls++;
+    endRun(eligible, compress, seconds + secondsSince(t0), call);
     synchronize(stream, "PowerSGD's last pass on the GPU");
     account(call);
     ++calls_;
