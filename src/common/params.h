@@ -24,15 +24,36 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Bound on every blocking wait (rendezvous, connect, send, receive), in ms.")               \
   X(transport, kString, "SQZ_TRANSPORT", "cuda_ipc,shm,tcp",                                   \
     "Ordered transports to try per peer (cuda_ipc: GPU ranks on one host, CUDA builds only; "    \
-    "shm: same host only; tcp: any). 'tcp' forces tcp.")                                        \
+    "shm: same host only; tcp: any; ucx: any, over UCX_TLS/UCX_NET_DEVICES; ib: peers with an "  \
+    "active RDMA port). 'tcp' forces tcp.")                                                     \
   X(socketIfname, kString, "SQZ_SOCKET_IFNAME", "",                                            \
     "Interface for sockets: name prefix ('lo', 'eth'), ^ excludes, = exact. "                  \
     "Empty: first non-loopback interface that is up, else loopback.")                          \
   X(tcpNsocks, kInt, "SQZ_TCP_NSOCKS", "2", "TCP sockets per peer connection (1-16).")         \
+  X(tcpCongestion, kString, "SQZ_TCP_CONGESTION", "cubic",                                    \
+    "TCP congestion control of the tcp transport's data sockets. cubic keeps a saturated link " \
+    "full where BBR's periodic queue draining idles it (2-4% on a 1 Gbit/s link); 'system' "   \
+    "keeps the kernel's default.")                                                             \
   X(chunkBytes, kBytes, "SQZ_CHUNK_BYTES", "512K",                                             \
     "Pipeline chunk: algorithms split each segment into pieces of at most this size.")        \
   X(shmBufferBytes, kBytes, "SQZ_SHM_BUFFER_BYTES", "4M",                                      \
     "Shared-memory ring buffer per direction per peer pair.")                                  \
+  X(shmSingleCopyBytes, kBytes, "SQZ_SHM_SINGLE_COPY_BYTES", "0",                             \
+    "Shared memory: messages of at least this size are copied once, by the receiver reading "  \
+    "the sender's buffer (process_vm_readv), instead of twice through the ring. 0: never.")     \
+  X(ibHca, kString, "SQZ_IB_HCA", "",                                                          \
+    "InfiniBand: device[:port] for the ib transport (e.g. mlx5_0:1). Empty: the first device " \
+    "with an active port.")                                                                    \
+  X(ibGidIndex, kInt, "SQZ_IB_GID_INDEX", "0",                                                 \
+    "InfiniBand: GID table index (RoCE needs one; InfiniBand with a LID ignores it).")         \
+  X(tunerCalibrate, kInt, "SQZ_TUNER_CALIBRATE", "1",                                          \
+    "Tuner: 1 times a ping-pong over the slowest transport and the CPU reduction when a "      \
+    "communicator is created (a few ms; not when SQZ_ALGO is set) and scales the tuner's "     \
+    "constants (SQZ_*_LATENCY_US, SQZ_*_GBPS) by how this machine compares with the one its "  \
+    "rows were fit on; 0 uses them as set. Set it alike on every rank.")                       \
+  X(tunerFile, kString, "SQZ_TUNER_FILE", "",                                                  \
+    "Tuner: a file written by scripts/calibrate-tuner.sh (format: algorithms/cost_model.h); "  \
+    "its rows replace the built-in ones for the transports it names. The same on every rank.") \
   X(cudaIpcBufferBytes, kBytes, "SQZ_CUDA_IPC_BUFFER_BYTES", "8M",                              \
     "CUDA IPC: device staging ring per direction per GPU peer pair.")                          \
   X(algo, kString, "SQZ_ALGO", "",                                                             \

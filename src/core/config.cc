@@ -36,6 +36,14 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_TCP_NSOCKS=", p.tcpNsocks,
           " is out of range; use 1 to 16.");
   c.tcpNsocks = static_cast<int>(p.tcpNsocks);
+  // TCP_CA_NAME_MAX is 16 with the terminating zero; kernel names are [a-z0-9_].
+  const std::string& cc = p.tcpCongestion;
+  if (cc.empty() || cc.size() > 15 ||
+      cc.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+    raise(ErrorCode::kInvalidArgument, "SQZ_TCP_CONGESTION='", p.tcpCongestion,
+          "' is not a congestion control name; use e.g. 'cubic', 'bbr' or 'system' (the kernel's "
+          "default; see /proc/sys/net/ipv4/tcp_available_congestion_control).");
+  c.tcpCongestion = p.tcpCongestion;
   if (p.chunkBytes < 4096 || p.chunkBytes > (1ull << 30))
     raise(ErrorCode::kInvalidArgument, "SQZ_CHUNK_BYTES=", p.chunkBytes,
           " is out of range; use 4K to 1G.");
@@ -57,6 +65,21 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_CUDA_IPC_BUFFER_BYTES=", p.cudaIpcBufferBytes,
           " is out of range; use 64K to 1G.");
   c.cudaIpcBufferBytes = p.cudaIpcBufferBytes;
+  if (p.shmSingleCopyBytes != 0 &&
+      (p.shmSingleCopyBytes < 4096 || p.shmSingleCopyBytes > (1ull << 40)))
+    raise(ErrorCode::kInvalidArgument, "SQZ_SHM_SINGLE_COPY_BYTES=", p.shmSingleCopyBytes,
+          " is out of range; use 0 (never) or 4K to 1T.");
+  c.shmSingleCopyBytes = p.shmSingleCopyBytes;
+  c.ibHca = p.ibHca;
+  if (p.ibGidIndex < 0 || p.ibGidIndex > 255)
+    raise(ErrorCode::kInvalidArgument, "SQZ_IB_GID_INDEX=", p.ibGidIndex,
+          " is out of range; use 0 to 255 (see `show_gids` for the port's table).");
+  c.ibGidIndex = static_cast<int>(p.ibGidIndex);
+  if (p.tunerCalibrate != 0 && p.tunerCalibrate != 1)
+    raise(ErrorCode::kInvalidArgument, "SQZ_TUNER_CALIBRATE=", p.tunerCalibrate,
+          " must be 1 (measure the transports at init) or 0 (use the built-in constants).");
+  c.tunerCalibrate = p.tunerCalibrate == 1;
+  c.tunerFile = p.tunerFile;
   c.socketIfname = p.socketIfname;
   c.algoSpec = p.algo;
   if (p.checkMode != "headers" && p.checkMode != "full")
