@@ -839,6 +839,29 @@ TEST(InitErrors, UnknownCheckMode) {
       << run.initErrors[0];
 }
 
+TEST(InitErrors, BadTcpCongestionName) {
+  ScopedEnv env;
+  env.set("SQZ_TCP_CONGESTION", "cubic; rm");
+  RunResult run = runRanks(1, RunOptions{}, [](sqzComm_t&, int) {});
+  ASSERT_EQ(run.initErrors.size(), 1u);
+  EXPECT_NE(run.initErrors[0].find("SQZ_TCP_CONGESTION='cubic; rm'"), std::string::npos)
+      << run.initErrors[0];
+}
+
+// A congestion control the kernel does not have is a warning, not a failure: the sockets keep
+// the system's and the calls run.
+TEST(TcpCongestion, UnavailableAlgorithmKeepsTheSystemDefault) {
+  ScopedEnv env;
+  env.set("SQZ_TCP_CONGESTION", "no_such_cc");
+  RunResult run = runRanks(2, RunOptions{}, [](sqzComm_t& comm, int rank) {
+    float v[4] = {1.0f + rank, 2, 3, 4};
+    ASSERT_EQ(sqzAllReduce(v, v, 4, sqzFloat, sqzSum, comm, nullptr), sqzSuccess)
+        << sqzGetLastError(comm);
+    EXPECT_EQ(v[0], 3.0f);
+  });
+  EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 TEST(InitFromEnv, BadTimeoutVariable) {
   ScopedEnv env;
   env.set("SQZ_TIMEOUT_MS", "abc");

@@ -192,6 +192,12 @@ void setNoDelay(int fd) {
 
 }  // namespace
 
+int Socket::setCongestion(const std::string& name) {
+  if (setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, name.data(), socklen_t(name.size())) == 0)
+    return 0;
+  return errno;
+}
+
 bool pollFor(int fd, short events, Deadline deadline) {
   for (;;) {
     pollfd p{fd, events, 0};

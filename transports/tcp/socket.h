@@ -62,6 +62,9 @@ class Socket {
 
   SockAddr localAddr() const;
   SockAddr peerAddr() const;
+  // Sets the TCP congestion control (TCP_CONGESTION). Returns the errno when the kernel refuses
+  // (the algorithm is not available, or not allowed without CAP_NET_ADMIN), 0 on success.
+  int setCongestion(const std::string& name);
 
   // Blocking in effect (polls the non-blocking fd) until done or the deadline; `what` names the
   // operation in the error. recvAll throws Error(kRemote) if the peer closes first.

@@ -5,6 +5,9 @@
 #include "transports/tcp/tcp_transport.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <list>
 
@@ -209,6 +212,25 @@ class TcpConnection final : public Connection {
   std::string what_;
 };
 
+// Why cubic by default: a collective keeps its links saturated, and loss-based cubic keeps the
+// bottleneck queue full, where BBR drains it on purpose (ProbeRTT: 4 packets in flight for 200 ms
+// every 10 s; ProbeBW's 0.75 pacing phase). On the 1 Gbit/s lab that cost ring all-reduce 2-4%
+// of the link, call to call, and cubic ran at 99.9% of it (docs/architecture.md).
+void setCongestion(std::vector<Socket>& socks, const std::string& name) {
+  if (name == "system") return;
+  static std::atomic<bool> warned{false};
+  for (auto& s : socks) {
+    int err = s.setCongestion(name);
+    if (err == 0) continue;
+    if (!warned.exchange(true))
+      SQZ_WARN(kTransport, "tcp: the kernel refused congestion control '", name, "' (",
+               std::strerror(err), err == EPERM ? ": not in net.ipv4.tcp_allowed_congestion_control"
+                                                  " and no CAP_NET_ADMIN" : "",
+               "); the sockets keep the system's. Set SQZ_TCP_CONGESTION=system to silence this.");
+    return;
+  }
+}
+
 class TcpTransport final : public Transport {
  public:
   explicit TcpTransport(const TransportContext&) {}
@@ -225,6 +247,7 @@ class TcpTransport final : public Transport {
     int nsocks = std::min(mine, theirs);
     std::vector<Socket> socks;
     for (int i = 0; i < nsocks; ++i) socks.push_back(setup.link.openDataSocket(uint16_t(i)));
+    setCongestion(socks, setup.config.tcpCongestion);
     SQZ_INFO(kTransport, "rank ", setup.myRank, " -> rank ", setup.peer.rank, ": tcp, ", nsocks,
              " socket(s) to ", setup.peer.listenAddr.toString());
     return std::make_unique<TcpConnection>(std::move(socks), setup.myRank, setup.peer.rank);
