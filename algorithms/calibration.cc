@@ -1,34 +1,270 @@
-// Measured efficiencies of the all-reduce algorithms per transport (cost_model.h).
+// Measured efficiencies of the all-reduce algorithms per transport (cost_model.h), the tuner
+// file that replaces them (SQZ_TUNER_FILE), and the scaling of a model by what init-time
+// calibration measures.
 //
 // Why measured: the alpha-beta terms assume each rank has its own core and link. On a shared
 // host (ranks oversubscribing cores, shm or loopback tcp) what costs is synchronisation and
 // context switches, not bytes on a wire: naive's two rounds beat rhd's four up to ~1 MiB even
 // though naive moves twice the bytes through rank 0. The multipliers below say, per algorithm,
-// how far this implementation is from its theoretical terms; they were fit by least squares on
-// relative error to the medians of 3 runs at 4 ranks, 8 B to 256 MiB, on the reference machine
-// (2 cores, 4 ranks, Debian 12 VM), by scripts/calibrate-tuner.sh, which prints these rows (shm:
-// the mean of two such medians, as shm timings vary by up to 30% between runs).
+// how far this implementation is from its theoretical terms (registry.cc), with the cores the
+// ranks share as a term of the model rather than a constant of the fit. They were fit by
+// scripts/fit_tuner.py (least squares on relative error, no multiplier negative) to the medians
+// of 10 to 15 runs of every algorithm at 3, 4, 6 and 8 ranks, 8 B to 16 MiB, over all rank
+// counts at once, on the reference machine (2 cores, Debian 12 VM, shared with other people's
+// compiles while measured: single runs scattered by 2-4x), from scripts/calibrate-tuner.sh,
+// which prints such rows and writes them as a tuner file.
+//
+// Their reference is what init-time calibration (src/core/calibrate.h) measured on that machine
+// (median of 32 communicators per transport): a machine that measures k times the reference's
+// latency prices with k times the configured latency, and so on, so the rows carry over to
+// other machines.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
 #include "algorithms/algorithm.h"
 #include "algorithms/cost_model.h"
+#include "common/error.h"
+#include "common/strings.h"
 
 namespace squeeze {
+namespace {
 
-CostModel calibratedModel(const std::string& transport, double alpha, double beta, double gamma) {
-  CostModel m{alpha, beta, gamma};
+constexpr const char* kTransports[3] = {"shm", "tcp", "net"};
+constexpr double kMaxScale = 3;
+
+int transportIndex(const std::string& t) {
+  for (int i = 0; i < 3; ++i)
+    if (t == kTransports[i]) return i;
+  return -1;
+}
+
+// Microseconds and GB/s (a tuner file's units) to seconds per message and per byte.
+MeasuredTerms fromUnits(double alphaUs, double betaGbps, double gammaGbps) {
+  MeasuredTerms m;
+  m.alpha = alphaUs * 1e-6;
+  m.beta = 1 / (betaGbps * 1e9);
+  m.gamma = 1 / (gammaGbps * 1e9);
+  return m;
+}
+
+const char* allReduceName(int id) {
+  for (const AlgorithmEntry& e : algorithms())
+    if (e.coll == CollKind::kAllReduce && static_cast<int>(e.id) == id) return e.name;
+  return "?";
+}
+
+TransportRows makeRows(const AlgoEfficiency (&eff)[kAllReduceAlgos], const MeasuredTerms* ref) {
+  TransportRows r;
+  for (int i = 0; i < kAllReduceAlgos; ++i) r.allReduce[i] = eff[i];
+  if (ref) {
+    r.hasReference = true;
+    r.reference = *ref;
+  }
+  return r;
+}
+
+}  // namespace
+
+const TransportRows& builtinRows(const std::string& transport) {
+  // {lat, latShared, bw, bwCold} per algorithm: naive, ps, ring, rhd, tree.
+  static const AlgoEfficiency tcpEff[kAllReduceAlgos] = {
+      {0.184, 0.0104, 0.434, 0.656}, {0.303, 0.0502, 0.65, 0.893}, {0.359, 0.0145, 0.382, 0.81},
+      {0.182, 0.242, 0.476, 0.737},  {0.167, 0.19, 0.438, 0.713}};
+  static const AlgoEfficiency shmEff[kAllReduceAlgos] = {
+      {0.51, 0.119, 0.304, 0.449},  {0.518, 0.285, 0.338, 0.544}, {0.697, 0.278, 0.304, 0.461},
+      {0.625, 0.687, 0.327, 0.454}, {0.324, 0.824, 0.331, 0.467}};
+  // What calibration measured there (communicators of 3 to 8 ranks): alpha us, beta GB/s,
+  // gamma GB/s.
+  static const MeasuredTerms tcpRef = fromUnits(10.7, 4.77, 59.2);
+  static const MeasuredTerms shmRef = fromUnits(6.92, 2.17, 58.8);
   // Between hosts (tcp, each rank with its own link) loopback's rows mislead: there naive's bytes
   // through rank 0 are memory copies; on a wire they queue on one link (on 1 Gbit/s lab hosts
   // naive was 3x slower than ring at 1 MiB where loopback's row chose it). The "net" row is
   // measured on 4 lab hosts at 1 Gbit/s (docs/netlab.md), 64 KiB to 16 MiB, with beta set to
   // the link (SQZ_TCP_GBPS=0.1175): ring meets its bound; naive beats its serial 2(P-1)n term
   // because rank 0 sends and receives at once; rhd and ps lose 13% to TCP's slow start on
-  // connections that idle between their steps; the tree's two trees share links.
-  static const AlgoEfficiency net[5] = {{1, 0.61, 0}, {1, 1.13, 0}, {1, 1.0, 0}, {1, 1.13, 0}, {1, 1.84, 0}};
-  //                                    naive               ps                  ring                rhd                 tree
-  static const AlgoEfficiency tcp[5] = {{1.21, 0.17, 0.18}, {0.84, 0.73, 0.44}, {0.67, 1.08, 0.13}, {0.85, 0.86, 0.28}, {0.43, 0.69, 0.71}};
-  static const AlgoEfficiency shm[5] = {{4.43, 0.14, 0.06}, {3.16, 0.38, 0.18}, {2.78, 0.52, 0.06}, {4.53, 0.39, 0.19}, {3.19, 0.58, 0.23}};
-  const AlgoEfficiency* eff = transport == "shm" ? shm : transport == "net" ? net : tcp;
-  for (int i = 0; i < 5; ++i) m.allReduce[i] = eff[i];
+  // connections that idle between their steps; the tree's two trees share links. Naive's lat is
+  // 1/3 since its latency term became 2(P-1) alpha (was 2 alpha): the same price at 4 ranks.
+  // It has no reference (the lab was not calibrated), so between hosts calibration is skipped
+  // and the configured constants (netlab sets the link's rate) stand.
+  static const AlgoEfficiency netEff[kAllReduceAlgos] = {{1.0 / 3, 0, 0.61, 0.61},
+                                                         {1, 0, 1.13, 1.13},
+                                                         {1, 0, 1.0, 1.0},
+                                                         {1, 0, 1.13, 1.13},
+                                                         {1, 0, 1.84, 1.84}};
+  static const TransportRows tcp = makeRows(tcpEff, &tcpRef);
+  static const TransportRows shm = makeRows(shmEff, &shmRef);
+  static const TransportRows net = makeRows(netEff, nullptr);
+  return transport == "shm" ? shm : transport == "net" ? net : tcp;
+}
+
+int onlineCores() {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+CostModel calibratedModel(const std::string& transport, double alpha, double beta, double gamma) {
+  CostModel m{alpha, beta, gamma};
+  // Ranks on one host share its cores; between hosts each host's share is unknown here.
+  m.cores = transport == "net" ? 0 : onlineCores();
+  return withRows(m, builtinRows(transport));
+}
+
+CostModel withRows(const CostModel& model, const TransportRows& rows,
+                   const MeasuredTerms* measured) {
+  CostModel m = model;
+  for (int i = 0; i < kAllReduceAlgos; ++i) m.allReduce[i] = rows.allReduce[i];
+  if (measured && rows.hasReference) {
+    // One measurement moves each term by at most kMaxScale either way: on the reference machine
+    // single init-time measurements scatter around the reference by up to 3x (cores shared with
+    // other ranks and other work), and the picks hold within that range; a machine further off
+    // moves as far as the bound and says so in its calibration log line.
+    auto scale = [](double measured, double reference) {
+      return std::clamp(measured / reference, 1 / kMaxScale, kMaxScale);
+    };
+    m.alpha *= scale(measured->alpha, rows.reference.alpha);
+    m.beta *= scale(measured->beta, rows.reference.beta);
+    m.gamma *= scale(measured->gamma, rows.reference.gamma);
+  }
   return m;
+}
+
+uint64_t hashRows(const TransportRows& rows) {
+  std::vector<double> v;
+  for (const AlgoEfficiency& e : rows.allReduce)
+    v.insert(v.end(), {e.lat, e.latShared, e.bw, e.bwCold});
+  v.insert(v.end(), {rows.hasReference ? 1.0 : 0.0, rows.reference.alpha, rows.reference.beta,
+                     rows.reference.gamma});
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bit
+  for (double d : v) {
+    unsigned char b[sizeof d];
+    std::memcpy(b, &d, sizeof d);
+    for (unsigned char c : b) h = (h ^ c) * 1099511628211ull;
+  }
+  return h;
+}
+
+// ---- tuner files ------------------------------------------------------------------------------
+
+const TransportRows* TunerFile::find(const std::string& transport) const {
+  int i = transportIndex(transport);
+  return i >= 0 && has[i] ? &rows[i] : nullptr;
+}
+
+TunerFile parseTunerFile(const std::string& text, const std::string& name) {
+  TunerFile file;
+  bool seenRow[3][kAllReduceAlgos] = {}, seenRef[3] = {}, header = false;
+  int lastLine[3] = {};
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  auto fail = [&](const auto&... what) {
+    raise(ErrorCode::kInvalidArgument, name, ":", lineno, ": ", what...,
+          " (SQZ_TUNER_FILE; the format is in algorithms/cost_model.h, and "
+          "scripts/calibrate-tuner.sh writes such files).");
+  };
+  // A number of the line's field `i`: finite and within [lo, hi].
+  auto number = [&](const std::vector<std::string>& f, size_t i, const char* what, double lo,
+                    double hi) {
+    const std::string& s = f[i];
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
+      fail("'", s, "' is not a number (", what, ")");
+    if (v < lo || v > hi) fail(what, " ", s, " is out of range; use ", lo, " to ", hi);
+    return v;
+  };
+  auto transport = [&](const std::string& t) {
+    int i = transportIndex(t);
+    if (i < 0) fail("'", t, "' is not a transport; use shm, tcp or net");
+    lastLine[i] = lineno;
+    return i;
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::vector<std::string> f;
+    std::istringstream words(line);
+    for (std::string w; words >> w;) f.push_back(w);
+    if (f.empty()) continue;
+    if (!header) {
+      if (f[0] != "sqz-tuner") fail("the first line must be 'sqz-tuner 1', not '", trim(line), "'");
+      if (f.size() != 2 || f[1] != "1")
+        fail("'", trim(line), "': this library reads version 1 of the format ('sqz-tuner 1')");
+      header = true;
+      continue;
+    }
+    if (f[0] == "reference") {
+      if (f.size() != 5)
+        fail("'reference' takes 4 fields (TRANSPORT ALPHA_US BETA_GBPS GAMMA_GBPS), not ",
+             f.size() - 1);
+      int t = transport(f[1]);
+      if (seenRef[t]) fail("a second reference for ", f[1]);
+      seenRef[t] = true;
+      file.rows[t].hasReference = true;
+      file.rows[t].reference = fromUnits(number(f, 2, "ALPHA_US", 1e-3, 1e7),
+                                         number(f, 3, "BETA_GBPS", 1e-6, 1e6),
+                                         number(f, 4, "GAMMA_GBPS", 1e-6, 1e6));
+    } else if (f[0] == "row") {
+      if (f.size() != 7)
+        fail("'row' takes 6 fields (TRANSPORT ALGORITHM LAT LAT_SHARED BW BW_COLD), not ",
+             f.size() - 1);
+      int t = transport(f[1]);
+      const AlgorithmEntry* algo = findAlgorithm(CollKind::kAllReduce, f[2]);
+      if (!algo)
+        fail("'", f[2], "' is not an all-reduce algorithm; use naive, ps, ring, rhd or tree");
+      int a = static_cast<int>(algo->id);
+      if (seenRow[t][a]) fail("a second row for ", f[1], " ", f[2]);
+      seenRow[t][a] = true;
+      AlgoEfficiency& e = file.rows[t].allReduce[a];
+      e.lat = number(f, 3, "LAT", 0, 1000);
+      e.latShared = number(f, 4, "LAT_SHARED", 0, 1000);
+      e.bw = number(f, 5, "BW", 0, 1000);
+      e.bwCold = number(f, 6, "BW_COLD", 0, 1000);
+      if (e.lat == 0 && e.latShared == 0)
+        fail("LAT and LAT_SHARED are both 0: every call would be priced as free of latency");
+      if (e.bw == 0 && e.bwCold == 0)
+        fail("BW and BW_COLD are both 0: every byte would be priced as free");
+    } else {
+      fail("'", f[0], "' is not an item; use 'reference' or 'row'");
+    }
+  }
+  if (!header) {
+    lineno = std::max(lineno, 1);
+    fail("the file is empty; it must start with 'sqz-tuner 1'");
+  }
+  for (int t = 0; t < 3; ++t) {
+    bool any = seenRef[t];
+    for (bool s : seenRow[t]) any |= s;
+    if (!any) continue;
+    for (int a = 0; a < kAllReduceAlgos; ++a)
+      if (!seenRow[t][a]) {
+        lineno = lastLine[t];
+        fail(kTransports[t], " has no row for ", allReduceName(a),
+             ": a transport needs a row for every all-reduce algorithm");
+      }
+    file.has[t] = true;
+  }
+  return file;
+}
+
+TunerFile loadTunerFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    raise(ErrorCode::kInvalidArgument, "SQZ_TUNER_FILE=", path, ": cannot read it (",
+          std::strerror(errno), "); give a file written by scripts/calibrate-tuner.sh, or unset "
+          "SQZ_TUNER_FILE for the built-in rows.");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseTunerFile(text.str(), path);
 }
 
 }  // namespace squeeze

@@ -15,33 +15,51 @@ int log2Floor(int p) {
 }
 
 // All-reduce costs for n bytes per rank on P ranks: each algorithm's theoretical latency and
-// per-byte terms (see its opening comment), scaled by its measured efficiency (calibration.cc).
-double calibrated(const CostModel& m, AlgoId id, double latency, double perByte, double n) {
+// per-byte terms for its busiest rank (see its opening comment), scaled by its measured
+// efficiency (calibration.cc). On a host with fewer cores than ranks two things change, the same
+// for every algorithm in kind, by its own measured amount in degree:
+//  - bytes: every all-reduce here moves 2(P-1)n bytes and combines (P-1)n in all (ring, ps, rhd
+//    with its fold, both trees, naive: count them), and with every core busy it is that total
+//    divided among the cores that sets the pace, not how an algorithm spreads it over ranks (on
+//    2 cores naive's serial rank 0 keeps up with ring at 3 to 8 ranks, and rhd's fold costs it
+//    nothing at 3 and 6): the per-byte term becomes the total over the cores;
+//  - latency: a message step waits for its ranks to get a core; with s ranks per core each step
+//    costs latShared * (s - 1) more, which the fit finds large for rhd and the trees (every rank
+//    runs in every step) and small for naive (rank 0 drives, the others wait).
+double calibrated(const CostModel& m, AlgoId id, double latency, double perByte, double n, int P) {
   const AlgoEfficiency& e = m.allReduce[static_cast<int>(id)];
-  const double cold = n > m.cacheBytes ? n - m.cacheBytes : 0;
-  return e.lat * latency + e.bw * perByte * n + e.bwCold * perByte * cold;
+  double shared = 1;
+  if (m.cores > 0 && P > m.cores) {
+    shared = double(P) / m.cores;
+    perByte = (2 * (P - 1) * m.beta + (P - 1) * m.gamma) / m.cores;
+  }
+  const double hot = n < m.cacheBytes ? n : m.cacheBytes;
+  return e.lat * latency + e.latShared * latency * (shared - 1) + e.bw * perByte * hot +
+         e.bwCold * perByte * (n - hot);
 }
+// Rank 0 receives P-1 messages and sends P-1: its latency is linear in P, as the ring's.
 double naiveCost(const CostModel& m, double n, int P) {
-  return calibrated(m, AlgoId::kNaive, 2 * m.alpha, 2 * (P - 1) * m.beta + (P - 1) * m.gamma, n);
+  return calibrated(m, AlgoId::kNaive, 2 * (P - 1) * m.alpha,
+                    2 * (P - 1) * m.beta + (P - 1) * m.gamma, n, P);
 }
 double psCost(const CostModel& m, double n, int P) {
   double f = double(P - 1) / P;
-  return calibrated(m, AlgoId::kPs, 2 * (P - 1) * m.alpha, 2 * f * m.beta + f * m.gamma, n);
+  return calibrated(m, AlgoId::kPs, 2 * (P - 1) * m.alpha, 2 * f * m.beta + f * m.gamma, n, P);
 }
 double ringCost(const CostModel& m, double n, int P) {
   double f = double(P - 1) / P;
-  return calibrated(m, AlgoId::kRing, 2 * (P - 1) * m.alpha, 2 * f * m.beta + f * m.gamma, n);
+  return calibrated(m, AlgoId::kRing, 2 * (P - 1) * m.alpha, 2 * f * m.beta + f * m.gamma, n, P);
 }
 double rhdCost(const CostModel& m, double n, int P) {
   int L = log2Floor(P), p2 = 1 << L;
   double f = double(p2 - 1) / p2;
   bool fold = P != p2;
   return calibrated(m, AlgoId::kRhd, (2 * L + (fold ? 2 : 0)) * m.alpha,
-                    2 * f * m.beta + f * m.gamma + (fold ? 2 * m.beta + m.gamma : 0), n);
+                    2 * f * m.beta + f * m.gamma + (fold ? 2 * m.beta + m.gamma : 0), n, P);
 }
 double treeCost(const CostModel& m, double n, int P) {
   int depth = log2Floor(P) + 1;
-  return calibrated(m, AlgoId::kTree, 2 * depth * m.alpha, 1.5 * m.beta + m.gamma, n);
+  return calibrated(m, AlgoId::kTree, 2 * depth * m.alpha, 1.5 * m.beta + m.gamma, n, P);
 }
 
 // n is bytes per rank's buffer (broadcast, reduce) or per block (all-gather, reduce-scatter,

@@ -114,7 +114,8 @@ const AlgorithmEntry& Tuner::choose(const CollRequest& req, int nranks) const {
 std::string Tuner::choiceTable(CollKind coll, int nranks, const std::vector<size_t>& sizes) const {
   std::string out = strCat("# ", collKindName(coll), ", ", nranks, " ranks; model alpha ",
                            model_.alpha * 1e6, " us, beta ", 1e-9 / model_.beta,
-                           " GB/s, reduce ", 1e-9 / model_.gamma, " GB/s\n");
+                           " GB/s, reduce ", 1e-9 / model_.gamma, " GB/s",
+                           model_.cores > 0 ? strCat(", ", model_.cores, " cores") : "", "\n");
   char line[256];
   std::snprintf(line, sizeof line, "%12s %8s", "bytes", "choice");
   out += line;

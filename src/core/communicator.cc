@@ -10,6 +10,7 @@
 #include "bootstrap/rendezvous.h"
 #include "common/logging.h"
 #include "compress/codec.h"
+#include "core/calibrate.h"
 
 namespace squeeze {
 namespace {
@@ -44,6 +45,8 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   setLogRank(rank);
   std::unique_ptr<Communicator> comm(new Communicator(rank, nranks, config));
   Tuner validate(config.algoSpec, config.tcpModel);  // a bad SQZ_ALGO fails before any network
+  std::optional<TunerFile> tunerFile;  // so does a bad SQZ_TUNER_FILE
+  if (!config.tunerFile.empty()) tunerFile = loadTunerFile(config.tunerFile);
   comm->listener_ = Socket::listenOn(peerListenAddress(id, config));
   PeerInfo self;
   self.rank = rank;
@@ -61,10 +64,17 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   // Every rank must price algorithms alike or they would pick different schedules: whether the
   // ranks span hosts comes from the rendezvous table, the same on every rank.
   bool anyTcp = false, manyHosts = false;
-  for (const auto& c : comm->peers_.conns) anyTcp |= c && std::string(c->transportName()) == "tcp";
+  // Network transports (tcp, ucx, ib) price with the tcp rows; the calibration below scales
+  // them to what this transport measures. Memory transports (shm, cuda_ipc) with the shm rows.
+  for (const auto& c : comm->peers_.conns) {
+    if (!c) continue;
+    const std::string name = c->transportName();
+    anyTcp |= name != "shm" && name != "cuda_ipc";
+  }
   for (const PeerInfo& p : table.peers) manyHosts |= p.hostId != table.peers[0].hostId;
-  comm->tuner_ = std::make_unique<Tuner>(
-      config.algoSpec, manyHosts ? config.netModel : anyTcp ? config.tcpModel : config.shmModel);
+  comm->buildTuner(manyHosts ? "net" : anyTcp ? "tcp" : "shm",
+                   manyHosts ? config.netModel : anyTcp ? config.tcpModel : config.shmModel,
+                   tunerFile ? &*tunerFile : nullptr, table.peers);
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)
@@ -75,11 +85,54 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   return comm;
 }
 
+void Communicator::buildTuner(const char* transport, const CostModel& configured,
+                              const TunerFile* file, const std::vector<PeerInfo>& peers) {
+  const TransportRows* fileRows = file ? file->find(transport) : nullptr;
+  const TransportRows& rows = fileRows ? *fileRows : builtinRows(transport);
+  CostModel model = withRows(configured, rows);
+  tuner_ = std::make_unique<Tuner>(config_.algoSpec, model);
+  // Calibrate unless told not to, or nothing would use it (SQZ_ALGO decides), or there is no
+  // reference to scale the constants by (the built-in "net" rows); with a file, the ranks still
+  // check that they read the same rows.
+  const bool calibrate = config_.tunerCalibrate && config_.algoSpec.empty() && nranks_ > 1 &&
+                         rows.hasReference;
+  if (!calibrate && !(fileRows && nranks_ > 1)) return;
+  // Rank 0's partner: a peer over the slowest transport, which prices the communicator (between
+  // hosts, the first rank on another host).
+  int partner = 1;
+  for (int p = 1; p < nranks_; ++p)
+    if (peers[p].hostId != peers[0].hostId) {
+      partner = p;
+      break;
+    }
+  MeasuredTerms measured =
+      measureCostTerms(*this, calibrate ? partner : 0, hashRows(rows));
+  if (calibrate) {
+    tuner_ = std::make_unique<Tuner>(config_.algoSpec, withRows(configured, rows, &measured));
+    const CostModel& m = tuner_->model();
+    if (rank_ == 0)
+      SQZ_INFO(kTuning, "tuner calibration: transport=", transport, " alpha_us=",
+               measured.alpha * 1e6, " beta_gbps=", 1e-9 / measured.beta, " gamma_gbps=",
+               1e-9 / measured.gamma, " ms=", measured.seconds * 1e3, " cores=", m.cores,
+               " rows=", fileRows ? config_.tunerFile : std::string("built-in"),
+               "; prices with alpha ", m.alpha * 1e6, " us, beta ", 1e-9 / m.beta,
+               " GB/s, reduce ", 1e-9 / m.gamma, " GB/s");
+  }
+  // The measurement's calls leave no trace: the first user call is call 0, as without it, and
+  // the traffic count at close is the user's.
+  calibrationBytes_ = executor_.payloadBytesSent();
+  seq_ = 0;
+  std::fill(p2pSent_.begin(), p2pSent_.end(), 0);
+  std::fill(p2pRecvd_.begin(), p2pRecvd_.end(), 0);
+  lastAlgorithm_ = "";
+  loggedChoice_ = false;
+}
+
 Communicator::~Communicator() {
   deviceQueue_.reset();  // its enqueued calls complete first, so the count below includes them
   // Traffic, for users comparing runs with and without a codec (SQZ_DEBUG=INFO).
   SQZ_INFO(kInit, "rank ", rank_, ": communicator ", toHex(&commHash_, 8), " closed after ", seq_,
-           " calls; sent ", executor_.payloadBytesSent(), " payload bytes");
+           " calls; sent ", executor_.payloadBytesSent() - calibrationBytes_, " payload bytes");
 }
 
 void Communicator::fail(const Error& e) {

@@ -73,6 +73,12 @@ class Communicator {
   void run(const CollRequest& req, Schedule* prebuilt, device::GpuStream stream = nullptr);
   void runSendRecv(const std::vector<P2pCall>& calls, device::GpuStream stream);
   void fail(const Error& e);
+  // Builds tuner_ for the communicator's slowest transport ("shm", "tcp" or "net"): `configured`
+  // with the efficiency rows of `file` (SQZ_TUNER_FILE) or the built-in ones, its alpha, beta and
+  // gamma scaled by an init-time measurement (core/calibrate.h) when SQZ_TUNER_CALIBRATE=1.
+  // Collective; every rank ends with the same model.
+  void buildTuner(const char* transport, const CostModel& configured, const TunerFile* file,
+                  const std::vector<PeerInfo>& peers);
   // Throws the error that put the communicator in error state, if any.
   void throwIfFailed() const;
   DeviceQueue& deviceQueue();
@@ -87,6 +93,7 @@ class Communicator {
   bool loggedChoice_ = false;
   const char* lastAlgorithm_ = "";
   std::unique_ptr<Tuner> tuner_;
+  uint64_t calibrationBytes_ = 0;  // payload bytes the tuner's init-time measurement sent
   Socket listener_;
   PeerSet peers_;
   Executor executor_;
