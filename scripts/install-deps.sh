@@ -30,6 +30,7 @@ have_pkg libgmock-dev || need+=(libgmock-dev)
 have_pkg libhwloc-dev || need+=(libhwloc-dev)
 have_pkg python3-matplotlib || need+=(python3-matplotlib)  # perf/plot.py and its test
 have_cmd ip || need+=(iproute2)                             # the network lab (tests/netlab/)
+have_pkg libucx-dev || need+=(libucx-dev)                  # the ucx transport
 # The Python package (python/), its torch.distributed backend, tests and examples/torch/.
 for pkg in python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-sklearn; do
   have_pkg "$pkg" || need+=("$pkg")

@@ -4,6 +4,9 @@
 #if SQZ_HAVE_CUDA
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
 #endif
+#if SQZ_HAVE_UCX
+#include "transports/ucx/ucx_transport.h"
+#endif
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/transport.h"
@@ -19,6 +22,9 @@ struct TransportEntry {
 const TransportEntry kTransports[] = {
     {"shm", createShmTransport},
     {"tcp", createTcpTransport},
+#if SQZ_HAVE_UCX
+    {"ucx", createUcxTransport},
+#endif
 #if SQZ_HAVE_CUDA
     {"cuda_ipc", createCudaIpcTransport},  // last here: SQZ_TRANSPORT, not this table, orders
 #endif

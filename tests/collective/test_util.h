@@ -1,7 +1,8 @@
 // Helpers for the collective tests: ranks as threads in one process (runRanks), a watchdog that
 // turns a hang into a diagnostic instead of a stuck test, type dispatch over sqzDataType_t with
 // float16/bfloat16 going through squeeze::device's conversions, and buffers placed at a chosen
-// offset from a 64-byte boundary.
+// offset from a 64-byte boundary. SQZ_TEST_TRANSPORTS reruns the tests written for tcp/shm over
+// another transport (transportOverride).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/strings.h"
 #include "device/reduce.h"
 
 namespace squeeze {
@@ -37,10 +39,46 @@ namespace sqztest {
 
 // ---- environment --------------------------------------------------------------------------
 
-// Makes a test binary run by hand behave as under `meson test`: loopback only.
+inline bool transportCompiledIn(const std::string& name) {
+  const auto& known = squeeze::availableTransports();
+  return std::find(known.begin(), known.end(), name) != known.end();
+}
+
+// SQZ_TEST_TRANSPORTS=<list> (e.g. "ucx") reruns the tests written for the default transports
+// over another one: runRanks replaces opts.transports "tcp" or "shm" with the list. Tests that
+// name any other transport keep theirs. tests/collective/meson.build registers such runs.
+inline const char* transportOverride() {
+  const char* v = std::getenv("SQZ_TEST_TRANSPORTS");
+  return v && *v ? v : nullptr;
+}
+
+// What a run asked to use `requested` actually uses (see transportOverride).
+inline const char* effectiveTransports(const char* requested) {
+  const char* o = transportOverride();
+  if (o && requested && (std::strcmp(requested, "tcp") == 0 || std::strcmp(requested, "shm") == 0))
+    return o;
+  return requested;
+}
+
+// Makes a test binary run by hand behave as under `meson test`: loopback only. With
+// SQZ_TEST_TRANSPORTS set, it skips every test when a transport listed there is not compiled in
+// (a build without libucx-dev), and says once which transport the tests really run over.
 class LoopbackEnvironment : public ::testing::Environment {
  public:
-  void SetUp() override { setenv("SQZ_SOCKET_IFNAME", "lo", /*overwrite=*/0); }
+  void SetUp() override {
+    setenv("SQZ_SOCKET_IFNAME", "lo", /*overwrite=*/0);
+    const char* o = transportOverride();
+    if (!o) return;
+    for (const std::string& name : squeeze::split(o, ','))
+      if (!name.empty() && !transportCompiledIn(name))
+        GTEST_SKIP() << "SQZ_TEST_TRANSPORTS=" << o << " names transport '" << name
+                     << "', which is not compiled into this build (for ucx: install libucx-dev "
+                        "and configure with -Ducx=enabled)";
+    std::printf(
+        "[   NOTE   ] SQZ_TEST_TRANSPORTS=%s: tests written for tcp or shm run over %s "
+        "(their names still say tcp/shm)\n",
+        o, o);
+  }
 };
 
 // Sets environment variables for one scope and restores the previous values when it ends. Only
@@ -74,11 +112,6 @@ class ScopedEnv {
   }
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
-
-inline bool transportCompiledIn(const std::string& name) {
-  const auto& known = squeeze::availableTransports();
-  return std::find(known.begin(), known.end(), name) != known.end();
-}
 
 inline std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -136,7 +169,7 @@ inline void setStatus(std::string s) {
 // ---- ranks as threads ---------------------------------------------------------------------
 
 struct RunOptions {
-  const char* transports = "tcp";  // sqzConfig_t::transports
+  const char* transports = "tcp";  // sqzConfig_t::transports (tcp/shm: see transportOverride)
   int timeoutMs = 30000;           // sqzConfig_t::timeoutMs: bounds every wait in the library
   int chunkBytes = SQZ_CONFIG_UNDEF_INT;  // sqzConfig_t::chunkBytes (unset: the default)
   double watchdogSeconds = 300;    // the whole run; past it the process aborts with a report
@@ -165,6 +198,7 @@ inline RunResult runRanks(int nranks, const RunOptions& opts,
     return result;
   }
 
+  const char* transports = effectiveTransports(opts.transports);  // before any thread starts
   StatusBoard board(nranks);
   std::mutex mu;  // protects result.initErrors, result.unknownTransport, initDone, done
   std::condition_variable cv;
@@ -175,7 +209,7 @@ inline RunResult runRanks(int nranks, const RunOptions& opts,
       tlsSlot = {&board, rank};
       setStatus("sqzCommInitRankConfig");
       sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
-      cfg.transports = opts.transports;
+      cfg.transports = transports;
       cfg.timeoutMs = opts.timeoutMs;
       cfg.chunkBytes = opts.chunkBytes;
       sqzComm_t comm = nullptr;
@@ -209,7 +243,7 @@ inline RunResult runRanks(int nranks, const RunOptions& opts,
     if (!cv.wait_until(lock, deadline, [&] { return done == nranks; })) {
       std::fprintf(stderr,
                    "\nWATCHDOG: %d-rank run over '%s' did not finish in %.0f s; rank status:\n%s",
-                   nranks, opts.transports, opts.watchdogSeconds, board.dump().c_str());
+                   nranks, transports, opts.watchdogSeconds, board.dump().c_str());
       std::fflush(stderr);
       std::abort();
     }
