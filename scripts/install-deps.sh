@@ -31,6 +31,7 @@ have_pkg libhwloc-dev || need+=(libhwloc-dev)
 have_pkg python3-matplotlib || need+=(python3-matplotlib)  # perf/plot.py and its test
 have_cmd ip || need+=(iproute2)                             # the network lab (tests/netlab/)
 have_pkg libucx-dev || need+=(libucx-dev)                  # the ucx transport
+have_pkg libibverbs-dev || need+=(libibverbs-dev)          # the ib transport's header (dlopen)
 # The Python package (python/), its torch.distributed backend, tests and examples/torch/.
 for pkg in python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-sklearn; do
   have_pkg "$pkg" || need+=("$pkg")

@@ -4,6 +4,9 @@
 #if SQZ_HAVE_CUDA
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
 #endif
+#if SQZ_HAVE_IBVERBS
+#include "transports/ib/ib_transport.h"
+#endif
 #if SQZ_HAVE_UCX
 #include "transports/ucx/ucx_transport.h"
 #endif
@@ -24,6 +27,9 @@ const TransportEntry kTransports[] = {
     {"tcp", createTcpTransport},
 #if SQZ_HAVE_UCX
     {"ucx", createUcxTransport},
+#endif
+#if SQZ_HAVE_IBVERBS
+    {"ib", createIbTransport},
 #endif
 #if SQZ_HAVE_CUDA
     {"cuda_ipc", createCudaIpcTransport},  // last here: SQZ_TRANSPORT, not this table, orders
