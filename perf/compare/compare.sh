@@ -6,6 +6,9 @@
 # its table (NAME.log) and -J JSON (NAME.json) into the output directory; then one Markdown table
 # (also table.md there) lists, size by size, every library's in-place time and busbw and how far
 # it is from the fastest. In-place, because Gloo and torch have no out-of-place all-reduce.
+# With -R N every run is repeated N times, round by round (each round runs every library once, so
+# a slow spell of the machine touches all of them alike), and the table gives each row's median
+# time and busbw over the rounds.
 #
 # Launching is pluggable: every run goes through `launch_ranks LIBRARY CMD...` (LIBRARY is
 # squeeze, gloo, torch or mpi), which calls launch_LIBRARY NRANKS CMD.... The defaults below run
@@ -37,6 +40,7 @@ Usage: $0 [options]
   -w N        warm-up iterations (default 2)
   -c N        checked calls per size (default 1; 0 skips the checks)
   -t SECONDS  limit of each launch (default 600)
+  -R N        rounds: repeat every run N times; the table gives medians (default 1)
   -r LIST     runs, comma-separated (default all): squeeze,squeeze-tcp,gloo,mpi,mpi-tcp,torch
   -L FILE     source FILE after the default launch_ranks/launch_LIBRARY functions (lab mode)
   -h          this text
@@ -44,8 +48,8 @@ EOF
 }
 
 BUILD=build OUT='' NRANKS=4 MINB=16M MAXB=256M FACTOR=16 ITERS=5 WARMUP=2 CHECK=1 TIMEOUT=600
-RUNS=squeeze,squeeze-tcp,gloo,mpi,mpi-tcp,torch LAUNCHER_FILE=
-while getopts ":B:o:n:b:e:f:i:w:c:t:r:L:h" opt; do
+RUNS=squeeze,squeeze-tcp,gloo,mpi,mpi-tcp,torch LAUNCHER_FILE= ROUNDS=1
+while getopts ":B:o:n:b:e:f:i:w:c:t:r:L:R:h" opt; do
   case "$opt" in
     B) BUILD=$OPTARG ;;
     o) OUT=$OPTARG ;;
@@ -59,6 +63,7 @@ while getopts ":B:o:n:b:e:f:i:w:c:t:r:L:h" opt; do
     t) TIMEOUT=$OPTARG ;;
     r) RUNS=$OPTARG ;;
     L) LAUNCHER_FILE=$OPTARG ;;
+    R) ROUNDS=$OPTARG ;;
     h)
       usage
       exit 0
@@ -81,10 +86,10 @@ if (($# > 0)); then
   usage >&2
   exit 2
 fi
-for pair in "n:$NRANKS" "f:$FACTOR" "i:$ITERS" "t:$TIMEOUT" "w:$WARMUP" "c:$CHECK"; do
+for pair in "n:$NRANKS" "f:$FACTOR" "i:$ITERS" "t:$TIMEOUT" "w:$WARMUP" "c:$CHECK" "R:$ROUNDS"; do
   flag=${pair%%:*} value=${pair#*:}
-  if ! [[ $value =~ ^[0-9]+$ ]] || { [[ $flag =~ ^[nfit]$ ]] && ((value < 1)); }; then
-    echo "compare.sh: -$flag $value: need a whole number$([[ $flag =~ ^[nfit]$ ]] && echo ' >= 1')" >&2
+  if ! [[ $value =~ ^[0-9]+$ ]] || { [[ $flag =~ ^[nfitR]$ ]] && ((value < 1)); }; then
+    echo "compare.sh: -$flag $value: need a whole number$([[ $flag =~ ^[nfitR]$ ]] && echo ' >= 1')" >&2
     exit 2
   fi
 done
@@ -177,6 +182,10 @@ skip() {  # NAME LIBRARY TRANSPORT REASON
   record "$1" "$2" "$3" "skipped: $4"
 }
 
+# One round: every wanted run once. NAME.json/NAME.log, or NAME.rK.* in round K of several.
+run_round() {
+sfx=
+((ROUNDS == 1)) || sfx=.r$1
 sqz_perf=$BUILD/perf/sqz-allreduce-perf
 sqz_perf_reason=
 if [ ! -x "$sqz_perf" ]; then
@@ -189,18 +198,18 @@ for variant in squeeze squeeze-tcp; do
   transport=shm,tcp env=()
   [ "$variant" = squeeze ] || transport=tcp env=(env SQZ_TRANSPORT=tcp)
   if [ -n "$sqz_perf_reason" ]; then
-    skip "$variant" squeeze "$transport" "$sqz_perf_reason"
+    skip "$variant$sfx" squeeze "$transport" "$sqz_perf_reason"
   else
-    run "$variant" squeeze "$transport" squeeze "${env[@]}" "$sqz_perf" "${sizes[@]}"
+    run "$variant$sfx" squeeze "$transport" squeeze "${env[@]}" "$sqz_perf" "${sizes[@]}"
   fi
 done
 
 if wanted gloo; then
   gloo_perf=$BUILD/perf/compare/gloo-allreduce-perf
   if [ -x "$gloo_perf" ]; then
-    run gloo gloo tcp gloo "$gloo_perf" --store "$store" -A all "${sizes[@]}"
+    run "gloo$sfx" gloo tcp gloo "$gloo_perf" --store "$store" -A all "${sizes[@]}"
   else
-    skip gloo gloo tcp "$gloo_perf not built (libgloo-dev missing, or -Dcompare=disabled)"
+    skip "gloo$sfx" gloo tcp "$gloo_perf not built (libgloo-dev missing, or -Dcompare=disabled)"
   fi
 fi
 
@@ -212,31 +221,38 @@ for variant in mpi mpi-tcp; do
   transport=shm env=(env 'OMPI_MCA_btl=self,vader')
   [ "$variant" = mpi ] || transport=tcp env=(env 'OMPI_MCA_btl=self,tcp')
   if [ ! -x "$mpi_perf" ]; then
-    skip "$variant" openmpi "$transport" "$mpi_perf not built (libopenmpi-dev missing, or -Dcompare=disabled)"
+    skip "$variant$sfx" openmpi "$transport" "$mpi_perf not built (libopenmpi-dev missing, or -Dcompare=disabled)"
   elif [ -z "$MPIRUN" ]; then
-    skip "$variant" openmpi "$transport" "mpirun not found (openmpi-bin)"
+    skip "$variant$sfx" openmpi "$transport" "mpirun not found (openmpi-bin)"
   else
-    run "$variant" openmpi "$transport" mpi "${env[@]}" "$mpi_perf" "${sizes[@]}"
+    run "$variant$sfx" openmpi "$transport" mpi "${env[@]}" "$mpi_perf" "${sizes[@]}"
   fi
 done
 
 if wanted torch; then
   if "$PY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
-    run torch torch-gloo tcp torch "$PY" "$here/torch_allreduce_perf.py" --store "$store" "${sizes[@]}"
+    run "torch$sfx" torch-gloo tcp torch "$PY" "$here/torch_allreduce_perf.py" --store "$store" "${sizes[@]}"
   else
-    skip torch torch-gloo tcp "python3-torch with torch.distributed is not installed for $PY"
+    skip "torch$sfx" torch-gloo tcp "python3-torch with torch.distributed is not installed for $PY"
   fi
 fi
+
+}
+for round in $(seq 1 "$ROUNDS"); do
+  ((ROUNDS == 1)) || echo "compare.sh: round $round of $ROUNDS" >&2
+  run_round "$round"
+done
 
 # ---- The combined table -----------------------------------------------------------------------------
 if [ ! -x "$PY" ]; then
   echo "compare.sh: $PY is needed for the table; the JSON files are in $OUT" >&2
   exit 1
 fi
-"$PY" - "$manifest" "$NRANKS" "$OUT/table.md" "$load_before" <<'EOF'
-import json, sys
+"$PY" - "$manifest" "$NRANKS" "$OUT/table.md" "$load_before" "$ROUNDS" <<'EOF'
+import json, statistics, sys
 
-manifest, nranks, table_path, load = sys.argv[1:5]
+manifest, nranks, table_path, load, rounds = sys.argv[1:6]
+rounds = int(rounds)
 
 def human(n):  # 16777216 -> 16M, as the sizes are given
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
@@ -267,6 +283,19 @@ for line in open(manifest):
                      "algo": r.get("algo") or "?", "time_us": r["time_us"], "busbw": r["busbw"],
                      "wrong": r.get("wrong")})
 
+# Several rounds: one row per (size, library, transport, algo), the medians over its rounds
+# (a row with a wrong element in any round keeps the count).
+merged = {}
+for r in rows:
+    merged.setdefault((r["size"], r["library"], r["transport"], r["algo"]), []).append(r)
+rows = []
+for (size, library, transport, algo), group in merged.items():
+    wrong = [g["wrong"] for g in group if g["wrong"]]
+    rows.append({"size": size, "library": library, "transport": transport, "algo": algo,
+                 "time_us": statistics.median(g["time_us"] for g in group),
+                 "busbw": statistics.median(g["busbw"] for g in group),
+                 "wrong": sum(wrong) if wrong else group[0]["wrong"], "n": len(group)})
+
 out = []
 out.append("| size | library | transport | algo | time (us) | busbw (GB/s) | vs best |")
 out.append("|---:|---|---|---|---:|---:|---|")
@@ -277,12 +306,19 @@ for size in sorted({r["size"] for r in rows}):
         rel = "**best**" if r["time_us"] == best else "%.2fx time" % (r["time_us"] / best)
         if r["wrong"]:
             rel += ", %d WRONG" % r["wrong"]
-        out.append("| %s | %s | %s | %s | %.0f | %.2f | %s |" % (
+        out.append("| %s | %s | %s | %s | %.0f | %.3f | %s |" % (
             human(size), r["library"], r["transport"], r["algo"], r["time_us"], r["busbw"], rel))
 out.append("")
 out.append("float32 sum, %s ranks, in-place calls (Gloo and torch have no out-of-place all-reduce); "
            "time = mean per call, max over ranks; busbw = algbw * 2(n-1)/n; load average before "
            "the runs: %s." % (nranks, load))
+if rounds > 1:
+    out.append("Medians of %d rounds (each round runs every library once, in this order: %s)."
+               % (rounds, ", ".join(dict.fromkeys(r["library"] for r in rows))))
+    short = sorted("%s %s %s" % (human(r["size"]), r["library"], r["algo"]) for r in rows
+                   if r["n"] < rounds)
+    if short:
+        out.append("Fewer rounds (a run failed or was skipped): " + "; ".join(short) + ".")
 if notes:
     out.append("")
     out.extend(notes)
