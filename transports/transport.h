@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "core/wire.h"
 #include "transports/tcp/socket.h"
 
@@ -28,6 +29,23 @@ struct TransferRequest {
   WireHeader header{};  // receive: the header that arrived (checked against the expected one)
   size_t bytes = 0;     // payload bytes moved
 };
+
+// Every Connection's isend and irecv start with these: the arguments checked (a null buffer
+// with bytes to move is a bug in the caller) and the request marked pending.
+inline void beginSend(const WireHeader& header, const void* payload, TransferRequest* req) {
+  SQZ_ENFORCE(req != nullptr);
+  SQZ_ENFORCE(payload != nullptr || header.payloadBytes == 0, "isend of ", header.payloadBytes,
+              " bytes from a null payload");
+  req->done = false;
+  req->bytes = 0;
+}
+inline void beginRecv(void* buf, size_t capacity, TransferRequest* req) {
+  SQZ_ENFORCE(req != nullptr);
+  SQZ_ENFORCE(buf != nullptr || capacity == 0, "irecv into a null buffer of ", capacity,
+              " bytes");
+  req->done = false;
+  req->bytes = 0;
+}
 
 // What a waiting executor sleeps on: sockets, and this rank's shared-memory doorbell.
 struct WaitSources {

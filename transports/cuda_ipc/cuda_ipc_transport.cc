@@ -329,11 +329,7 @@ class CudaIpcConnection : public Connection {
   bool readsDeviceMemory() const override { return true; }
 
   void isend(const WireHeader& header, const void* payload, TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(payload != nullptr || header.payloadBytes == 0, "isend of ", header.payloadBytes,
-                " bytes from a null payload");
-    req->done = false;
-    req->bytes = 0;
+    beginSend(header, payload, req);
     SendOp op;
     op.header = header;
     op.payload = static_cast<const uint8_t*>(payload);
@@ -343,11 +339,7 @@ class CudaIpcConnection : public Connection {
 
   void irecv(const WireHeader& expected, void* buf, size_t capacity,
              TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(buf != nullptr || capacity == 0, "irecv into a null buffer of ", capacity,
-                " bytes");
-    req->done = false;
-    req->bytes = 0;
+    beginRecv(buf, capacity, req);
     RecvOp op;
     op.expected = expected;
     op.buf = static_cast<uint8_t*>(buf);

@@ -47,22 +47,14 @@ class IbConnection final : public Connection {
   const char* transportName() const override { return "ib"; }
 
   void isend(const WireHeader& header, const void* payload, TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(payload != nullptr || header.payloadBytes == 0, "isend of ", header.payloadBytes,
-                " bytes from a null payload");
-    req->done = false;
-    req->bytes = 0;
+    beginSend(header, payload, req);
     sends_.push_back(SendOp{header, static_cast<const uint8_t*>(payload),
                             kHeaderBytes + header.payloadBytes, 0, 0, req});
   }
 
   void irecv(const WireHeader& expected, void* buf, size_t capacity,
              TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(buf != nullptr || capacity == 0, "irecv into a null buffer of ", capacity,
-                " bytes");
-    req->done = false;
-    req->bytes = 0;
+    beginRecv(buf, capacity, req);
     recvs_.push_back(
         RecvOp{expected, WireHeader{}, static_cast<uint8_t*>(buf), capacity, 0, kHeaderBytes, req});
   }

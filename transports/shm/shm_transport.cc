@@ -206,11 +206,7 @@ class ShmConnection : public Connection {
   const char* transportName() const override { return "shm"; }
 
   void isend(const WireHeader& header, const void* payload, TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(payload != nullptr || header.payloadBytes == 0, "isend of ", header.payloadBytes,
-                " bytes from a null payload");
-    req->done = false;
-    req->bytes = 0;
+    beginSend(header, payload, req);
     SendOp op{};
     std::memcpy(op.prefix, &header, kHeaderBytes);
     op.prefixBytes = kHeaderBytes;
@@ -242,11 +238,7 @@ class ShmConnection : public Connection {
 
   void irecv(const WireHeader& expected, void* buf, size_t capacity,
              TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(buf != nullptr || capacity == 0, "irecv into a null buffer of ", capacity,
-                " bytes");
-    req->done = false;
-    req->bytes = 0;
+    beginRecv(buf, capacity, req);
     RecvOp op{};
     op.expected = expected;
     op.buf = static_cast<uint8_t*>(buf);

@@ -403,11 +403,7 @@ class UcxConnection final : public Connection {
   const char* transportName() const override { return "ucx"; }
 
   void isend(const WireHeader& header, const void* payload, TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(payload != nullptr || header.payloadBytes == 0, "isend of ", header.payloadBytes,
-                " bytes from a null payload");
-    req->done = false;
-    req->bytes = 0;
+    beginSend(header, payload, req);
     if (error_) std::rethrow_exception(error_);
     sends_.push_back(SendMsg{header, req});
     if (shut_.load(std::memory_order_acquire)) return;  // never completes, as documented
@@ -422,11 +418,7 @@ class UcxConnection final : public Connection {
 
   void irecv(const WireHeader& expected, void* buf, size_t capacity,
              TransferRequest* req) override {
-    SQZ_ENFORCE(req != nullptr);
-    SQZ_ENFORCE(buf != nullptr || capacity == 0, "irecv into a null buffer of ", capacity,
-                " bytes");
-    req->done = false;
-    req->bytes = 0;
+    beginRecv(buf, capacity, req);
     if (error_) std::rethrow_exception(error_);
     recvs_.push_back(RecvMsg{expected, static_cast<char*>(buf), capacity, req, recvSeq_++});
     if (shut_.load(std::memory_order_acquire)) return;
