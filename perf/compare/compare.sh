@@ -186,6 +186,9 @@ skip() {  # NAME LIBRARY TRANSPORT REASON
 run_round() {
 sfx=
 ((ROUNDS == 1)) || sfx=.r$1
+# Gloo's file store refuses keys an earlier run left: each round rendezvouses in its own folder.
+rstore=$store/round$1
+mkdir -p "$rstore"
 sqz_perf=$BUILD/perf/sqz-allreduce-perf
 sqz_perf_reason=
 if [ ! -x "$sqz_perf" ]; then
@@ -207,7 +210,7 @@ done
 if wanted gloo; then
   gloo_perf=$BUILD/perf/compare/gloo-allreduce-perf
   if [ -x "$gloo_perf" ]; then
-    run "gloo$sfx" gloo tcp gloo "$gloo_perf" --store "$store" -A all "${sizes[@]}"
+    run "gloo$sfx" gloo tcp gloo "$gloo_perf" --store "$rstore" -A all "${sizes[@]}"
   else
     skip "gloo$sfx" gloo tcp "$gloo_perf not built (libgloo-dev missing, or -Dcompare=disabled)"
   fi
@@ -231,7 +234,7 @@ done
 
 if wanted torch; then
   if "$PY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
-    run "torch$sfx" torch-gloo tcp torch "$PY" "$here/torch_allreduce_perf.py" --store "$store" "${sizes[@]}"
+    run "torch$sfx" torch-gloo tcp torch "$PY" "$here/torch_allreduce_perf.py" --store "$rstore" "${sizes[@]}"
   else
     skip "torch$sfx" torch-gloo tcp "python3-torch with torch.distributed is not installed for $PY"
   fi
