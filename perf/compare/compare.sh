@@ -287,13 +287,16 @@ for line in open(manifest):
                      "wrong": r.get("wrong")})
 
 # Several rounds: one row per (size, library, transport, algo), the medians over its rounds
-# (a row with a wrong element in any round keeps the count).
+# (a row with a wrong element in any round keeps the count). Squeeze's tuner may pick another
+# algorithm in another round: its rounds stay one row, whose algo lists every pick.
 merged = {}
 for r in rows:
-    merged.setdefault((r["size"], r["library"], r["transport"], r["algo"]), []).append(r)
+    algo = r["algo"] if r["library"] != "squeeze" else ""
+    merged.setdefault((r["size"], r["library"], r["transport"], algo), []).append(r)
 rows = []
-for (size, library, transport, algo), group in merged.items():
+for (size, library, transport, _), group in merged.items():
     wrong = [g["wrong"] for g in group if g["wrong"]]
+    algo = "/".join(dict.fromkeys(g["algo"] for g in group))
     rows.append({"size": size, "library": library, "transport": transport, "algo": algo,
                  "time_us": statistics.median(g["time_us"] for g in group),
                  "busbw": statistics.median(g["busbw"] for g in group),
