@@ -376,6 +376,12 @@ TEST(Disagreement, Op) {
 }
 
 TEST(Disagreement, CollectiveKind) {
+  // A header can only show the difference if a message meets the other call. Under naive
+  // all-reduce rank 0 first waits to receive, as the broadcast's rank 1 does, and both time out
+  // (as RootWithoutFullCheckTimesOutNamingEachRoot below); the tuner picks naive for 400 bytes on
+  // 2 ranks. Ring all-reduce sends first, so rank 1's broadcast receives rank 0's all-reduce piece.
+  ScopedEnv env;
+  env.set("SQZ_ALGO", "allreduce:ring");
   RankCall broadcast = [](sqzComm_t comm, int) {
     std::vector<float> buf(100, 1.0f);
     return sqzBroadcast(buf.data(), buf.data(), buf.size(), sqzFloat, 0, comm, nullptr);
