@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "compress/codecs.h"
 #include "core/communicator.h"
@@ -71,10 +72,7 @@ float normalAt(uint64_t seed, uint64_t index) {
 }
 
 
-using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using Clock = SteadyClock;
 
 class PowerSgdHandle final : public CodecHandle {
  public:

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "core/communicator.h"
 #include "device/reduce.h"
@@ -36,11 +37,7 @@ constexpr size_t kCombineBytes = 256 << 10;  // per operand: both operands fit a
 constexpr int kSmallRounds = 8, kMediumRounds = 4, kMinRounds = 3, kCombineRounds = 8;
 constexpr std::chrono::milliseconds kPairBudget{4};  // per message size, after the untimed round
 
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using Clock = SteadyClock;
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());

@@ -63,17 +63,17 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->listener_.close();  // every peer is connected; nothing more to accept
   // Every rank must price algorithms alike or they would pick different schedules: whether the
   // ranks span hosts comes from the rendezvous table, the same on every rank.
-  bool anyTcp = false, manyHosts = false;
+  bool anyNetwork = false, manyHosts = false;
   // Network transports (tcp, ucx, ib) price with the tcp rows; the calibration below scales
   // them to what this transport measures. Memory transports (shm, cuda_ipc) with the shm rows.
   for (const auto& c : comm->peers_.conns) {
     if (!c) continue;
     const std::string name = c->transportName();
-    anyTcp |= name != "shm" && name != "cuda_ipc";
+    anyNetwork |= name != "shm" && name != "cuda_ipc";
   }
   for (const PeerInfo& p : table.peers) manyHosts |= p.hostId != table.peers[0].hostId;
-  comm->buildTuner(manyHosts ? "net" : anyTcp ? "tcp" : "shm",
-                   manyHosts ? config.netModel : anyTcp ? config.tcpModel : config.shmModel,
+  comm->buildTuner(manyHosts ? "net" : anyNetwork ? "tcp" : "shm",
+                   manyHosts ? config.netModel : anyNetwork ? config.tcpModel : config.shmModel,
                    tunerFile ? &*tunerFile : nullptr, table.peers);
   if (rank == 0) {
     std::string transports;

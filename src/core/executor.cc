@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/logging.h"
 #include "compress/codec.h"
@@ -95,10 +96,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     // op.peer is the sender on receive ops: a malformed payload's error names it.
     return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank, op.peer, ctx.stream};
   };
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
+  using Clock = SteadyClock;
   // Encodes src of op, with error feedback, into a new payload buffer in `space`; returns the
   // buffer and sets bytes to the payload's size.
   auto encodeInto = [&](const Op& op, const Span& src, Space space, size_t& bytes) {
@@ -111,7 +109,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     mem_.synchronize("encoding a payload on the GPU");
     SQZ_ENFORCE(bytes <= bound, "codec ", codec.name(), " wrote ", bytes, " bytes for ",
                 op.count, " values, over its bound ", bound);
-    if (cc) cc->encodeSeconds += seconds(t0);
+    if (cc) cc->encodeSeconds += secondsSince(t0);
     return buf;
   };
   // What connection p can send from: ptr itself, or (a device span to a connection that reads
@@ -135,7 +133,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
     codec.decode(mem_.data(f.buf), f.bytes, op.count, req.dtype, chunkAt(op), at(op.dst));
     if (req.op == RedOp::kAvg) mem_.divide(at(op.dst), op.count, req.dtype, ctx.nranks);
     mem_.synchronize("decoding a payload on the GPU");
-    if (cc) cc->decodeSeconds += seconds(t0);
+    if (cc) cc->decodeSeconds += secondsSince(t0);
   };
   // A send that only waits for a receive-reduce of the same span is encoded as soon as that
   // combine finishes, while the chunk is hot: the fused decode-reduce-encode.
@@ -277,7 +275,7 @@ void Executor::run(const CollRequest& req, const Schedule& sched, const WireHead
           codec.combine(at(op.dst), at(op.src), mem_.data(pend.scratch), bytes, op.count,
                         req.dtype, req.op, chunkAt(op));
           mem_.synchronize("combining a payload on the GPU");
-          if (cc) cc->combineSeconds += seconds(t0);
+          if (cc) cc->combineSeconds += secondsSince(t0);
           mem_.release(pend.scratch);
           if (!raw && fusedSend[pend.op] != kNoDep) {
             const uint32_t si = fusedSend[pend.op];
