@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "algorithms/cost_model.h"
-#include "core/schedule.h"
-#include "core/types.h"
+#include "base/schedule.h"
+#include "base/types.h"
 
 namespace squeeze {
 

@@ -30,8 +30,8 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/cost_model.h"
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

@@ -4,7 +4,7 @@
 // match in the order they were queued (as in NCCL and MPI); each carries its number in that
 // pair's sequence, and its size, so a receive of another size is a clear error.
 #include "algorithms/algorithm.h"
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze {
 

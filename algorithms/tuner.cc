@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/state_bytes.h"
 
 namespace squeeze {

@@ -27,7 +27,7 @@
 #include <functional>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/accordion.h"
 #include "compress/codecs.h"
 #include "compress/gravac.h"

@@ -15,7 +15,7 @@
 
 #include <cstring>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codec.h"
 #include "compress/spec.h"
 #include "device/quantize.h"

@@ -4,7 +4,7 @@
 // Round-trip bound: |x - D(C(x))| <= 2^-11 |x| for fp16 (normal range, |x| < 65504; beyond it
 // the value becomes infinity) and <= 2^-8 |x| for bf16. A device call runs the CUDA twins of the
 // kernels (device/cast.h), which give the same bits.
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "device/cast.h"
 

@@ -19,8 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/error.h"
-#include "core/types.h"
+#include "base/error.h"
+#include "base/types.h"
 #include "device/hd.h"
 #include "squeeze_config.h"
 

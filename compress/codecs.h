@@ -13,7 +13,7 @@ namespace squeeze {
 
 struct CodecMethod {
   const char* name;
-  uint8_t id;            // carried in message headers
+  uint8_t id;            // carried in message headers (base/wire.h CodecId)
   const char* keys;      // keys the method reads, besides ef, min_bytes and auto_dense; an
                          // adaptive method ("base,...") also takes its base's keys
   const char* description;
@@ -24,8 +24,6 @@ struct CodecMethod {
 const std::vector<CodecMethod>& codecMethods();
 // The method called `name`, or null.
 const CodecMethod* findCodecMethod(const std::string& name);
-// The name of the method with header id `id`, or null for an id no method has.
-const char* codecMethodName(uint8_t id);
 
 // Chunk codecs (cast.cc, int8.cc, qsgd.cc, onebit.cc, terngrad.cc, topk.cc, randk.cc,
 // threshold.cc).

@@ -2,7 +2,7 @@
 // GPU for a device call: ChunkInfo::stream).
 #include <cstring>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "device/reduce.h"
 #include "squeeze_config.h"

@@ -32,7 +32,7 @@
 #include <cmath>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "compress/topk.h"
 #include "device/handle_kernels.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/state_bytes.h"
 
 namespace squeeze {

@@ -9,12 +9,11 @@
 #include <optional>
 #include <thread>
 
-#include "common/error.h"
-#include "common/sha256.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/sha256.h"
+#include "base/strings.h"
 #include "compress/codecs.h"
 #include "compress/state_bytes.h"
-#include "core/communicator.h"
 #include "device/handle_kernels.h"
 #include "device/linalg.h"
 #include "device/memory.h"
@@ -223,7 +222,7 @@ void CodecHandle::prepare(const float* g, float* x, int, device::GpuStream strea
   }
 }
 
-void CodecHandle::runChunked(Communicator& comm, const void* in, void* out, size_t count, RedOp op,
+void CodecHandle::runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
                              Codec& codec, CodecCall& call) {
   CollRequest req;
   req.kind = CollKind::kAllReduce;
@@ -248,12 +247,12 @@ double nowSeconds() {
 
 }  // namespace
 
-bool CodecHandle::tooSmall(const Communicator& comm) const {
-  const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.config().codecMinBytes);
+bool CodecHandle::tooSmall(const CodecComm& comm) const {
+  const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.codecSettings().codecMinBytes);
   return double(count_) * dataTypeSize(dtype_) < minBytes;
 }
 
-void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp op,
+void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
                             device::GpuStream stream) {
   CodecCall call;
   call.call = calls_;
@@ -298,10 +297,10 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
       // A device call's collective runs on the same stream, after prepare's kernels.
       runChunked(comm, x, x, count_, op, *compress ? *chunk_ : denseCodec(), call);
     }
-    if (*compress && comm.config().codecDelayUs > 0) {  // SQZ_CODEC_DELAY_US: a slower codec
+    if (*compress && comm.codecSettings().codecDelayUs > 0) {  // SQZ_CODEC_DELAY_US: a slower codec
       std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(
-          comm.config().codecDelayUs));
-      call.encodeSeconds += comm.config().codecDelayUs * 1e-6;
+          comm.codecSettings().codecDelayUs));
+      call.encodeSeconds += comm.codecSettings().codecDelayUs * 1e-6;
     }
     compressedCall_ = *compress;
     finish(x, stream);
@@ -312,11 +311,11 @@ void CodecHandle::allReduce(Communicator& comm, const void* in, void* out, RedOp
   ++calls_;
 }
 
-bool CodecHandle::adapt(Communicator& comm, const float* x, device::GpuStream stream,
+bool CodecHandle::adapt(CodecComm& comm, const float* x, device::GpuStream stream,
                         CodecCall& call) {
   const double callStart = nowSeconds();
   const bool guardOn =
-      autoDense_ && (spec_.autoDense ? *spec_.autoDense != 0 : comm.config().codecAutoDense);
+      autoDense_ && (spec_.autoDense ? *spec_.autoDense != 0 : comm.codecSettings().codecAutoDense);
   if (!policy_ && !guardOn) return true;
   const int ranks = comm.size();
   if (policy_ || guard_.syncs()) {

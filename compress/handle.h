@@ -30,14 +30,14 @@
 #include <string>
 #include <vector>
 
+#include "base/types.h"
 #include "compress/codec.h"
+#include "compress/codec_comm.h"
 #include "compress/payoff_guard.h"
 #include "compress/spec.h"
-#include "core/types.h"
 
 namespace squeeze {
 
-class Communicator;
 
 // What an adaptive method (gravac, accordion) is doing, for the stats.
 enum class AdaptivePhase : int {
@@ -120,7 +120,7 @@ class CodecHandle {
   // call then runs on its progress thread, core/device_queue.h): every pass runs on the GPU
   // (the chunk codec's kernels, and the handle's own on the state's device mirror), and the
   // stream is synchronized before the call returns.
-  virtual void allReduce(Communicator& comm, const void* in, void* out, RedOp op,
+  virtual void allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
                          device::GpuStream stream = nullptr);
 
   // The state as bytes (checkpoint) and back; load checks method, count and datatype.
@@ -168,7 +168,7 @@ class CodecHandle {
   // Waits for the work enqueued on a device call's stream (nothing for null).
   static void synchronize(device::GpuStream stream, const char* what);
   // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.
-  void runChunked(Communicator& comm, const void* in, void* out, size_t count, RedOp op,
+  void runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
                   Codec& codec, CodecCall& call);
   // Adds a call's figures to the statistics.
   void account(const CodecCall& call);
@@ -176,7 +176,7 @@ class CodecHandle {
   // gradient's norm from before it, when the policy asked); without a policy x is not read and
   // may be null (the call decides before prepare). Sets the base's density and returns whether
   // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
-  bool adapt(Communicator& comm, const float* x, device::GpuStream stream, CodecCall& call);
+  bool adapt(CodecComm& comm, const float* x, device::GpuStream stream, CodecCall& call);
   // Whether a call that runs dense (!compress) may skip prepare and run from in to out: its
   // residual is empty and prepare is the plain x = g + e.
   bool runsDirect(bool compress) const { return !compress && residualClear_ && plainPrepare(); }
@@ -184,7 +184,7 @@ class CodecHandle {
   // call that had an adapt step (adapted) its time, for the guard's next decision.
   void endRun(bool adapted, bool compressed, double seconds, const CodecCall& call);
   // Whether this call's tensor is under min_bytes (it then travels dense, with no adapt step).
-  bool tooSmall(const Communicator& comm) const;
+  bool tooSmall(const CodecComm& comm) const;
 
   CodecSpec spec_;
   size_t count_;

@@ -45,10 +45,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/error.h"
+#include "base/clock.h"
+#include "base/error.h"
 #include "compress/codecs.h"
-#include "core/communicator.h"
 #include "device/linalg.h"
 
 namespace squeeze {
@@ -99,7 +98,7 @@ class PowerSgdHandle final : public CodecHandle {
     p_.resize(n_ * rank_);
   }
 
-  void allReduce(Communicator& comm, const void* in, void* out, RedOp op,
+  void allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
                  device::GpuStream stream) override {
     CodecCall call;
     call.call = calls_;
@@ -142,13 +141,13 @@ class PowerSgdHandle final : public CodecHandle {
 
   // One dense all-reduce of buf (count floats) in place, counted in call. On a device call buf
   // is device memory and the collective runs on the same stream, after the kernels before it.
-  void dense(Communicator& comm, float* buf, size_t count, RedOp op, CodecCall& call) {
+  void dense(CodecComm& comm, float* buf, size_t count, RedOp op, CodecCall& call) {
     runChunked(comm, buf, buf, count, op, *chunk_, call);  // chunk_ is the dense codec
   }
 
   // Algorithm 1 on the host (stream null: p_, q_) or on the GPU (P in device scratch, Q the
   // state's device mirror; the gpu* twins of device/linalg.h).
-  void lowRank(Communicator& comm, float* x, RedOp op, CodecCall& call, Clock::time_point t0,
+  void lowRank(CodecComm& comm, float* x, RedOp op, CodecCall& call, Clock::time_point t0,
                device::GpuStream stream) {
     const size_t r = rank_;
     float* p = stream ? static_cast<float*>(deviceScratch(kPSlot, p_.size() * sizeof(float)))

@@ -1,8 +1,9 @@
 // The table of codec methods: one line registers a method (see codecs.h).
 #include <algorithm>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
+#include "base/wire.h"
 #include "compress/codecs.h"
 
 namespace squeeze {
@@ -13,24 +14,30 @@ std::unique_ptr<CodecHandle> chunked(const CodecSpec& spec, size_t count, DataTy
   return std::make_unique<CodecHandle>(spec, count, dtype, MakeChunk(spec));
 }
 
+// A row of the table: the method's name is its header id's (base/wire.h).
+CodecMethod row(CodecId id, const char* keys, const char* description, bool lossy,
+                decltype(CodecMethod::make) make) {
+  return {codecIdName(uint8_t(id)), uint8_t(id), keys, description, lossy, make};
+}
+
 }  // namespace
 
 const std::vector<CodecMethod>& codecMethods() {
   static const std::vector<CodecMethod> table = {
-      {"dense", 0, "", "the values themselves: exactly sqzAllReduce", false, chunked<makeDenseCodec>},
-      {"fp16", 1, "", "IEEE half on the wire; widen, add, narrow", true, chunked<makeFp16Codec>},
-      {"bf16", 2, "", "bfloat16 on the wire; widen, add, narrow", true, chunked<makeBf16Codec>},
-      {"int8", 3, "block", "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true, chunked<makeInt8Codec>},
-      {"qsgd", 4, "levels,block,seed", "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true, chunked<makeQsgdCodec>},
-      {"onebit", 5, "block", "1-bit SGD: sign bits with the two side means per column (block)", true, chunked<makeOnebitCodec>},
-      {"terngrad", 6, "block,seed", "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true, chunked<makeTerngradCodec>},
-      {"topk", 7, "ratio,sample", "the k largest magnitudes per chunk; re-selected per hop", true, chunked<makeTopkCodec>},
-      {"randk", 8, "ratio,seed", "k shared random indices per chunk; payloads add exactly", true, chunked<makeRandkCodec>},
-      {"threshold", 9, "threshold", "every value with |v| >= threshold", true, chunked<makeThresholdCodec>},
-      {"dgc", 10, "ratio,momentum,clip,warmup,sample", "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up", true, makeDgcHandle},
-      {"powersgd", 11, "rank,cols,seed", "low-rank P Q^T by power iteration", true, makePowerSgd},
-      {"gravac", 12, "base,cf_min,cf_max,step,window,eps,omega", "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput", true, makeGravac},
-      {"accordion", 13, "base,cf_low,cf_high,interval,eta", "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), high CF otherwise", true, makeAccordion},
+      row(CodecId::kDense, "", "the values themselves: exactly sqzAllReduce", false, chunked<makeDenseCodec>),
+      row(CodecId::kFp16, "", "IEEE half on the wire; widen, add, narrow", true, chunked<makeFp16Codec>),
+      row(CodecId::kBf16, "", "bfloat16 on the wire; widen, add, narrow", true, chunked<makeBf16Codec>),
+      row(CodecId::kInt8, "block", "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true, chunked<makeInt8Codec>),
+      row(CodecId::kQsgd, "levels,block,seed", "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true, chunked<makeQsgdCodec>),
+      row(CodecId::kOnebit, "block", "1-bit SGD: sign bits with the two side means per column (block)", true, chunked<makeOnebitCodec>),
+      row(CodecId::kTerngrad, "block,seed", "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true, chunked<makeTerngradCodec>),
+      row(CodecId::kTopk, "ratio,sample", "the k largest magnitudes per chunk; re-selected per hop", true, chunked<makeTopkCodec>),
+      row(CodecId::kRandk, "ratio,seed", "k shared random indices per chunk; payloads add exactly", true, chunked<makeRandkCodec>),
+      row(CodecId::kThreshold, "threshold", "every value with |v| >= threshold", true, chunked<makeThresholdCodec>),
+      row(CodecId::kDgc, "ratio,momentum,clip,warmup,sample", "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up", true, makeDgcHandle),
+      row(CodecId::kPowerSgd, "rank,cols,seed", "low-rank P Q^T by power iteration", true, makePowerSgd),
+      row(CodecId::kGravac, "base,cf_min,cf_max,step,window,eps,omega", "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput", true, makeGravac),
+      row(CodecId::kAccordion, "base,cf_low,cf_high,interval,eta", "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), high CF otherwise", true, makeAccordion),
   };
   return table;
 }
@@ -45,12 +52,6 @@ std::string codecMethodList() {
 const CodecMethod* findCodecMethod(const std::string& name) {
   for (const auto& m : codecMethods())
     if (name == m.name) return &m;
-  return nullptr;
-}
-
-const char* codecMethodName(uint8_t id) {
-  for (const auto& m : codecMethods())
-    if (id == m.id) return m.name;
   return nullptr;
 }
 

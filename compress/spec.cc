@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 
 namespace squeeze {
 

@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "compress/topk.h"
 #include "device/sparse.h"

@@ -20,7 +20,7 @@
 #include <cstring>
 #include <limits>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "device/handle_kernels.h"
 #include "device/reduce.h"

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/types.h"
+#include "base/types.h"
 #include "device/hd.h"
 
 // Host loops (GCC's vectorizer, the AVX2 clones in cpu/quantize.cc) need these inlined whole.

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/types.h"
+#include "base/types.h"
 #include "device/elementwise.h"
 #include "device/hd.h"
 #include "squeeze_config.h"

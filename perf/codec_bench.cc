@@ -55,7 +55,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codec.h"
 #include "compress/codecs.h"
 #include "compress/handle.h"

@@ -1399,7 +1399,7 @@ int perfMain(int argc, char** argv, const PerfColl& coll) {
     if (name.size() > 5 && name.substr(name.size() - 5) == "-perf") name.remove_suffix(5);
     runInfo.program = coll.program;
     runInfo.collective = name;
-    // What the library was told: SQZ_TRANSPORT, else its default (src/common/params.h).
+    // What the library was told: SQZ_TRANSPORT, else its default (base/params.h).
     const char* transport = std::getenv("SQZ_TRANSPORT");
     runInfo.transport = transport && *transport ? transport : "cuda_ipc,shm,tcp";
     runInfo.argc = argc;

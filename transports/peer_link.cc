@@ -1,7 +1,7 @@
 // PeerLink's length-prefixed string messages, used by transports to exchange setup details.
 #include <cstdint>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "transports/transport.h"
 
 namespace squeeze {

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
-#include "core/wire.h"
+#include "base/error.h"
+#include "base/wire.h"
+#include "transports/settings.h"
 #include "transports/tcp/socket.h"
 
 namespace squeeze {
 
-struct CommConfig;
 class Doorbell;
 
 // A send or receive in flight. The caller owns it and keeps it alive until done.
@@ -104,7 +104,7 @@ struct LinkSetup {
   const PeerInfo& self;
   const PeerInfo& peer;
   uint64_t commHash;
-  const CommConfig& config;
+  const TransportSettings& config;
   PeerLink& link;
 };
 
@@ -123,7 +123,7 @@ struct TransportContext {
   int myRank;
   int nranks;
   uint64_t commHash;
-  const CommConfig& config;
+  const TransportSettings& config;
 };
 
 // The static, ordered table of transports compiled in ("shm", "tcp").

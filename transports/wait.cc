@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <ctime>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "transports/shm/doorbell.h"
 #include "transports/transport.h"
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/elementwise.h"
 #include "device/reduce.h"
 

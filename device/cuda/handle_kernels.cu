@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/handle_kernels.h"

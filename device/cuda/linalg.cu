@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/linalg.h"

@@ -33,7 +33,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/elementwise.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/elementwise.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace squeeze::cuda {
 

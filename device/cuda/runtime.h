@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze::cuda {
 

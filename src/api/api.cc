@@ -5,9 +5,9 @@
 #include <set>
 
 #include "api/api_guard.h"
+#include "base/params.h"
 #include "bootstrap/env_init.h"
 #include "bootstrap/rendezvous.h"
-#include "common/params.h"
 #include "compress/handle.h"
 #include "squeeze_config.h"
 #if SQZ_HAVE_CUDA

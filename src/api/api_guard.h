@@ -9,8 +9,8 @@
 #include <new>
 #include <string>
 
-#include "common/error.h"
-#include "common/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "core/communicator.h"
 #include "squeeze/squeeze.h"
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "common/error.h"
-#include "common/logging.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace squeeze {
 

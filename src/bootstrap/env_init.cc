@@ -6,10 +6,10 @@
 #include <map>
 #include <mutex>
 
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/sha256.h"
 #include "bootstrap/rendezvous.h"
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/sha256.h"
 
 namespace squeeze {
 namespace {

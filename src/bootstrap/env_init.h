@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "base/params.h"
 #include "bootstrap/unique_id.h"
-#include "common/params.h"
 
 namespace squeeze {
 

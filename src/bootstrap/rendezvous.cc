@@ -14,11 +14,11 @@
 #include <map>
 #include <thread>
 
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/sha256.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/rendezvous_wire.h"
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/sha256.h"
 
 namespace squeeze {
 namespace {

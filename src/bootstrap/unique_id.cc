@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/error.h"
-#include "common/sha256.h"
+#include "base/error.h"
+#include "base/sha256.h"
 
 namespace squeeze {
 namespace {

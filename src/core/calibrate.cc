@@ -23,8 +23,8 @@
 #include <chrono>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/error.h"
+#include "base/clock.h"
+#include "base/error.h"
 #include "core/communicator.h"
 #include "device/reduce.h"
 

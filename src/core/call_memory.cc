@@ -3,7 +3,7 @@
 
 #include <variant>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/memory.h"
 #include "device/reduce.h"
 #include "squeeze_config.h"

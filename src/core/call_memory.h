@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/types.h"
+#include "base/types.h"
 #include "device/hd.h"
 
 namespace squeeze {

@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "algorithms/algorithm.h"
+#include "base/logging.h"
 #include "bootstrap/rendezvous.h"
-#include "common/logging.h"
 #include "compress/codec.h"
 #include "core/calibrate.h"
 

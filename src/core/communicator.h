@@ -5,6 +5,7 @@
 // Thread safety: one collective at a time (callMu_); abort() may come from any thread.
 // A failed collective leaves the communicator in error: its connections are shut so peers learn
 // of it at once, and later calls fail with the original cause.
+// It is the CodecComm a codec handle runs its calls on (compress/codec_comm.h).
 #pragma once
 
 #include <atomic>
@@ -15,8 +16,9 @@
 #include <string>
 
 #include "algorithms/tuner.h"
+#include "base/error.h"
 #include "bootstrap/unique_id.h"
-#include "common/error.h"
+#include "compress/codec_comm.h"
 #include "core/config.h"
 #include "core/device_queue.h"
 #include "core/executor.h"
@@ -24,7 +26,7 @@
 
 namespace squeeze {
 
-class Communicator {
+class Communicator final : public CodecComm {
  public:
   // Joins the rendezvous of `id` and connects to every peer. Collective over nranks ranks.
   static std::unique_ptr<Communicator> create(const UniqueIdData& id, int rank, int nranks,
@@ -32,11 +34,12 @@ class Communicator {
   ~Communicator();
 
   int rank() const { return rank_; }
-  int size() const { return nranks_; }
+  int size() const override { return nranks_; }
   const CommConfig& config() const { return config_; }
+  const CodecSettings& codecSettings() const override { return config_; }
 
   // Any collective but send/recv; req.kind says which. Host buffers: runs now.
-  void collective(const CollRequest& req);
+  void collective(const CollRequest& req) override;
   // One group's queued sends and receives, all posted at once. Host buffers: runs now.
   void sendRecv(const std::vector<P2pCall>& calls);
   // The same on device buffers (CUDA builds): enqueued on `stream` (a cudaStream_t of

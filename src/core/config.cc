@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+#include "base/strings.h"
 #include "squeeze_config.h"
-#include "common/error.h"
-#include "common/strings.h"
 #include "transports/transport.h"
 
 namespace squeeze {

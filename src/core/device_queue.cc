@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "device/cuda/runtime.h"
 
 namespace squeeze {

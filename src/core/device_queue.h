@@ -28,7 +28,7 @@
 #include <string>
 #include <thread>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "device/hd.h"
 
 namespace squeeze {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <deque>
 
-#include "common/clock.h"
-#include "common/error.h"
-#include "common/logging.h"
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/logging.h"
 #include "compress/codec.h"
 #include "device/reduce.h"
 #include "transports/shm/doorbell.h"

@@ -20,10 +20,10 @@
 #include <memory>
 #include <vector>
 
+#include "base/schedule.h"
+#include "base/types.h"
+#include "base/wire.h"
 #include "core/call_memory.h"
-#include "core/schedule.h"
-#include "core/types.h"
-#include "core/wire.h"
 #include "transports/transport.h"
 
 namespace squeeze {

@@ -4,9 +4,9 @@
 #include <map>
 #include <tuple>
 
+#include "base/error.h"
+#include "base/logging.h"
 #include "bootstrap/acceptor.h"
-#include "common/error.h"
-#include "common/logging.h"
 
 namespace squeeze {
 namespace {

@@ -1,6 +1,6 @@
 // sqz-info: what this build of Squeeze is and how it is configured here. Prints the version,
 // the built features (from squeeze_config.h and the transport table), every SQZ_* parameter
-// (from the one registry in common/params.h: key, current value, default, help) and, with hwloc,
+// (from the one registry in base/params.h: key, current value, default, help) and, with hwloc,
 // this host's topology, which is what sqzrun --bind uses. Modelled on ucc_info
 // (openucx/ucc:tools/info/ucc_info.c): each section is one function, chosen by an option.
 #include <algorithm>
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "algorithms/tuner.h"
-#include "common/error.h"
+#include "base/error.h"
+#include "base/params.h"
+#include "base/strings.h"
 #include "core/config.h"
-#include "common/params.h"
-#include "common/strings.h"
 #include "info/topology.h"
 #include "squeeze/squeeze.h"
 #include "squeeze_config.h"

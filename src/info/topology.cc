@@ -7,7 +7,7 @@
 #include <hwloc.h>
 #endif
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze {
 

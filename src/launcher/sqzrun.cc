@@ -43,11 +43,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/error.h"
+#include "base/params.h"
+#include "base/strings.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/unique_id.h"
-#include "common/error.h"
-#include "common/params.h"
-#include "common/strings.h"
 #include "info/topology.h"
 #include "squeeze_config.h"
 #include "transports/tcp/socket.h"

@@ -4,7 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze::nccl_shim {
 

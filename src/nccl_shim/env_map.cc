@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze::nccl_shim {
 

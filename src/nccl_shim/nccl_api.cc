@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/strings.h"
+#include "base/strings.h"
 #include "device/elementwise.h"
 #include "nccl_shim/codec_rules.h"
 #include "nccl_shim/env_map.h"

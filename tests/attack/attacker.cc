@@ -51,9 +51,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/unique_id.h"
-#include "common/error.h"
 
 namespace squeeze::attack {
 namespace {

@@ -25,7 +25,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/sha256.h"
+#include "base/sha256.h"
 #include "test_util.h"
 
 namespace sqztest {

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/strings.h"
+#include "base/strings.h"
 #include "device/reduce.h"
 
 namespace squeeze {

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
-#include "common/strings.h"
-#include "core/wire.h"
+#include "base/error.h"
+#include "base/strings.h"
+#include "base/wire.h"
 #include "transports/shm/segment.h"
 #include "transports/transport.h"
 

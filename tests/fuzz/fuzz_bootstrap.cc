@@ -29,10 +29,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/sha256.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/rendezvous_wire.h"
-#include "common/sha256.h"
 #include "core/config.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "transports/transport.h"

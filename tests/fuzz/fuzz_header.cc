@@ -1,11 +1,11 @@
 // Fuzz target `header`: the 72-byte WireHeader a peer puts in front of every data message, as
-// checkHeader (src/core/wire.h) validates it against what this rank's schedule expects. The
+// checkHeader (base/wire.h) validates it against what this rank's schedule expects. The
 // input is the received header, the receive buffer's capacity and this rank's number; the first
 // bytes also vary the expected side (collective, codec ids, datatype), including codec ids no
 // method has. Contract: checkHeader returns or throws squeeze::Error (kRemote, kInvalidUsage or
 // kInternal), and when it returns, the header matches the expected one in every field but
 // payloadBytes, and payloadBytes fits the capacity.
-#include "core/wire.h"
+#include "base/wire.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/header_case.h"
 

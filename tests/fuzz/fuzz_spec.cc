@@ -2,7 +2,7 @@
 //   even: a codec spec ("topk:ratio=0.001"): CodecSpec::parse (compress/spec.cc), its canonical
 //         form, and createCodecHandle for a small float32 tensor (the method's own ranges);
 //   odd:  SQZ_* variables: the rest is lines "<key byte><value>", each setting the variable the
-//         key byte picks from the parameter table; then loadParams (src/common/params.cc),
+//         key byte picks from the parameter table; then loadParams (base/params.cc),
 //         CommConfig::fromParams and the SQZ_ALGO tuner, which then chooses algorithms for a few
 //         calls, as a communicator would.
 // Contract: bad input is Error(kInvalidArgument) (never another code, another exception or UB);

@@ -8,8 +8,8 @@
 // printed and hashed.
 #include <cstring>
 
+#include "base/sha256.h"
 #include "bootstrap/unique_id.h"
-#include "common/sha256.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace squeeze;

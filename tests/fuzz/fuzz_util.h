@@ -10,7 +10,7 @@
 #include <exception>
 #include <string>
 
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze::fuzz {
 

@@ -2,7 +2,7 @@
 // first bytes (fuzz_header.cc); make_seeds.cc builds its seeds around the same header.
 #pragma once
 
-#include "core/wire.h"
+#include "base/wire.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace squeeze::fuzz {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "base/params.h"
+#include "base/wire.h"
 #include "bootstrap/unique_id.h"
-#include "common/params.h"
 #include "compress/codecs.h"
-#include "core/wire.h"
 #include "tests/fuzz/codec_specs.h"
 #include "tests/fuzz/header_case.h"
 #include "tests/fuzz/state_codecs.h"

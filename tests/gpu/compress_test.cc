@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "../collective/test_util.h"
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 
 namespace sqztest {

@@ -26,11 +26,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 #include "core/config.h"
-#include "tests/common/transport_pair.h"
 #include "device/cuda/runtime.h"
+#include "tests/common/transport_pair.h"
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
 
 extern char** environ;

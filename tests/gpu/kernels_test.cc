@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/types.h"
+#include "base/types.h"
 #include "device/cast.h"
 #include "device/cuda/runtime.h"
 #include "device/quantize.h"

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/accordion.h"
 #include "compress/gravac.h"
 #include "compress/payoff_guard.h"

@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "tests/common/transport_pair.h"
 #include "transports/ib/ib_credits.h"
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <string>
 
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze {
 namespace {

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze {
 namespace {

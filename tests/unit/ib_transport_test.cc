@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "core/config.h"
 #include "tests/common/transport_pair.h"
 #include "transports/ib/ib_transport.h"

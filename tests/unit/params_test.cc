@@ -1,7 +1,7 @@
-// Unit tests for src/common/params.h: the SQZ_* registry, its defaults and its parse errors.
+// Unit tests for base/params.h: the SQZ_* registry, its defaults and its parse errors.
 // loadParams() reads the environment when called, so every test starts from an environment with
 // no SQZ_* parameter set and the fixture restores the caller's values afterwards.
-#include "common/params.h"
+#include "base/params.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 #include "core/config.h"
 
 namespace squeeze {

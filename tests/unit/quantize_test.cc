@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "tests/common/kernel_inputs.h"
 

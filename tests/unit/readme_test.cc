@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/params.h"
+#include "base/params.h"
 
 namespace {
 

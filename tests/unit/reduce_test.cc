@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/types.h"
+#include "base/types.h"
 
 namespace squeeze::device {
 namespace {

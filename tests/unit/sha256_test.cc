@@ -1,6 +1,6 @@
-// Unit tests for src/common/sha256.h: FIPS 180-4 example vectors, padding boundaries,
+// Unit tests for base/sha256.h: FIPS 180-4 example vectors, padding boundaries,
 // incremental hashing, HMAC-SHA256 (RFC 4231) and the constant-time comparison.
-#include "common/sha256.h"
+#include "base/sha256.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

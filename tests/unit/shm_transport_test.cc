@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 #include "core/config.h"
 #include "tests/common/transport_pair.h"
 #include "transports/shm/doorbell.h"

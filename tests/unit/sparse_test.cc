@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "compress/codecs.h"
 #include "compress/topk.h"
 

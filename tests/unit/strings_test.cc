@@ -1,5 +1,5 @@
-// Unit tests for src/common/strings.h: byte-size parsing and formatting, split, hex encoding.
-#include "common/strings.h"
+// Unit tests for base/strings.h: byte-size parsing and formatting, split, hex encoding.
+#include "base/strings.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/cost_model.h"
 #include "algorithms/tuner.h"
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze {
 namespace {

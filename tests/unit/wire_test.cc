@@ -1,6 +1,6 @@
-// Unit tests for src/core/wire.h: checkHeader accepts what the schedule expects and rejects each
+// Unit tests for base/wire.h: checkHeader accepts what the schedule expects and rejects each
 // kind of difference with the right code and a sentence that names both ranks.
-#include "core/wire.h"
+#include "base/wire.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "common/error.h"
-#include "core/types.h"
+#include "base/error.h"
+#include "base/types.h"
 
 namespace squeeze {
 namespace {

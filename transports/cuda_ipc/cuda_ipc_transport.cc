@@ -74,10 +74,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/strings.h"
-#include "core/config.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/strings.h"
 #include "device/cuda/runtime.h"
 #include "transports/shm/segment.h"
 

@@ -1,9 +1,9 @@
 // The CUDA IPC transport, for ranks with a GPU on the same host (equal PeerInfo::hostId and
-// CommConfig::device >= 0 on both sides). Connections take device, pinned and ordinary host
+// TransportSettings::device >= 0 on both sides). Connections take device, pinned and ordinary host
 // pointers alike (readsDeviceMemory() is true) and move payloads with cudaMemcpyAsync, GPU to
 // GPU where both ends are device memory.
 //
-// Per pair and direction, the receiver owns a staging ring of CommConfig::cudaIpcBufferBytes in
+// Per pair and direction, the receiver owns a staging ring of TransportSettings::cudaIpcBufferBytes in
 // its GPU's memory (cudaMalloc), which the sender maps: with cudaIpcOpenMemHandle when the peer
 // is another process, as a plain pointer when both ranks are threads of one process (CUDA IPC
 // cannot open a handle of its own process). Headers and the ring's head/tail counters live in a

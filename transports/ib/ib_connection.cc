@@ -16,7 +16,7 @@
 #include <deque>
 #include <exception>
 
-#include "common/error.h"
+#include "base/error.h"
 #include "transports/ib/ib_credits.h"
 
 namespace squeeze {

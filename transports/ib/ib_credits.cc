@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze {
 

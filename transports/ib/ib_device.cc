@@ -19,9 +19,9 @@
 #include <cstring>
 #include <map>
 
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/strings.h"
 #include "transports/ib/ib_connection.h"
 
 namespace squeeze {

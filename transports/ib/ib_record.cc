@@ -10,8 +10,8 @@
 #include <cctype>
 #include <cstring>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

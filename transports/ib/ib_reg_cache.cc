@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/error.h"
+#include "base/error.h"
 
 namespace squeeze {
 

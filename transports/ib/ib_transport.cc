@@ -8,10 +8,9 @@
 #include <optional>
 #include <random>
 
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/strings.h"
-#include "core/config.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/strings.h"
 #include "transports/ib/ib_connection.h"
 #include "transports/ib/ib_device.h"
 #include "transports/ib/ib_record.h"

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze {
 

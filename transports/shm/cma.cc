@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 #include "transports/transport.h"
 
 namespace squeeze {

@@ -8,8 +8,8 @@
 
 #include <cerrno>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

@@ -5,7 +5,7 @@
 // freed ring space the rank may wait for, so one futex word covers all of a rank's shm peers.
 //
 // Per pair, the lower rank creates one segment holding two single-producer/single-consumer byte
-// rings (lower -> higher and higher -> lower) of CommConfig::shmBufferBytes each. A ring carries
+// rings (lower -> higher and higher -> lower) of TransportSettings::shmBufferBytes each. A ring carries
 // a byte stream of messages, each a WireHeader followed by its payload, so a message of any size
 // streams through a ring of any size. Head and tail are monotonically increasing byte counters,
 // each alone on its cache line; the producer publishes with a release store of the head, the
@@ -17,7 +17,7 @@
 // once all nranks - 1 peers mapped it, or when the ShmTransport is destroyed. A process killed
 // after communicator setup on one host leaves nothing behind; the mappings stay valid.
 //
-// Single copy (CommConfig::shmSingleCopyBytes, SQZ_SHM_SINGLE_COPY_BYTES): a message of at least
+// Single copy (TransportSettings::shmSingleCopyBytes, SQZ_SHM_SINGLE_COPY_BYTES): a message of at least
 // that many payload bytes puts only its header and a 32-byte descriptor (its address in the
 // sender's process, its length) in the ring; the receiver checks the header, copies the payload
 // straight from the sender's memory into its own buffer with process_vm_readv, and then counts

@@ -16,9 +16,9 @@
 #include <cstring>
 #include <thread>
 
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/strings.h"
 
 namespace squeeze {
 

@@ -11,9 +11,8 @@
 #include <deque>
 #include <list>
 
-#include "common/error.h"
-#include "common/logging.h"
-#include "core/config.h"
+#include "base/error.h"
+#include "base/logging.h"
 
 namespace squeeze {
 namespace {

@@ -57,10 +57,9 @@
 #include <string>
 #include <utility>
 
-#include "common/error.h"
-#include "common/logging.h"
-#include "common/strings.h"
-#include "core/config.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

@@ -25,7 +25,7 @@ namespace squeeze {
 /// Creates the UCX transport of one communicator: a ucp context (features TAG and WAKEUP) and
 /// one worker. When UCX cannot start (ucp_config_read, ucp_init or ucp_worker_create fails, for
 /// instance UCX_TLS names nothing usable), the error names the failed call and its
-/// ucs_status_string: with ucx the only transport in CommConfig::transports this throws
+/// ucs_status_string: with ucx the only transport in TransportSettings::transports this throws
 /// Error(kSystem) with it; otherwise the transport logs it as a warning and canConnect() is false
 /// for every peer, so "ucx,tcp" falls back to tcp.
 /// @param ctx the communicator's rank, size and hash (timeoutMs bounds the teardown flush).

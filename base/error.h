@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze {
 

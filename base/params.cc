@@ -1,11 +1,11 @@
 // Parameter registry: reads and validates SQZ_* variables (see params.h for the table).
-#include "common/params.h"
+#include "base/params.h"
 
 #include <cstdlib>
 #include <string_view>
 
-#include "common/error.h"
-#include "common/strings.h"
+#include "base/error.h"
+#include "base/strings.h"
 
 namespace squeeze {
 namespace {

@@ -1,16 +1,17 @@
 // Header validation for data messages (see wire.h).
-#include "core/wire.h"
+#include "base/wire.h"
 
-#include "common/error.h"
-#include "common/strings.h"
-#include "compress/codecs.h"
-#include "core/types.h"
+#include <iterator>
+
+#include "base/error.h"
+#include "base/strings.h"
+#include "base/types.h"
 
 namespace squeeze {
 namespace {
 
 std::string codecName(uint8_t id) {
-  const char* name = codecMethodName(id);
+  const char* name = codecIdName(id);
   return name ? name : strCat("#", int(id));
 }
 
@@ -21,6 +22,15 @@ std::string describeCodec(const WireHeader& h) {
 }
 
 }  // namespace
+
+const char* codecIdName(uint8_t id) {
+  static constexpr const char* kNames[] = {
+      "dense", "fp16", "bf16", "int8", "qsgd", "onebit", "terngrad", "topk", "randk",
+      "threshold", "dgc", "powersgd", "gravac", "accordion",
+  };
+  static_assert(std::size(kNames) == size_t(CodecId::kAccordion) + 1);
+  return id < std::size(kNames) ? kNames[id] : nullptr;
+}
 
 std::string describeCall(const WireHeader& h) {
   std::string call = strCat(collKindName(static_cast<CollKind>(h.coll)), " #", h.seq,

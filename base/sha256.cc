@@ -1,5 +1,5 @@
 // SHA-256 / HMAC-SHA256, straight from FIPS 180-4 and RFC 2104.
-#include "common/sha256.h"
+#include "base/sha256.h"
 
 #include <cstring>
 

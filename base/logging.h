@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/strings.h"
+#include "base/strings.h"
 
 namespace squeeze {
 

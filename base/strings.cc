@@ -1,5 +1,5 @@
 // String helpers shared by the config parser, logging and the tools.
-#include "common/strings.h"
+#include "base/strings.h"
 
 #include <cctype>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // SysError: an Error that carries errno and its text.
-#include "common/error.h"
+#include "base/error.h"
 
 #include <cstring>
 

@@ -8,9 +8,19 @@
 #include <cstdint>
 #include <string>
 
-#include "core/types.h"
+#include "base/types.h"
 
 namespace squeeze {
+
+// The codec methods' ids in a header's codec and method bytes: part of the protocol, named here
+// so that a header mismatch names its codec without this layer knowing codecs.
+// compress/registry.cc registers each method under its id.
+enum class CodecId : uint8_t {
+  kDense, kFp16, kBf16, kInt8, kQsgd, kOnebit, kTerngrad, kTopk, kRandk, kThreshold, kDgc,
+  kPowerSgd, kGravac, kAccordion,
+};
+// The method's name ("topk" for kTopk), or null for a byte no method has.
+const char* codecIdName(uint8_t id);
 
 constexpr uint32_t kWireMagic = 0x57515a53;  // "SZQW" little-endian
 constexpr uint16_t kWireVersion = 2;

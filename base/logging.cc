@@ -1,5 +1,5 @@
 // Logger: parses SQZ_DEBUG / SQZ_DEBUG_SUBSYS / SQZ_DEBUG_FILE once and writes whole lines.
-#include "common/logging.h"
+#include "base/logging.h"
 
 #include <strings.h>
 #include <unistd.h>

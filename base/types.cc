@@ -1,5 +1,5 @@
 // Names and sizes of the internal enums.
-#include "core/types.h"
+#include "base/types.h"
 
 namespace squeeze {
 
