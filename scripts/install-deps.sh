@@ -32,6 +32,8 @@ have_pkg python3-matplotlib || need+=(python3-matplotlib)  # perf/plot.py and it
 have_cmd ip || need+=(iproute2)                             # the network lab (tests/netlab/)
 have_pkg libucx-dev || need+=(libucx-dev)                  # the ucx transport
 have_pkg libibverbs-dev || need+=(libibverbs-dev)          # the ib transport's header (dlopen)
+have_pkg libssl-dev || need+=(libssl-dev)                  # libcrypto: SHA-256, HMAC, random bytes
+have_pkg nlohmann-json3-dev || need+=(nlohmann-json3-dev)  # perf/: the squeeze-perf/1 JSON files
 # The Python package (python/), its torch.distributed backend, tests and examples/torch/.
 for pkg in python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-sklearn; do
   have_pkg "$pkg" || need+=("$pkg")
