@@ -9,8 +9,8 @@
 #include <optional>
 #include <thread>
 
+#include "base/crypto.h"
 #include "base/error.h"
-#include "base/sha256.h"
 #include "base/strings.h"
 #include "compress/codecs.h"
 #include "compress/state_bytes.h"

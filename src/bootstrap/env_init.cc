@@ -6,9 +6,9 @@
 #include <map>
 #include <mutex>
 
+#include "base/crypto.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "base/sha256.h"
 #include "bootstrap/rendezvous.h"
 
 namespace squeeze {

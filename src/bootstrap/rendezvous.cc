@@ -14,9 +14,9 @@
 #include <map>
 #include <thread>
 
+#include "base/crypto.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "base/sha256.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/rendezvous_wire.h"
 

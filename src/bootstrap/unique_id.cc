@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/crypto.h"
 #include "base/error.h"
-#include "base/sha256.h"
 
 namespace squeeze {
 namespace {

@@ -29,7 +29,7 @@
 #include <tuple>
 #include <vector>
 
-#include "base/sha256.h"
+#include "base/crypto.h"
 #include "test_util.h"
 
 namespace sqztest {

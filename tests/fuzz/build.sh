@@ -51,6 +51,6 @@ for t in "${targets[@]}"; do
   echo "building fuzz_$t"
   clang++-14 -std=c++20 -O1 -g $san -fsanitize=fuzzer \
     -I"$out/meson" -I"$src" -I"$src/include" -I"$src/src" \
-    "$f" "$out/libsqz_fuzz.a" -lpthread -lrt -o "$out/fuzz_$t"
+    "$f" "$out/libsqz_fuzz.a" -lcrypto -lpthread -lrt -o "$out/fuzz_$t"
 done
 echo "built: ${targets[*]/#/$out/fuzz_}"

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/sha256.h"
+#include "base/crypto.h"
 #include "bootstrap/auth.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/rendezvous_wire.h"

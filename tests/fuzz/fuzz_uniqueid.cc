@@ -8,7 +8,7 @@
 // printed and hashed.
 #include <cstring>
 
-#include "base/sha256.h"
+#include "base/crypto.h"
 #include "bootstrap/unique_id.h"
 #include "tests/fuzz/fuzz_util.h"
 
