@@ -1,11 +1,12 @@
 // base/crypto.h over libcrypto's non-deprecated OpenSSL 3 calls: EVP_Digest, HMAC() (EVP_MAC
-// underneath), CRYPTO_memcmp.
+// underneath), CRYPTO_memcmp, RAND_bytes.
 #include "base/crypto.h"
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include <climits>
 
@@ -47,6 +48,12 @@ Digest hmacSha256(const void* key, size_t keyLen, const void* msg, size_t msgLen
 
 bool constantTimeEqual(const void* a, const void* b, size_t n) {
   return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+void randomBytes(void* out, size_t n, const char* what) {
+  SQZ_ENFORCE(n <= INT_MAX, "asked for ", n, " random bytes");
+  if (RAND_bytes(static_cast<unsigned char*>(out), static_cast<int>(n)) != 1)
+    raiseCrypto("libcrypto's RAND_bytes could not make ", n, " random bytes for ", what);
 }
 
 }  // namespace squeeze

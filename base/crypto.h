@@ -1,7 +1,7 @@
 // The cryptography Squeeze needs, all from OpenSSL's libcrypto: SHA-256 (checksums, spec and
 // secret hashes), HMAC-SHA256 (peers prove they know the job secret by challenge-response, so the
-// secret itself never crosses the network) and constant-time comparison of MACs. A vetted
-// library, not hand-written code: reviewers trust it.
+// secret itself never crosses the network), constant-time comparison of MACs, and random bytes
+// for secrets and nonces. A vetted library, not hand-written code: reviewers trust it.
 #pragma once
 
 #include <array>
@@ -19,5 +19,9 @@ Digest hmacSha256(const void* key, size_t keyLen, const void* msg, size_t msgLen
 
 // Compares in time independent of where the first difference is.
 bool constantTimeEqual(const void* a, const void* b, size_t n);
+
+// n bytes from libcrypto's CSPRNG. `what` names them for the error (e.g. "the job secret"):
+// a failure throws Error(kSystem), never leaves a weak value behind.
+void randomBytes(void* out, size_t n, const char* what);
 
 }  // namespace squeeze

@@ -54,11 +54,6 @@ Digest prove(const Secret& secret, char role, const uint8_t nonce[16], const Cli
   return hmacSha256(secret.data(), secret.size(), msg, o);
 }
 
-void randomNonce(uint8_t out[16]) {
-  Secret s = randomSecret();
-  std::memcpy(out, s.data(), 16);
-}
-
 }  // namespace
 
 void authenticateAsClient(Socket& s, const Secret& secret, const Hello& hello, Deadline deadline) {
@@ -75,7 +70,7 @@ void authenticateAsClient(Socket& s, const Secret& secret, const Hello& hello, D
   h.rank = hello.rank;
   h.purpose = static_cast<uint8_t>(hello.purpose);
   h.index = hello.index;
-  randomNonce(h.nonce);
+  randomBytes(h.nonce, sizeof h.nonce, "the client's handshake nonce");
   Digest p = prove(secret, 'C', ch.nonce, h);
   std::memcpy(h.proof, p.data(), 32);
   s.sendAll(&h, sizeof h, deadline, "authentication: sending the hello");
@@ -94,7 +89,7 @@ ServerHandshake::ServerHandshake() {
   ServerChallenge ch{};
   ch.magic = kAuthMagic;
   ch.version = kAuthVersion;
-  randomNonce(ch.nonce);
+  randomBytes(ch.nonce, sizeof ch.nonce, "the server's handshake challenge");
   std::memcpy(challenge_, &ch, sizeof ch);
 }
 

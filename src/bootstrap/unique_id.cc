@@ -2,9 +2,7 @@
 #include "bootstrap/unique_id.h"
 
 #include <netinet/in.h>
-#include <sys/random.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "base/crypto.h"
@@ -27,30 +25,17 @@ uint64_t getU64(const char* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
 constexpr size_t kOffMagic = 0, kOffVersion = 4, kOffFamily = 6, kOffPort = 8, kOffAddr = 12,
                  kOffSecret = 28, kOffNonce = 44, kOffCheck = 52;
 
-void fillRandom(void* out, size_t n) {
-  auto* p = static_cast<char*>(out);
-  while (n > 0) {
-    ssize_t got = getrandom(p, n, 0);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      throw SysError("getrandom()", errno);
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
-  }
-}
-
 }  // namespace
 
 Secret randomSecret() {
   Secret s;
-  fillRandom(s.data(), s.size());
+  randomBytes(s.data(), s.size(), "the job secret");
   return s;
 }
 
 uint64_t randomU64() {
   uint64_t v;
-  fillRandom(&v, sizeof v);
+  randomBytes(&v, sizeof v, "a 64-bit nonce");
   return v;
 }
 

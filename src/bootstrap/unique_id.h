@@ -29,6 +29,7 @@ struct UniqueIdData {
   uint64_t commHash(uint64_t round) const;
 };
 
+// From libcrypto's RAND_bytes (base/crypto.h); a failure throws, never returns a weak value.
 Secret randomSecret();
 uint64_t randomU64();
 

@@ -1,9 +1,10 @@
 // Unit tests for base/crypto.h: the libcrypto calls behind it give the published FIPS 180-4
-// (SHA-256) and RFC 4231 (HMAC-SHA256) vectors, and the comparison behaves.
+// (SHA-256) and RFC 4231 (HMAC-SHA256) vectors, and the comparison and random bytes behave.
 #include "base/crypto.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 
 #include "base/strings.h"
@@ -103,6 +104,16 @@ TEST(ConstantTimeEqual, ComparesBytes) {
     EXPECT_FALSE(constantTimeEqual(a, b, sizeof a)) << "difference at byte " << i;
     b[i] ^= 0x80;
   }
+}
+
+TEST(RandomBytes, FillsAndDiffers) {
+  // 32 random bytes are all zero, or repeat, with probability 2^-256: a failure means no entropy.
+  std::array<uint8_t, 32> a{}, b{};
+  randomBytes(a.data(), a.size(), "a test");
+  randomBytes(b.data(), b.size(), "a test");
+  EXPECT_NE(a, (std::array<uint8_t, 32>{}));
+  EXPECT_NE(a, b);
+  randomBytes(nullptr, 0, "nothing");  // zero bytes is a valid request
 }
 
 }  // namespace
