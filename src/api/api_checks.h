@@ -1,0 +1,54 @@
+// The argument checks the C API's families of calls share (communicator, datatype, operator,
+// counts, buffers, and whether the buffers are host or device memory), the hand-off that runs a
+// checked call now or enqueues it on its stream, and whether a communicator handle is still
+// alive. Each check raises InvalidArgument with a sentence naming the call (`fn`); apiGuard turns
+// it into the call's result.
+#pragma once
+
+#include <cstddef>
+#include <initializer_list>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "api/api_guard.h"
+#include "base/types.h"
+#include "squeeze/squeeze.h"
+
+namespace squeeze::api {
+
+// Counts above this are negative numbers cast to size_t, or more memory than exists.
+constexpr size_t kMaxCount = size_t(1) << 56;
+
+sqzComm* checkComm(sqzComm_t comm, const char* fn);
+void checkType(sqzDataType_t t, const char* fn);
+void checkOp(sqzRedOp_t op, const char* fn);
+void checkCount(size_t count, const char* fn);
+// The checks every data call makes: a live comm, a sane count (and total, for calls that move
+// nranks blocks), a datatype.
+void checkCommon(sqzComm_t comm, size_t count, size_t total, sqzDataType_t datatype,
+                 const char* fn);
+void checkBuffers(const void* sendbuff, const void* recvbuff, size_t count, const char* fn);
+
+// One buffer of a data call: what it is called in the API and the bytes the call touches.
+struct BufferArg {
+  const char* name;
+  const void* ptr;
+  size_t bytes;
+};
+
+// Whether a call's buffers are device memory (the call is enqueued on `stream`) or host memory
+// (it runs now; stream must be NULL). Buffers the call does not touch (null, or 0 bytes) do not
+// count. Refuses, before anything is enqueued, every mix the call cannot run with.
+bool onDevice(sqzComm_t comm, std::initializer_list<BufferArg> buffers, void* stream,
+              const char* fn);
+
+// Runs a checked call now (host buffers) or enqueues it on the stream (device buffers).
+void dispatch(sqzComm_t comm, const CollRequest& req, bool device, void* stream);
+void dispatch(sqzComm_t comm, const std::vector<P2pCall>& calls, bool device, void* stream);
+
+// Whether the handle is a communicator not yet destroyed or aborted (comm.cc keeps the set), so
+// a codec can tell whether the one it was made on still is: sqzCodecDestroy after
+// sqzCommDestroy must not touch the freed handle.
+bool commIsLive(const sqzComm* comm);
+
+}  // namespace squeeze::api
