@@ -1,6 +1,7 @@
 // What the NCCL shim keeps per communicator (an ncclComm_t is one of these): the Squeeze
 // communicator, the codecs SQZ_NCCL_CODEC gives its all-reduces (one per buffer and count, so
-// error feedback follows each gradient buffer), and its PreMulSum operators.
+// error feedback follows each gradient buffer), and its PreMulSum operators; and the calls that
+// manage those codecs.
 #pragma once
 
 #include <nccl.h>
@@ -39,3 +40,14 @@ struct ncclComm {
   std::map<int, squeeze::nccl_shim::PreMulSum> preMulSums;  // by ncclRedOp_t value
   int nextPreMulSum = ncclNumOps;
 };
+
+namespace squeeze::nccl_shim {
+
+// SQZ_NCCL_CODEC per communicator (comm_codecs.cc): check the process's rules and attach them
+// at init; the codec an all-reduce uses (null: none), made on its first call; free them all.
+ncclResult_t attachCodecRules(ncclComm* comm);
+ncclResult_t codecOf(ncclComm* comm, const void* sendbuff, size_t count, sqzDataType_t datatype,
+                     sqzRedOp_t op, sqzCodec_t* codec);
+void destroyCodecs(ncclComm* comm);
+
+}  // namespace squeeze::nccl_shim

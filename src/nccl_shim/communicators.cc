@@ -1,0 +1,227 @@
+// The shim's communicator calls: version, unique id, error strings, and every communicator's
+// life (init in its four forms, split, finalize, destroy, abort) and queries. Each init wraps
+// the sqzComm_t it makes in an ncclComm with the SQZ_NCCL_CODEC rules attached.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl_shim/shim_call.h"
+#include "squeeze_config.h"
+
+static_assert(sizeof(ncclUniqueId) == sizeof(sqzUniqueId), "unique ids travel as they are");
+static_assert(NCCL_SPLIT_NOCOLOR == SQZ_SPLIT_NOCOLOR);
+
+using namespace squeeze;
+using namespace squeeze::nccl_shim;
+
+namespace {
+
+constexpr uint32_t kNcclConfigMagic = 0xcafebeef;  // NCCL_CONFIG_INITIALIZER's
+
+ncclResult_t checkNcclConfig(const ncclConfig_t* config, const char* fn) {
+  if (!config) return ncclSuccess;
+  if (config->magic != kNcclConfigMagic)
+    return fail(ncclInvalidArgument, fn, ": ncclConfig_t was not initialized; start from "
+                "'ncclConfig_t config = NCCL_CONFIG_INITIALIZER;'.");
+  return ncclSuccess;
+}
+
+// Wraps a new Squeeze communicator (taking ownership; freed on failure).
+ncclResult_t adopt(sqzComm_t sqz, ncclComm_t* out) {
+  auto comm = std::make_unique<ncclComm>();
+  comm->sqz = sqz;
+  if (ncclResult_t r = attachCodecRules(comm.get()); r != ncclSuccess) {
+    sqzCommDestroy(sqz);
+    return r;
+  }
+  *out = comm.release();
+  return ncclSuccess;
+}
+
+// Every init: a Squeeze communicator of `device` (SQZ_CONFIG_UNDEF_INT: the current device).
+ncclResult_t initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device) {
+  sqzConfig_t config = SQZ_CONFIG_INITIALIZER;
+  config.device = device;
+  sqzUniqueId sqzId;
+  std::memcpy(&sqzId, &id, sizeof sqzId);
+  sqzComm_t sqz = nullptr;
+  const sqzResult_t r = sqzCommInitRankConfig(&sqz, nranks, sqzId, rank, &config);
+  if (r != sqzSuccess) return forward(r);
+  return adopt(sqz, out);
+}
+
+// ncclCommInitAll's devices: devlist, or 0..ndev-1; without a GPU, host-memory communicators.
+int deviceCount() {
+#if SQZ_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+// ---- versions, ids, errors ----------------------------------------------------------------------
+
+ncclResult_t ncclGetVersion(int* version) {
+  enter();
+  if (!version) return fail(ncclInvalidArgument, "ncclGetVersion: version is NULL.");
+  *version = NCCL_VERSION_CODE;  // the API this shim implements: the nccl.h it was built with
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  enter();
+  if (!uniqueId) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL.");
+  sqzUniqueId id;
+  const sqzResult_t r = sqzGetUniqueId(&id);
+  if (r != sqzSuccess) return forward(r);
+  std::memcpy(uniqueId, &id, sizeof id);
+  return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the Squeeze developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* ncclGetLastError(ncclComm_t) { return lastError().c_str(); }
+
+void ncclResetDebugInit() {}  // deprecated in NCCL; Squeeze reads its log settings once
+
+// ---- communicators ------------------------------------------------------------------------------
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+  enter();
+  if (!comm) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: comm is NULL.");
+  if (ncclResult_t r = checkNcclConfig(config, "ncclCommInitRankConfig"); r != ncclSuccess)
+    return r;
+  *comm = nullptr;
+  return submitInit([=] { return initRank(comm, nranks, commId, rank, SQZ_CONFIG_UNDEF_INT); });
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+  enter();
+  if (nId != 1 || !commIds)
+    return fail(ncclInvalidUsage, "ncclCommInitRankScalable: Squeeze's rendezvous has one root; "
+                "pass nId = 1 (one id from ncclGetUniqueId), or use ncclCommInitRank.");
+  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  enter();
+  if (!comms) return fail(ncclInvalidArgument, "ncclCommInitAll: comm is NULL.");
+  if (ndev < 1) return fail(ncclInvalidArgument, "ncclCommInitAll: ndev is ", ndev, "; pass >= 1.");
+  const bool gpus = deviceCount() > 0;
+  ncclUniqueId id;
+  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
+  for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+  std::vector<GroupCall> inits;
+  for (int i = 0; i < ndev; ++i) {
+    const int device = !gpus ? SQZ_CONFIG_UNDEF_INT : devlist ? devlist[i] : i;
+    inits.push_back([=] { return initRank(&comms[i], ndev, id, i, device); });
+  }
+  const ncclResult_t r = runConcurrently(inits);
+  if (r != ncclSuccess) {
+    const std::string message = lastError();
+    for (int i = 0; i < ndev; ++i) {
+      ncclCommDestroy(comms[i]);
+      comms[i] = nullptr;
+    }
+    lastError() = message;
+  }
+  return r;
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  enter();
+  SHIM_CHECK_DATA_COMM(comm, "ncclCommSplit");
+  if (!newcomm) return fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL.");
+  if (ncclResult_t r = checkNcclConfig(config, "ncclCommSplit"); r != ncclSuccess) return r;
+  *newcomm = nullptr;
+  return submitInit([=] {
+    sqzComm_t child = nullptr;
+    const sqzResult_t r = sqzCommSplit(comm->sqz, color, key, &child, nullptr);
+    if (r != sqzSuccess) return forward(r);
+    return child ? adopt(child, newcomm) : ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  enter();
+  SHIM_CHECK_COMM(comm, "ncclCommFinalize");
+  comm->finalized = true;
+  return forward(sqzCommFinalize(comm->sqz));
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  enter();
+  if (!comm) return ncclSuccess;
+  SHIM_CHECK_COMM(comm, "ncclCommDestroy");
+  destroyCodecs(comm);
+  const sqzResult_t r = sqzCommDestroy(comm->sqz);
+  comm->magic = 0;
+  delete comm;
+  return forward(r);
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  enter();
+  if (!comm) return ncclSuccess;
+  SHIM_CHECK_COMM(comm, "ncclCommAbort");
+  const sqzResult_t r = sqzCommAbort(comm->sqz);  // first: a call in flight returns promptly
+  while (comm->inflight.load() > 0) std::this_thread::yield();  // ...and leaves the handle
+  destroyCodecs(comm);
+  comm->magic = 0;
+  delete comm;
+  return forward(r);
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  enter();
+  SHIM_CHECK_COMM(comm, "ncclCommGetAsyncError");
+  if (!asyncError) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL.");
+  sqzResult_t err = sqzSuccess;
+  const sqzResult_t r = sqzCommGetAsyncError(comm->sqz, &err);
+  if (r != sqzSuccess) return forward(r);
+  *asyncError = toNccl(err);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  enter();
+  SHIM_CHECK_COMM(comm, "ncclCommCount");
+  return forward(sqzCommCount(comm->sqz, count));
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  enter();
+  SHIM_CHECK_COMM(comm, "ncclCommCuDevice");
+  return forward(sqzCommCuDevice(comm->sqz, device));
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  enter();
+  SHIM_CHECK_COMM(comm, "ncclCommUserRank");
+  return forward(sqzCommUserRank(comm->sqz, rank));
+}
+

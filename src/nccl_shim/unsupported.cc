@@ -1,0 +1,84 @@
+// The NCCL calls Squeeze has no counterpart for (gather, scatter, buffer and window
+// registration, revoke, shrink, group simulation): each fails with ncclInvalidUsage and says
+// what to call instead. And ncclMemAlloc/ncclMemFree, which need nothing of Squeeze: plain
+// cudaMalloc and cudaFree (ncclInvalidUsage in a build without CUDA).
+#include "nccl_shim/shim_call.h"
+#include "squeeze_config.h"
+
+using namespace squeeze;
+using namespace squeeze::nccl_shim;
+
+ncclResult_t ncclGather(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                        cudaStream_t) {
+  return fail(ncclInvalidUsage, "ncclGather is not supported by Squeeze; use ncclAllGather, or "
+              "ncclSend to the root and ncclRecv there inside ncclGroupStart/ncclGroupEnd.");
+}
+
+ncclResult_t ncclScatter(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                         cudaStream_t) {
+  return fail(ncclInvalidUsage, "ncclScatter is not supported by Squeeze; use ncclSend from the "
+              "root and ncclRecv on every rank inside ncclGroupStart/ncclGroupEnd.");
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+  return fail(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by Squeeze (it has no "
+              "NCCL performance model); call ncclGroupEnd.");
+}
+
+ncclResult_t ncclCommRegister(const ncclComm_t, void*, size_t, void** handle) {
+  if (handle) *handle = nullptr;
+  return fail(ncclInvalidUsage, "ncclCommRegister is not supported by Squeeze (it does not "
+              "register user buffers); pass buffers to the calls unregistered.");
+}
+
+ncclResult_t ncclCommDeregister(const ncclComm_t, void*) {
+  return fail(ncclInvalidUsage, "ncclCommDeregister: Squeeze registers no buffers.");
+}
+
+ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  if (win) *win = nullptr;
+  return fail(ncclInvalidUsage, "ncclCommWindowRegister is not supported by Squeeze (no "
+              "symmetric memory windows).");
+}
+
+ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  return fail(ncclInvalidUsage, "ncclCommWindowDeregister: Squeeze registers no windows.");
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t, int) {
+  return fail(ncclInvalidUsage, "ncclCommRevoke is not supported by Squeeze; use ncclCommAbort.");
+}
+
+ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  if (newcomm) *newcomm = nullptr;
+  return fail(ncclInvalidUsage, "ncclCommShrink is not supported by Squeeze; when every rank "
+              "is alive, ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks does the "
+              "same; after a failure, abort and make a new communicator.");
+}
+
+ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  if (!ptr) return fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL.");
+#if SQZ_HAVE_CUDA
+  const cudaError_t e = cudaMalloc(ptr, size);
+  if (e != cudaSuccess)
+    return fail(ncclUnhandledCudaError, "ncclMemAlloc: cudaMalloc of ", size, " bytes failed: ",
+                cudaGetErrorString(e));
+  return ncclSuccess;
+#else
+  (void)size;
+  *ptr = nullptr;
+  return fail(ncclInvalidUsage, "ncclMemAlloc: this build of Squeeze has no CUDA support.");
+#endif
+}
+
+ncclResult_t ncclMemFree(void* ptr) {
+#if SQZ_HAVE_CUDA
+  const cudaError_t e = cudaFree(ptr);
+  if (e != cudaSuccess)
+    return fail(ncclUnhandledCudaError, "ncclMemFree: cudaFree failed: ", cudaGetErrorString(e));
+  return ncclSuccess;
+#else
+  (void)ptr;
+  return fail(ncclInvalidUsage, "ncclMemFree: this build of Squeeze has no CUDA support.");
+#endif
+}
