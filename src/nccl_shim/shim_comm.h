@@ -32,8 +32,8 @@ struct PreMulSum {
 struct ncclComm {
   uint32_t magic = squeeze::nccl_shim::kShimCommMagic;
   sqzComm_t sqz = nullptr;
-  bool finalized = false;
-  std::atomic<int> inflight{0};  // data calls running (group.cc counts them)  // after ncclCommFinalize only queries and ncclCommDestroy remain
+  bool finalized = false;  // after ncclCommFinalize only queries and ncclCommDestroy remain
+  std::atomic<int> inflight{0};  // data calls running (group.cc counts them)
   std::vector<squeeze::nccl_shim::CodecRule> codecRules;
   std::map<std::pair<const void*, size_t>, sqzCodec_t> codecs;  // by (sendbuff, count)
   std::mutex preMulSumMu;  // protects preMulSums (ops may be made on any thread)
