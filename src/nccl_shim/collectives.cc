@@ -125,7 +125,7 @@ template <class InputCount, class Call>
 ncclResult_t submitReduction(ncclComm* comm, const char* fn, const void* sendbuff,
                              ncclDataType_t datatype, ncclRedOp_t op, cudaStream_t stream,
                              InputCount inputCount, Call call) {
-  SHIM_CHECK_DATA_COMM(comm, fn);
+  SQZ_SHIM_CHECK_DATA_COMM(comm, fn);
   Reduction red;
   if (ncclResult_t r = toReduction(comm, datatype, op, fn, &red); r != ncclSuccess) return r;
   return submitCall(comm, false, [=]() -> ncclResult_t {
@@ -147,7 +147,7 @@ ncclResult_t submitReduction(ncclComm* comm, const char* fn, const void* sendbuf
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclRedOpCreatePreMulSum");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclRedOpCreatePreMulSum");
   if (!op || !scalar)
     return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: ", !op ? "op" : "scalar",
                 " is NULL.");
@@ -172,7 +172,7 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclRedOpDestroy");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclRedOpDestroy");
   std::lock_guard<std::mutex> lock(comm->preMulSumMu);
   if (comm->preMulSums.erase(static_cast<int>(op)) == 0)
     return fail(ncclInvalidArgument, "ncclRedOpDestroy: op ", static_cast<int>(op), " is not an "
@@ -210,7 +210,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
   enter();
-  SHIM_CHECK_DATA_COMM(comm, "ncclBroadcast");
+  SQZ_SHIM_CHECK_DATA_COMM(comm, "ncclBroadcast");
   sqzDataType_t type;
   if (ncclResult_t r = toSqzType(datatype, "ncclBroadcast", &type); r != ncclSuccess) return r;
   return submitCall(comm, false, [=] {
@@ -241,7 +241,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   enter();
-  SHIM_CHECK_DATA_COMM(comm, "ncclAllGather");
+  SQZ_SHIM_CHECK_DATA_COMM(comm, "ncclAllGather");
   sqzDataType_t type;
   if (ncclResult_t r = toSqzType(datatype, "ncclAllGather", &type); r != ncclSuccess) return r;
   return submitCall(comm, false, [=] {
@@ -269,7 +269,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   enter();
-  SHIM_CHECK_DATA_COMM(comm, "ncclAlltoAll");
+  SQZ_SHIM_CHECK_DATA_COMM(comm, "ncclAlltoAll");
   sqzDataType_t type;
   if (ncclResult_t r = toSqzType(datatype, "ncclAlltoAll", &type); r != ncclSuccess) return r;
   return submitCall(comm, false, [=] {
@@ -280,7 +280,7 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   enter();
-  SHIM_CHECK_DATA_COMM(comm, "ncclSend");
+  SQZ_SHIM_CHECK_DATA_COMM(comm, "ncclSend");
   sqzDataType_t type;
   if (ncclResult_t r = toSqzType(datatype, "ncclSend", &type); r != ncclSuccess) return r;
   return submitCall(comm, true, [=] {
@@ -291,7 +291,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
   enter();
-  SHIM_CHECK_DATA_COMM(comm, "ncclRecv");
+  SQZ_SHIM_CHECK_DATA_COMM(comm, "ncclRecv");
   sqzDataType_t type;
   if (ncclResult_t r = toSqzType(datatype, "ncclRecv", &type); r != ncclSuccess) return r;
   return submitCall(comm, true, [=] {

@@ -154,7 +154,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
   enter();
-  SHIM_CHECK_DATA_COMM(comm, "ncclCommSplit");
+  SQZ_SHIM_CHECK_DATA_COMM(comm, "ncclCommSplit");
   if (!newcomm) return fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL.");
   if (ncclResult_t r = checkNcclConfig(config, "ncclCommSplit"); r != ncclSuccess) return r;
   *newcomm = nullptr;
@@ -168,7 +168,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclCommFinalize");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommFinalize");
   comm->finalized = true;
   return forward(sqzCommFinalize(comm->sqz));
 }
@@ -176,7 +176,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   enter();
   if (!comm) return ncclSuccess;
-  SHIM_CHECK_COMM(comm, "ncclCommDestroy");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommDestroy");
   destroyCodecs(comm);
   const sqzResult_t r = sqzCommDestroy(comm->sqz);
   comm->magic = 0;
@@ -187,7 +187,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   enter();
   if (!comm) return ncclSuccess;
-  SHIM_CHECK_COMM(comm, "ncclCommAbort");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommAbort");
   const sqzResult_t r = sqzCommAbort(comm->sqz);  // first: a call in flight returns promptly
   while (comm->inflight.load() > 0) std::this_thread::yield();  // ...and leaves the handle
   destroyCodecs(comm);
@@ -198,7 +198,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclCommGetAsyncError");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommGetAsyncError");
   if (!asyncError) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL.");
   sqzResult_t err = sqzSuccess;
   const sqzResult_t r = sqzCommGetAsyncError(comm->sqz, &err);
@@ -209,19 +209,19 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclCommCount");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommCount");
   return forward(sqzCommCount(comm->sqz, count));
 }
 
 ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclCommCuDevice");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommCuDevice");
   return forward(sqzCommCuDevice(comm->sqz, device));
 }
 
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   enter();
-  SHIM_CHECK_COMM(comm, "ncclCommUserRank");
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommUserRank");
   return forward(sqzCommUserRank(comm->sqz, rank));
 }
 

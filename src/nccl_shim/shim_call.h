@@ -46,16 +46,16 @@ ncclResult_t toSqzType(ncclDataType_t datatype, const char* fn, sqzDataType_t* o
 
 // Return the failure from the entry point when comm is not a live shim communicator (and, for
 // data calls, when it was finalized).
-#define SHIM_CHECK_COMM(comm, fn)                                                             \
+#define SQZ_SHIM_CHECK_COMM(comm, fn)                                                         \
   do {                                                                                        \
     if (!liveComm(comm))                                                                      \
-      return fail(ncclInvalidArgument, fn, ": comm is ", comm ? "not a live communicator "     \
-                  "(destroyed, or not from ncclCommInitRank)" : "NULL", ".");                \
+      return fail(ncclInvalidArgument, fn, ": comm is ", comm ? "not a live communicator "    \
+                  "(destroyed, or not from ncclCommInitRank)" : "NULL", ".");                 \
   } while (0)
 
-#define SHIM_CHECK_DATA_COMM(comm, fn)                                                        \
+#define SQZ_SHIM_CHECK_DATA_COMM(comm, fn)                                                    \
   do {                                                                                        \
-    SHIM_CHECK_COMM(comm, fn);                                                                \
+    SQZ_SHIM_CHECK_COMM(comm, fn);                                                            \
     if (comm->finalized)                                                                      \
       return fail(ncclInvalidUsage, fn, ": the communicator was finalized (ncclCommFinalize); " \
                   "only ncclCommDestroy may follow.");                                        \
