@@ -1,0 +1,265 @@
+// The kill, stop and abort cases: run the ranks, inject the fault, judge the bounds (see
+// cases.h).
+#include "cases.h"
+
+#include <signal.h>
+#include <squeeze/squeeze.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "census.h"
+#include "checks.h"
+#include "protocol.h"
+#include "rank_control.h"
+
+namespace squeeze::fault {
+namespace {
+
+std::string msText(int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", ns / 1e6);
+  return buf;
+}
+
+bool newUniqueId(sqzUniqueId* id) {
+  sqzResult_t rc = sqzGetUniqueId(id);
+  if (rc == sqzSuccess) return true;
+  std::printf("  ERROR: sqzGetUniqueId: %s: %s\n", resultName(rc), sqzGetLastError(nullptr));
+  return false;
+}
+
+struct Totals {
+  int reps = 0;
+  int passed = 0;
+  double maxMs = 0;
+  double minMs = 1e300;
+};
+
+// One kill or stop repetition; prints its line and returns whether it met every bound.
+bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::mt19937_64& rng,
+                      Totals& totals) {
+  const int timeoutMs = stop ? kStopTimeoutMs : kKillTimeoutMs;
+  const int64_t upperNs = stop ? timeoutMs * kMs * 11 / 10 : timeoutMs * kMs + 2 * kSec;
+  const int64_t lowerNs = stop ? timeoutMs * kMs * 95 / 100 : 0;
+  const int sig = stop ? SIGSTOP : SIGKILL;
+  const char* caseName = stop ? "stop" : "kill";
+  std::string why;  // empty: the repetition passed
+
+  sqzUniqueId id{};
+  if (!newUniqueId(&id)) {
+    ++totals.reps;
+    std::printf("%s %s %d/%d: FAILED: no rendezvous id\n", caseName, transport, rep, reps);
+    return false;
+  }
+  std::vector<RankProc> ranks = spawnRanks({"loop", hexEncode(id)}, transport, timeoutMs);
+
+  // All four inside the loop: each has finished its second call.
+  auto anyFailed = [&] {
+    for (const RankProc& rp : ranks)
+      if (rp.firstFailedCall() || rp.find("fail") || rp.find("done") || rp.eventFd < 0) return true;
+    return false;
+  };
+  auto allRunning = [&] {
+    if (anyFailed()) return true;
+    for (const RankProc& rp : ranks)
+      if (rp.okCalls() < 2) return false;
+    return true;
+  };
+  pump(ranks, nowNs() + 60 * kSec, allRunning);
+  int victim = -1;
+  int64_t signalledAt = 0;
+  std::vector<int> survivors;
+  if (anyFailed()) {
+    why = "a rank failed or left before the signal";
+  } else if (!allRunning()) {
+    why = "the 4 ranks did not all finish 2 calls within 60 s";
+  } else {
+    sleepNs(static_cast<int64_t>(rng() % 201) * kMs);
+    victim = static_cast<int>(rng() % kRanks);
+    signalledAt = nowNs();
+    kill(ranks[victim].pid, sig);
+    for (int r = 0; r < kRanks; ++r)
+      if (r != victim) survivors.push_back(r);
+    // Wait past the bound a little, so a late error is told apart from none at all.
+    pump(ranks, signalledAt + upperNs + 3 * kSec, [&] {
+      for (int r : survivors)
+        if (!ranks[r].firstFailedCall() && ranks[r].eventFd >= 0) return false;
+      return true;
+    });
+  }
+  if (stop && victim >= 0) kill(ranks[victim].pid, SIGCONT);
+  if (victim >= 0) kill(ranks[victim].pid, SIGKILL);
+  // Survivors leave on their own once their call has failed.
+  std::vector<int> killed = reapAll(ranks, nowNs() + 5 * kSec);
+
+  char line[1024];
+  std::string detail;
+  bool sawTimeout = false;
+  std::vector<std::string> messages;
+  for (int r : survivors) {
+    const Event* e = ranks[r].firstFailedCall();
+    if (!e) {
+      snprintf(line, sizeof line, "%s rank %d no error", detail.empty() ? "" : ";", r);
+      detail += line;
+      if (why.empty())
+        why = "rank " + std::to_string(r) + " reported no failed call within " +
+              std::to_string((upperNs + 3 * kSec) / kMs) + " ms of the signal";
+      continue;
+    }
+    const double ms = (e->t - signalledAt) / 1e6;
+    snprintf(line, sizeof line, "%s rank %d %s in #%d after %.0f ms", detail.empty() ? "" : ";", r,
+             resultName(e->rc), e->call, ms);
+    detail += line;
+    totals.maxMs = std::max(totals.maxMs, ms);
+    totals.minMs = std::min(totals.minMs, ms);
+    if (why.empty() && e->rc != sqzRemoteError && e->rc != sqzTimeout)
+      why = "rank " + std::to_string(r) + " got " + resultName(e->rc) +
+            " (expected RemoteError or Timeout): " + e->text;
+    if (why.empty() && e->t < signalledAt)
+      why = "rank " + std::to_string(r) + "'s call failed before the signal: " + e->text;
+    if (why.empty() && e->t - signalledAt > upperNs)
+      why = "rank " + std::to_string(r) + " failed " + msText(e->t - signalledAt) +
+            " ms after the signal, past the bound of " + std::to_string(upperNs / kMs) + " ms";
+    if (why.empty() && e->t - signalledAt < lowerNs)
+      why = "rank " + std::to_string(r) + " failed " + msText(e->t - signalledAt) +
+            " ms after the signal, before the timeout could have passed (" +
+            std::to_string(lowerNs / kMs) + " ms)";
+    if (e->rc == sqzTimeout) {
+      sawTimeout = true;
+      if (stop) {
+        messages.push_back("rank " + std::to_string(r) + ": " + e->text);
+        std::string problem = timeoutMessageProblem(*e, r);
+        if (why.empty() && !problem.empty())
+          why = "rank " + std::to_string(r) + "'s timeout message " + problem + ": " + e->text;
+      }
+    }
+    if (why.empty() && ranks[r].find("fail"))
+      why = "rank " + std::to_string(r) + ": " + ranks[r].find("fail")->text;
+    if (why.empty() && !exitedCleanly(ranks[r]))
+      why = "rank " + std::to_string(r) + " did not exit cleanly after its error (" +
+            exitText(ranks[r]) + ")";
+  }
+  if (why.empty() && stop && !sawTimeout && victim >= 0)
+    why = "no survivor reported Timeout: somebody must have waited on the stopped rank";
+  for (int r : killed)
+    if (why.empty() && r != victim)
+      why = "rank " + std::to_string(r) + " had to be killed: it did not exit 5 s after the fault";
+  // Survivors unlinked their segments; a SIGKILLed victim cannot, so its are noted and removed.
+  for (int r = 0; r < kRanks; ++r) {
+    for (const std::string& name : shmSegmentsOf(ranks[r].pid)) {
+      if (r == victim) {
+        std::printf("  note: the killed rank %d left /dev/shm/%s; removed\n", r, name.c_str());
+        unlink(("/dev/shm/" + name).c_str());
+      } else if (why.empty()) {
+        why = "rank " + std::to_string(r) + " exited and left /dev/shm/" + name;
+      }
+    }
+  }
+
+  ++totals.reps;
+  const bool ok = why.empty();
+  totals.passed += ok;
+  // The victim's reported calls say whether the signal landed inside the survivors' failed call.
+  std::printf("%s %s %d/%d: victim rank %d (had reported %d calls):%s -> %s%s\n", caseName,
+              transport, rep, reps, victim, victim >= 0 ? ranks[victim].okCalls() : 0,
+              detail.c_str(), ok ? "ok" : "FAILED: ", why.c_str());
+  if (stop)
+    for (const std::string& m : messages) std::printf("  timeout message of %s\n", m.c_str());
+  if (!ok) printRankLogs(ranks);
+  std::fflush(stdout);
+  return ok;
+}
+
+}  // namespace
+
+int signalCase(bool stop, const char* transport, int reps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Totals totals;
+  for (int rep = 1; rep <= reps; ++rep) signalRepetition(stop, transport, rep, reps, rng, totals);
+  const int timeoutMs = stop ? kStopTimeoutMs : kKillTimeoutMs;
+  std::printf(
+      "SUMMARY %s %s: %d/%d repetitions ok; survivors' errors max %.0f ms (min %.0f) after the "
+      "signal (bound %s%d ms, SQZ_TIMEOUT_MS=%d, seed %" PRIu64 ")\n",
+      stop ? "stop" : "kill", transport, totals.passed, reps, totals.maxMs,
+      totals.minMs > 1e299 ? 0 : totals.minMs,
+      stop ? (std::to_string(timeoutMs * 95 / 100) + "..").c_str() : "<= ",
+      stop ? timeoutMs * 11 / 10 : timeoutMs + 2000, timeoutMs, seed);
+  return totals.passed == reps ? 0 : 1;
+}
+
+int abortCase(const char* transport) {
+  constexpr int64_t kBoundNs = kSec;
+  sqzUniqueId first{}, second{};
+  if (!newUniqueId(&first) || !newUniqueId(&second)) return 1;
+  std::vector<RankProc> ranks =
+      spawnRanks({"abort", hexEncode(first), hexEncode(second)}, transport, kAbortTimeoutMs);
+  std::string why;
+  auto failedEarly = [&] {
+    for (const RankProc& rp : ranks)
+      if (rp.find("fail") || rp.eventFd < 0) return true;
+    return false;
+  };
+  auto staged = [&] {
+    if (failedEarly()) return true;
+    if (!ranks[0].find("stage", "aborted")) return false;
+    for (int r = 1; r < kRanks; ++r)
+      if (!ranks[r].find("stage", "waiting")) return false;
+    return true;
+  };
+  pump(ranks, nowNs() + 60 * kSec, staged);
+  if (!staged()) why = "the ranks did not reach the abort within 60 s";
+  // Ranks 1-3 go on even after a failure of rank 0, so it shows whether they can recover.
+  for (int r = 1; r < kRanks; ++r)
+    if (ranks[r].goFd >= 0 && write(ranks[r].goFd, "g", 1) != 1 && why.empty())
+      why = "cannot send the go-ahead to rank " + std::to_string(r);
+  auto allDone = [&] {
+    for (const RankProc& rp : ranks)
+      if (rp.eventFd >= 0) return false;
+    return true;
+  };
+  pump(ranks, nowNs() + 60 * kSec, allDone);
+  std::vector<int> killed = reapAll(ranks, nowNs() + 5 * kSec);
+
+  const Event* a = ranks[0].find("abort");
+  double abortMs = a ? a->t / 1e6 : -1;
+  if (why.empty() && !a) why = "rank 0 did not report the aborted call";
+  if (why.empty() && a->t > kBoundNs)
+    why = "the aborted call returned " + msText(a->t) + " ms after sqzCommAbort (bound 1000)";
+  for (int r = 0; r < kRanks && why.empty(); ++r) {
+    if (const Event* f = ranks[r].find("fail"))
+      why = "rank " + std::to_string(r) + ": " + f->text;
+    else if (std::find(killed.begin(), killed.end(), r) != killed.end())
+      why = "rank " + std::to_string(r) + " had to be killed";
+    else if (!exitedCleanly(ranks[r]))
+      why = "rank " + std::to_string(r) + ": " + exitText(ranks[r]);
+    else if (!ranks[r].find("done"))
+      why = "rank " + std::to_string(r) + " did not finish";
+  }
+  for (int r = 0; r < kRanks && why.empty(); ++r) {
+    bool recovered = false;
+    for (const Event& e : ranks[r].events)
+      recovered |= e.kind == "call" && e.call == 1 && e.rc == 0;
+    if (!recovered)
+      why = "rank " + std::to_string(r) + " has no checked all-reduce on the new communicator";
+  }
+  std::printf("abort %s: the aborted call returned %s %.1f ms after sqzCommAbort: %s\n", transport,
+              a ? resultName(a->rc) : "?", abortMs, a ? a->text.c_str() : "");
+  for (const Event& e : ranks[0].events)
+    if (e.kind == "note") std::printf("  rank 0: %s\n", e.text.c_str());
+  const bool ok = why.empty();
+  if (!ok) printRankLogs(ranks);
+  std::printf(
+      "SUMMARY abort %s: %s; abort -> return %.1f ms (bound 1000 ms); new communicator of "
+      "the same 4 processes %s\n",
+      transport, ok ? "ok" : ("FAILED: " + why).c_str(), abortMs,
+      ok ? "all-reduced bit-exact" : "see above");
+  return ok ? 0 : 1;
+}
+
+}  // namespace squeeze::fault

@@ -1,0 +1,14 @@
+// The cases (see the comment atop fault_harness.cc): kill and stop, N repetitions of a signal
+// to one random rank mid-all-reduce with bounds on the survivors' errors, and abort. Each prints
+// one line per repetition and a SUMMARY line, and returns the harness's exit status.
+#pragma once
+
+#include <cstdint>
+
+namespace squeeze::fault {
+
+// kill (stop false) or stop; seed picks the victims and delays (FAULT_SEED repeats a run).
+int signalCase(bool stop, const char* transport, int reps, uint64_t seed);
+int abortCase(const char* transport);
+
+}  // namespace squeeze::fault

@@ -1,0 +1,253 @@
+// Rank mode: the checked all-reduces a rank runs and reports to the harness (see rank.h).
+#include "rank.h"
+
+#include <poll.h>
+#include <squeeze/squeeze.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "census.h"
+#include "protocol.h"
+
+namespace squeeze::fault {
+namespace {
+
+// One line to the harness; the text is flattened to one line and cut to stay one atomic write.
+void emit(const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  va_end(ap);
+  n = std::clamp(n, 0, static_cast<int>(sizeof buf) - 2);
+  for (int i = 0; i < n; ++i)
+    if (buf[i] == '\n' || buf[i] == '\r') buf[i] = ' ';
+  buf[n++] = '\n';
+  for (int off = 0; off < n;) {
+    ssize_t w = write(kEventFd, buf + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) _exit(3);  // the harness is gone: nothing left to report to
+    off += static_cast<int>(w);
+  }
+}
+
+// Element i of rank r's input to call c: small integers, so every sum is exact in float and the
+// result differs from call to call (a stale buffer cannot pass).
+float inputValue(int rank, int call, size_t i) {
+  return static_cast<float>((i + 31u * static_cast<unsigned>(call)) % 97 + rank);
+}
+
+float expectedValue(int call, size_t i) {
+  float sum = 0;
+  for (int r = 0; r < kRanks; ++r) sum += inputValue(r, call, i);
+  return sum;
+}
+
+struct Buffers {
+  std::vector<float> send = std::vector<float>(kCount);
+  std::vector<float> recv = std::vector<float>(kCount);
+};
+
+// Runs call number `call` (numbering spans the rank's communicators) and reports its end.
+// Returns the result; on success the data has been checked and a mismatch reported as a failure.
+sqzResult_t checkedAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, bool* wrong) {
+  for (size_t i = 0; i < kCount; ++i) b.send[i] = inputValue(rank, call, i);
+  std::memset(b.recv.data(), 0xff, kCount * sizeof(float));  // NaN: never an expected value
+  sqzResult_t rc =
+      sqzAllReduce(b.send.data(), b.recv.data(), kCount, sqzFloat, sqzSum, comm, nullptr);
+  const int64_t t = nowNs();
+  emit("call %d %d %" PRId64 " %s", call, static_cast<int>(rc), t,
+       rc == sqzSuccess ? "" : sqzGetLastError(comm));
+  *wrong = false;
+  if (rc != sqzSuccess) return rc;
+  for (size_t i = 0; i < kCount; ++i) {
+    const float want = expectedValue(call, i);
+    if (std::memcmp(&b.recv[i], &want, sizeof want) != 0) {
+      emit("fail call %d: element %zu is %g, expected %g (bit-exact sum of 4 ranks)", call, i,
+           static_cast<double>(b.recv[i]), static_cast<double>(want));
+      *wrong = true;
+      break;
+    }
+  }
+  return rc;
+}
+
+bool initComm(sqzComm_t* comm, const sqzUniqueId& id, int rank, const char* which) {
+  sqzConfig_t config = SQZ_CONFIG_INITIALIZER;  // transport and timeout come from SQZ_* env
+  sqzResult_t rc = sqzCommInitRankConfig(comm, kRanks, id, rank, &config);
+  if (rc == sqzSuccess) return true;
+  emit("fail sqzCommInitRankConfig (%s communicator): %s: %s", which, resultName(rc),
+       sqzGetLastError(nullptr));
+  return false;
+}
+
+// kill/stop: checked all-reduces until one fails (the fault) or the bound; then leave cleanly.
+int rankLoop(int rank, const sqzUniqueId& id) {
+  constexpr int kMaxCalls = 2000;
+  constexpr int64_t kMaxNs = 60 * kSec;
+  Buffers b;
+  sqzComm_t comm = nullptr;
+  if (!initComm(&comm, id, rank, "first")) return 1;
+  const int64_t t0 = nowNs();
+  int status = 0;
+  for (int call = 0; call < kMaxCalls && nowNs() - t0 < kMaxNs; ++call) {
+    bool wrong = false;
+    if (checkedAllReduce(comm, rank, call, b, &wrong) != sqzSuccess) break;
+    if (wrong) {
+      status = 1;
+      break;
+    }
+  }
+  sqzResult_t rc = sqzCommDestroy(comm);
+  if (rc != sqzSuccess) {
+    emit("fail sqzCommDestroy after the loop: %s: %s", resultName(rc), sqzGetLastError(nullptr));
+    status = 1;
+  }
+  emit("done");
+  return status;
+}
+
+// Waits (bounded) until the process's fds and threads are back to `before`; reports what is left.
+bool censusBackTo(const Census& before, const char* when) {
+  Census now = takeCensus();
+  for (int64_t settleEnd = nowNs() + kSec; nowNs() < settleEnd;) {
+    if (now.fds <= before.fds && now.threads <= before.threads) break;
+    sleepNs(20 * kMs);
+    now = takeCensus();
+  }
+  bool ok = true;
+  if (now.fds != before.fds) {
+    emit("fail %s: %d open fds, %d before the communicator: %s", when, now.fds, before.fds,
+         listFds().c_str());
+    ok = false;
+  }
+  if (now.threads != before.threads) {
+    emit("fail %s: %d threads, %d before the communicator: %s", when, now.threads,
+         before.threads, listThreads().c_str());
+    ok = false;
+  }
+  std::vector<std::string> left = shmSegmentsOf(getpid());
+  if (!left.empty()) {
+    std::string names;
+    for (const auto& n : left) names += " /dev/shm/" + n;
+    emit("fail %s: shared-memory segments of this process left:%s", when, names.c_str());
+    ok = false;
+  }
+  if (ok)
+    emit("note %s: back to %d fds (%s), %d threads, no /dev/shm/sqz-*-%d-* segment", when, now.fds,
+         listFds().c_str(), now.threads, static_cast<int>(getpid()));
+  return ok;
+}
+
+// Rank 0's part of the abort case: a call nobody joins, aborted from another thread.
+bool abortBlockedCall(sqzComm_t comm, Buffers& b) {
+  constexpr int64_t kAbortAfterNs = 300 * kMs;
+  int64_t abortAt = 0;
+  sqzResult_t abortRc = sqzSuccess;
+  std::thread aborter([&] {
+    sleepNs(kAbortAfterNs);
+    abortAt = nowNs();
+    abortRc = sqzCommAbort(comm);
+  });
+  const int64_t start = nowNs();
+  sqzResult_t rc =
+      sqzAllReduce(b.send.data(), b.recv.data(), kCount, sqzFloat, sqzSum, comm, nullptr);
+  const int64_t returnedAt = nowNs();
+  // comm may be freed by now: the error text comes from this thread's record.
+  std::string text = rc == sqzSuccess ? "" : sqzGetLastError(nullptr);
+  aborter.join();
+  emit("abort %" PRId64 " %d %s", returnedAt - abortAt, static_cast<int>(rc), text.c_str());
+  bool ok = true;
+  if (rc == sqzSuccess) {
+    emit("fail the all-reduce nobody joined returned Success");
+    ok = false;
+  } else if (returnedAt < abortAt) {
+    emit(
+        "fail the all-reduce nobody joined returned %s %.0f ms after it started, before the "
+        "abort: %s",
+        resultName(rc), (returnedAt - start) / 1e6, text.c_str());
+    ok = false;
+  }
+  if (abortRc != sqzSuccess) {
+    emit("fail sqzCommAbort returned %s: %s", resultName(abortRc), sqzGetLastError(nullptr));
+    ok = false;
+  }
+  return ok;
+}
+
+bool waitForGo() {
+  pollfd p{kGoFd, POLLIN, 0};
+  int n = poll(&p, 1, 60000);
+  char c = 0;
+  if (n == 1 && read(kGoFd, &c, 1) == 1) return true;
+  emit("fail no go-ahead from the harness within 60 s");
+  return false;
+}
+
+int rankAbort(int rank, const sqzUniqueId& first, const sqzUniqueId& second) {
+  Buffers b;
+  // A first thread makes the runtime start its own lazily created helpers (ThreadSanitizer's
+  // background thread), which would otherwise be counted as a thread Squeeze left behind.
+  std::thread([] {}).join();
+  const Census before = takeCensus();
+  bool ok = true;
+  sqzComm_t comm = nullptr;
+  if (!initComm(&comm, first, rank, "first")) return 1;
+  bool wrong = false;
+  if (checkedAllReduce(comm, rank, 0, b, &wrong) != sqzSuccess || wrong) return 1;
+  if (rank == 0) {
+    ok &= abortBlockedCall(comm, b);
+    ok &= censusBackTo(before, "after sqzCommAbort");
+    emit("stage aborted");
+  } else {
+    emit("stage waiting");
+    if (!waitForGo()) return 1;
+    sqzResult_t rc = sqzCommDestroy(comm);
+    if (rc != sqzSuccess) {
+      emit("fail sqzCommDestroy of the first communicator after rank 0 aborted: %s: %s",
+           resultName(rc), sqzGetLastError(nullptr));
+      ok = false;
+    }
+  }
+  comm = nullptr;
+  if (!initComm(&comm, second, rank, "second")) return 1;
+  if (checkedAllReduce(comm, rank, 1, b, &wrong) != sqzSuccess || wrong) ok = false;
+  sqzResult_t rc = sqzCommDestroy(comm);
+  if (rc != sqzSuccess) {
+    emit("fail sqzCommDestroy of the second communicator: %s", resultName(rc));
+    ok = false;
+  }
+  ok &= censusBackTo(before, "after the second communicator");
+  emit("done");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int rankMain(int argc, char** argv) {
+  // argv: rank loop|abort R ID [ID2]
+  sqzUniqueId first{}, second{};
+  const bool abortMode = argc == 6 && std::strcmp(argv[2], "abort") == 0;
+  const bool loopMode = argc == 5 && std::strcmp(argv[2], "loop") == 0;
+  const int rank = argc > 3 ? std::atoi(argv[3]) : -1;
+  if ((!abortMode && !loopMode) || rank < 0 || rank >= kRanks || !hexDecode(argv[4], &first) ||
+      (abortMode && !hexDecode(argv[5], &second))) {
+    std::fprintf(stderr,
+                 "sqz-fault-harness: 'rank' mode is started by the harness itself "
+                 "(rank loop|abort R HEXID [HEXID]); run a case instead, e.g. 'kill tcp 20'\n");
+    return 2;
+  }
+  return abortMode ? rankAbort(rank, first, second) : rankLoop(rank, first);
+}
+
+}  // namespace squeeze::fault
