@@ -62,7 +62,10 @@ std::string listThreads() {
 
 std::vector<std::string> shmSegmentsOf(pid_t pid) {
   std::vector<std::string> found;
-  const std::string mark = "-" + std::to_string(pid) + "-";
+  // Appended piecewise: g++ 12 warns (-Wrestrict, a false positive) on "-" + std::to_string.
+  std::string mark = "-";
+  mark += std::to_string(pid);
+  mark += '-';
   forEachEntry("/dev/shm", [&](const std::string& name) {
     if (name.starts_with("sqz-") && name.find(mark) != std::string::npos) found.push_back(name);
   });
