@@ -235,8 +235,8 @@ int Launcher::run() {
 
   env_ = startRendezvous(timeoutMs);
   if (opt_.verbose)
-    say("rendezvous root at ", env_.rootAddress, "; starting ", plural(opt_.nranks, "rank"),
-        " of ", program_);
+    say("rendezvous root at ", env_.rootAddress, "; starting ", plural(opt_.nranks, "rank"), " of ",
+        program_);
 
   if (opt_.timeoutSec)
     timeoutAt_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(

@@ -36,10 +36,9 @@ RankEnvironment startRendezvous(int timeoutMs) {
 }
 
 std::vector<std::string> RankEnvironment::forRank(int rank, int nranks) const {
-  static constexpr const char* kOwned[] = {
-      "SQZ_UNIQUE_ID", "SQZ_RANK",   "SQZ_WORLD_SIZE", "SQZ_LOCAL_RANK",
-      "SQZ_LOCAL_SIZE", "RANK",      "WORLD_SIZE",     "LOCAL_RANK",
-      "LOCAL_WORLD_SIZE"};
+  static constexpr const char* kOwned[] = {"SQZ_UNIQUE_ID",  "SQZ_RANK",       "SQZ_WORLD_SIZE",
+                                           "SQZ_LOCAL_RANK", "SQZ_LOCAL_SIZE", "RANK",
+                                           "WORLD_SIZE",     "LOCAL_RANK",     "LOCAL_WORLD_SIZE"};
   std::vector<std::string> env;
   bool haveIfname = false;
   for (char** e = environ; e && *e; ++e) {

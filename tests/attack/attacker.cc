@@ -88,8 +88,8 @@ class Attacker {
 
   int run() {
     const auto start = std::chrono::steady_clock::now();
-    const auto end = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                 Seconds(seconds_));
+    const auto end =
+        start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(Seconds(seconds_));
     bool pidExited = false;
     while (std::chrono::steady_clock::now() < end) {
       if (!alive(pid_)) {
@@ -122,11 +122,11 @@ class Attacker {
     for (Held& h : halfOpen_) ::close(h.fd);
     for (Held& h : slow_) ::close(h.fd);
     reapWorkers(true);
-    std::printf("sqz-attacker: %s after %.1f s; %zu loopback listening ports seen, %zu other "
-                "listeners left alone\n",
-                pidExited ? (std::string("pid ") + std::to_string(pid_) + " exited").c_str()
-                          : "time is up",
-                took, ports_.size(), refused_.size());
+    std::printf(
+        "sqz-attacker: %s after %.1f s; %zu loopback listening ports seen, %zu other "
+        "listeners left alone\n",
+        pidExited ? (std::string("pid ") + std::to_string(pid_) + " exited").c_str() : "time is up",
+        took, ports_.size(), refused_.size());
     tally_.print();
     if (tally_.count(kWrongSecret, "ACCEPTED (security bug)") > 0) {
       std::printf("sqz-attacker: FAIL: a connection with a wrong secret was accepted\n");

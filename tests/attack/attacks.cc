@@ -187,7 +187,7 @@ void wrongSecret(Target t, uint64_t seed, Tally& tally) {
     tally.outcome(kWrongSecret, "ACCEPTED (security bug)", t.name());
   } catch (const Error& e) {
     const std::string what = e.what();
-    std::string outcome = "refused: " + std::string(e.code() == ErrorCode::kTimeout ? "no answer"
+    std::string outcome = "refused: " + std::string(e.code() == ErrorCode::kTimeout  ? "no answer"
                                                     : e.code() == ErrorCode::kRemote ? "closed"
                                                                                      : "other");
     if (what.find("reading the challenge") != std::string::npos) outcome += " before challenge";

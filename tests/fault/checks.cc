@@ -82,8 +82,7 @@ std::string timeoutMessageProblem(const Event& e, int self) {
   std::string missing;
   if (!containsNoCase(e.text, "allreduce") && !containsNoCase(e.text, "all-reduce"))
     missing += " the operation (allreduce)";
-  if (e.text.find(callNumber(e.call)) == std::string::npos &&
-      !containsNoCase(e.text, "seq"))
+  if (e.text.find(callNumber(e.call)) == std::string::npos && !containsNoCase(e.text, "seq"))
     missing += " the sequence number (#" + std::to_string(e.call) + " or 'seq')";
   bool peer = false;
   for (int r : ranksNamed(e.text)) peer |= r != self && r >= 0 && r < kRanks;

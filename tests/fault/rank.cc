@@ -132,8 +132,8 @@ bool censusBackTo(const Census& before, const char* when) {
     ok = false;
   }
   if (now.threads != before.threads) {
-    emit("fail %s: %d threads, %d before the communicator: %s", when, now.threads,
-         before.threads, listThreads().c_str());
+    emit("fail %s: %d threads, %d before the communicator: %s", when, now.threads, before.threads,
+         listThreads().c_str());
     ok = false;
   }
   std::vector<std::string> left = shmSegmentsOf(getpid());
