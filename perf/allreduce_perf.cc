@@ -4,7 +4,7 @@
 // the same. Bus bandwidth is algbw * 2(n-1)/n: a ring all-reduce moves each byte 2(n-1)/n times
 // over each rank's link (nccl-tests doc/PERFORMANCE.md), so busbw can be compared with the link
 // speed whatever the rank count. -a picks the algorithm: naive, ps, ring, rhd or tree. -z SPEC
-// times sqzAllReduceCompressed through that codec instead (float, sum or avg; see common.cc);
+// times sqzAllReduceCompressed through that codec instead (float, sum or avg; see bench_codec.cc);
 // busbw then stays the logical one, of the dense bytes.
 #include "common.h"
 

@@ -32,7 +32,7 @@
 // MiB, bytes read + written over the time), and top-k at ratio 0.001 over 64M float32 values,
 // sampled (DGC's mode) and exact, in ms.
 //
-// -J FILE also writes the table as JSON (perf/table.h's writer, format "squeeze-perf/1" with
+// -J FILE also writes the table as JSON (perf/perf_json.h's preamble, format "squeeze-perf/1" with
 // "collective": "codec-bench"): one row per codec ("kind": "codec", the printed columns as
 // payload_bytes, ratio, encode_gbps, encode_ef_gbps, combine_gbps, decode_gbps; null for "-"),
 // and with -S the two selection rows ("kind": "selection"). With -d cuda the file also has a
@@ -61,9 +61,11 @@
 #include "compress/handle.h"
 #include "compress/spec.h"
 #include "compress/topk.h"
+#include "json_file.h"
+#include "perf_json.h"
 #include "squeeze/squeeze.h"
 #include "squeeze_config.h"
-#include "table.h"
+#include "sweep_flags.h"
 #if SQZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -720,56 +722,50 @@ void Bench::gpuSelectionRows() {
 
 // Returns 0, or 2 (with a message) when the file cannot be written.
 int Bench::writeJson() {
-  perf::JsonWriter w;
-  perf::writeJsonPreamble(w, runInfo_);
-  w.key("values").integer(static_cast<int64_t>(o_.count));
-  w.key("reps").integer(o_.reps);
+  using perf::Json;
+  Json doc = perf::jsonPreamble(runInfo_);
+  doc["values"] = static_cast<int64_t>(o_.count);
+  doc["reps"] = o_.reps;
 #if SQZ_HAVE_CUDA
-  if (gpu_) w.key("device").string("cuda:0 " + gpu_->name);
+  if (gpu_) doc["device"] = "cuda:0 " + gpu_->name;
 #endif
-  auto speed = [&](const char* key, double gbs) {
-    if (gbs < 0)
-      w.key(key).null();
-    else
-      w.key(key).number(gbs);
+  auto speed = [](double gbs) { return gbs < 0 ? Json(nullptr) : Json(gbs); };
+  auto textOrNull = [](const std::string& text) {
+    return perf::stringOrNull(text.empty() ? nullptr : text.c_str());
   };
-  auto textOrNull = [&](const char* key, const std::string& text) {
-    w.key(key).stringOrNull(text.empty() ? nullptr : text.c_str());
-  };
-  w.key("rows").beginArray();
+  Json rows = Json::array();
   for (const JsonRow& row : rows_) {
-    w.beginObject();
-    w.key("kind").string(row.kind);
+    Json r = Json::object();
+    r["kind"] = row.kind;
     if (std::strcmp(row.kind, "codec") == 0) {
-      w.key("codec").string(row.name);
-      w.key("values").integer(static_cast<int64_t>(o_.count));
-      w.key("payload_bytes").number(row.payload);
-      w.key("ratio").number(row.ratio);
-      speed("encode_gbps", row.encode);
-      speed("encode_ef_gbps", row.encodeFeedback);
-      speed("combine_gbps", row.combine);
-      speed("decode_gbps", row.decode);
-      textOrNull("note", row.note);
+      r["codec"] = row.name;
+      r["values"] = static_cast<int64_t>(o_.count);
+      r["payload_bytes"] = row.payload;  // a double, as the table prints it; NaN: null
+      r["ratio"] = row.ratio;
+      r["encode_gbps"] = speed(row.encode);
+      r["encode_ef_gbps"] = speed(row.encodeFeedback);
+      r["combine_gbps"] = speed(row.combine);
+      r["decode_gbps"] = speed(row.decode);
+      r["note"] = textOrNull(row.note);
     } else if (std::strcmp(row.kind, "copy") == 0) {
-      w.key("method").string(row.name);
-      w.key("bytes").integer(static_cast<int64_t>(kCopyBytes));
-      w.key("copy_gbps").number(row.copyGbps);
+      r["method"] = row.name;
+      r["bytes"] = static_cast<int64_t>(kCopyBytes);
+      r["copy_gbps"] = row.copyGbps;
     } else {
-      w.key("method").string(row.name);
-      w.key("values").integer(static_cast<int64_t>(kSelectionCount));
-      w.key("k").integer(static_cast<int64_t>(row.k));
-      w.key("time_ms").number(row.timeMs);
-      w.key("payload_bytes").number(row.payload);
-      w.key("ratio").number(row.ratio);
-      w.key("speedup").number(row.speedup);
+      r["method"] = row.name;
+      r["values"] = static_cast<int64_t>(kSelectionCount);
+      r["k"] = static_cast<int64_t>(row.k);
+      r["time_ms"] = row.timeMs;
+      r["payload_bytes"] = row.payload;
+      r["ratio"] = row.ratio;
+      r["speedup"] = row.speedup;
     }
-    textOrNull("error", row.error);
-    w.endObject();
+    r["error"] = textOrNull(row.error);
+    rows.push_back(std::move(r));
   }
-  w.endArray();
-  w.endObject();
+  doc["rows"] = std::move(rows);
   std::string why;
-  if (!json_->commit(w.text(), &why)) {
+  if (!json_->commit(perf::jsonText(doc), &why)) {
     std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", kProgram, o_.jsonPath,
                  why.c_str());
     return 2;

@@ -28,10 +28,22 @@
 #include <squeeze/squeeze.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <memory>
 #include <numeric>
+#include <string>
+#include <vector>
 
+#include "json_file.h"
+#include "perf_json.h"
+#include "sweep_flags.h"
 #include "table.h"
 
 namespace squeeze::perf {
@@ -529,49 +541,59 @@ void printSummary(int rank, const std::vector<RunResult>& runs) {
   printOnRoot(rank, "%s\n", line.c_str());
 }
 
-std::string jsonText(const Options& o, const JsonRunInfo& info, size_t n, size_t features,
-                     double initialLoss, double targetLoss, const std::vector<RunResult>& runs) {
-  JsonWriter w(3);
-  writeJsonPreamble(w, info);
-  w.key("settings").beginObject();
-  w.key("model").string(o.softmax ? "softmax" : "quadratic");
-  w.key("params").integer(int64_t(n));
+std::string trainJsonText(const Options& o, const JsonRunInfo& info, size_t n, size_t features,
+                          double initialLoss, double targetLoss,
+                          const std::vector<RunResult>& runs) {
+  Json doc = jsonPreamble(info);
+  Json settings = Json::object();
+  settings["model"] = o.softmax ? "softmax" : "quadratic";
+  settings["params"] = int64_t(n);
   if (o.softmax)
-    w.key("features").integer(int64_t(features));
+    settings["features"] = int64_t(features);
   else
-    w.key("alpha").number(kAlpha);
-  w.key("lr").number(o.lr);
-  if (!o.softmax) w.key("noise").number(o.noise).key("decay").number(o.decay);
-  w.key("target").number(o.target).key("target_loss").number(targetLoss);
-  w.key("initial_loss").number(initialLoss);
-  w.key("max_steps").integer(o.maxSteps).key("eval_every").integer(o.evalEvery);
-  w.key("seed").integer(o.seed);
-  w.endObject();
-  w.key("runs").beginArray();
-  for (const RunResult& r : runs) {
-    w.beginObject();
-    w.key("spec").string(r.spec).key("reached").boolean(r.reached).key("steps").integer(r.steps);
-    w.key("time_to_target_s").number(r.timeToTarget).key("train_s").number(r.trainSeconds);
-    w.key("wire_bytes").integer(int64_t(r.wireBytes));
-    w.key("dense_bytes").integer(int64_t(r.denseBytes));
-    w.key("mean_cf").number(r.meanCf).key("dense_calls").integer(int64_t(r.denseCalls));
-    w.key("guard_dense_calls").integer(int64_t(r.guardDenseCalls));
-    w.key("final_loss").number(r.finalLoss);
-    auto array = [&](const char* name, const auto& values) {
-      w.key(name).beginArray();
-      for (auto v : values) w.number(double(v));
-      w.endArray();
-    };
-    array("cf", r.cf);  // per step, step 1 first
-    array("call_ratio", r.callRatio);
-    array("phase", r.phase);
-    array("eval_steps", r.evalSteps);
-    array("eval_loss", r.evalLoss);
-    w.endObject();
+    settings["alpha"] = kAlpha;
+  settings["lr"] = o.lr;
+  if (!o.softmax) {
+    settings["noise"] = o.noise;
+    settings["decay"] = o.decay;
   }
-  w.endArray();
-  w.endObject();
-  return w.text();
+  settings["target"] = o.target;
+  settings["target_loss"] = targetLoss;
+  settings["initial_loss"] = initialLoss;
+  settings["max_steps"] = o.maxSteps;
+  settings["eval_every"] = o.evalEvery;
+  settings["seed"] = o.seed;
+  doc["settings"] = std::move(settings);
+  Json runArray = Json::array();
+  for (const RunResult& r : runs) {
+    Json run = Json::object();
+    run["spec"] = r.spec;
+    run["reached"] = r.reached;
+    run["steps"] = r.steps;
+    run["time_to_target_s"] = r.timeToTarget;  // NaN: null
+    run["train_s"] = r.trainSeconds;
+    run["wire_bytes"] = int64_t(r.wireBytes);
+    run["dense_bytes"] = int64_t(r.denseBytes);
+    run["mean_cf"] = r.meanCf;
+    run["dense_calls"] = int64_t(r.denseCalls);
+    run["guard_dense_calls"] = int64_t(r.guardDenseCalls);
+    run["final_loss"] = r.finalLoss;
+    // The traces are doubles whatever their type, as they always were (phase 2, not 2.0: the
+    // writer prints doubles in their shortest form).
+    auto array = [](const auto& values) {
+      Json a = Json::array();
+      for (auto v : values) a.push_back(double(v));
+      return a;
+    };
+    run["cf"] = array(r.cf);  // per step, step 1 first
+    run["call_ratio"] = array(r.callRatio);
+    run["phase"] = array(r.phase);
+    run["eval_steps"] = array(r.evalSteps);
+    run["eval_loss"] = array(r.evalLoss);
+    runArray.push_back(std::move(run));
+  }
+  doc["runs"] = std::move(runArray);
+  return jsonText(doc, 3);
 }
 
 int trainMain(int argc, char** argv) {
@@ -673,7 +695,7 @@ int trainMain(int argc, char** argv) {
   int status = 0;
   if (json.isOpen()) {
     const size_t features = o.softmax ? n / kClasses - 1 : 0;
-    if (!json.commit(jsonText(o, info, n, features, initialLoss, targetLoss, runs), &why)) {
+    if (!json.commit(trainJsonText(o, info, n, features, initialLoss, targetLoss, runs), &why)) {
       std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", kProgram, o.jsonPath,
                    why.c_str());
       status = 2;

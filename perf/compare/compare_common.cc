@@ -1,6 +1,6 @@
 // Shared driver of the peer all-reduce benchmarks; see compare_common.h.
 //
-// The flow follows perf/common.cc, so the numbers mean the same thing as sqz-allreduce-perf's:
+// The flow follows perf/bench.cc, so the numbers mean the same thing as sqz-allreduce-perf's:
 // warm up -w calls at the largest and then the smallest size; for every size make one untimed
 // call and a barrier, time -n calls together, and report this rank's mean per call, maximised
 // over the ranks; then -c checked calls on fresh inputs, compared bit for bit with the locally
@@ -21,6 +21,11 @@
 #include <cstring>
 #include <ctime>
 #include <utility>
+
+#include "../aligned_buffer.h"
+#include "../json_file.h"
+#include "../perf_json.h"
+#include "../table.h"
 
 namespace squeeze::compare {
 namespace {
@@ -243,13 +248,9 @@ void Bench::sweep(Target& t) {
 }
 
 bool Bench::writeJson(const perf::JsonRunInfo& runInfo) const {
-  perf::JsonWriter w;
-  perf::writeJsonPreamble(w, runInfo);
-  perf::writeJsonRows(w, rows_);
-  w.endObject();
   perf::JsonFile file;
   std::string why;
-  if (!file.open(o_.jsonPath, &why) || !file.commit(w.text(), &why)) {
+  if (!file.open(o_.jsonPath, &why) || !file.commit(perf::perfJsonText(runInfo, rows_), &why)) {
     std::fprintf(stderr, "%s: cannot write -J %s: %s\n", info_.program, o_.jsonPath, why.c_str());
     return false;
   }

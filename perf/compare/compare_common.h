@@ -6,8 +6,8 @@
 // few helper reductions the timing and checks need) and, per table section, a Target (how to set
 // up and make one all-reduce call of a given size). The driver here parses the flags, owns the
 // buffers, sweeps the sizes, times and checks the calls, prints the table on rank 0 and writes
-// the JSON, in the lines and rows of perf/table.h. Only float32 sum is measured: that is what the
-// comparison is about.
+// the JSON, in the lines and rows of perf/table.h and perf/perf_json.h. Only float32 sum is
+// measured: that is what the comparison is about.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "../table.h"
+#include "../sweep_flags.h"
 
 namespace squeeze::compare {
 
