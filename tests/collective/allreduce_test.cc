@@ -267,7 +267,7 @@ const std::vector<Expectation>& expectationsFor(const std::vector<Case>& cases, 
 }
 
 // transport, nranks, algorithm ("auto": SQZ_ALGO unset, the tuner decides per call size).
-using Param = std::tuple<const char*, int, const char*>;
+using Param = TransportRanksAlgo;
 
 class AllReduceTest : public ::testing::TestWithParam<Param> {};
 
@@ -317,15 +317,10 @@ TEST_P(AllReduceTest, AllTypesOpsAndCounts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Collective, AllReduceTest,
-                         ::testing::Combine(::testing::Values("tcp", "shm"),
-                                            ::testing::Values(1, 2, 3, 4, 5, 7, 8),
-                                            ::testing::Values("auto", "naive", "ps", "ring",
-                                                              "rhd", "tree")),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "ranks_" +
-                                  std::get<2>(info.param);
-                         });
+                         ::testing::ValuesIn(transportRanksAlgos(
+                             {1, 2, 3, 4, 5, 7, 8},
+                             {"auto", "naive", "ps", "ring", "rhd", "tree"})),
+                         transportRanksAlgoName);
 
 const auto* const kLoopback = ::testing::AddGlobalTestEnvironment(new LoopbackEnvironment);
 

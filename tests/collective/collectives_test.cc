@@ -494,7 +494,7 @@ void report(const std::string& where, const std::vector<Case>& cases,
 // ---- the parameterized test -------------------------------------------------------------------
 
 // transport, nranks, algorithm forced with SQZ_ALGO.
-using Param = std::tuple<const char*, int, const char*>;
+using Param = TransportRanksAlgo;
 
 class CollectivesTest : public ::testing::TestWithParam<Param> {};
 
@@ -539,14 +539,9 @@ TEST_P(CollectivesTest, AllCollectivesTypesOpsCounts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Collective, CollectivesTest,
-                         ::testing::Combine(::testing::Values("tcp", "shm"),
-                                            ::testing::Values(1, 2, 3, 4, 5, 7, 8),
-                                            ::testing::Values("ring", "naive")),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "ranks_" +
-                                  std::get<2>(info.param);
-                         });
+                         ::testing::ValuesIn(transportRanksAlgos({1, 2, 3, 4, 5, 7, 8},
+                                                                 {"ring", "naive"})),
+                         transportRanksAlgoName);
 
 const auto* const kLoopback = ::testing::AddGlobalTestEnvironment(new LoopbackEnvironment);
 

@@ -168,7 +168,7 @@ void checkShared(Shared& sh, int nranks) {
   }
 }
 
-using Param = std::tuple<const char*, int, const char*>;
+using Param = TransportRanksAlgo;
 class CompressTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(CompressTest, EveryCodecAgreesAndTelescopes) {
@@ -194,15 +194,9 @@ TEST_P(CompressTest, EveryCodecAgreesAndTelescopes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compress, CompressTest,
-                         ::testing::Combine(::testing::Values("shm", "tcp"),
-                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8),
-                                            ::testing::Values("naive", "ps", "ring", "rhd",
-                                                              "tree")),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "ranks_" +
-                                  std::get<2>(info.param);
-                         });
+                         ::testing::ValuesIn(transportRanksAlgos(
+                             {1, 2, 3, 4, 5, 6, 7, 8}, {"naive", "ps", "ring", "rhd", "tree"})),
+                         transportRanksAlgoName);
 
 // The dense codec is sqzAllReduce: same bits for every datatype and op.
 TEST(CompressDense, BitIdenticalToAllReduce) {

@@ -23,9 +23,11 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/strings.h"
 #include "device/reduce.h"
 
@@ -128,8 +130,33 @@ inline bool saysUnknownTransport(const std::string& message) {
   return false;
 }
 
-inline double secondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+using squeeze::secondsSince;
+
+// ---- which transports, rank counts and algorithms a parameterized test runs -----------------
+
+// (transport, ranks, algorithm): the parameters of the tests that sweep all three.
+using TransportRanksAlgo = std::tuple<const char*, int, const char*>;
+
+// Rank counts where a schedule's shape changes (powers of two and not, odd, the tree's depths)
+// are a property of the algorithm, not of the transport that carries its messages: shm runs
+// every count in shmRanks, and tcp (which SQZ_TEST_TRANSPORTS may replace) the counts that
+// exercise its own message path: a single pair, an odd count that is no power of two, the most
+// ranks. One rank never touches a transport, so it runs over shm only.
+inline std::vector<TransportRanksAlgo> transportRanksAlgos(const std::vector<int>& shmRanks,
+                                                           const std::vector<const char*>& algos) {
+  static const std::vector<int> kTcpRanks = {2, 5, 8};
+  std::vector<TransportRanksAlgo> out;
+  for (const char* transport : {"tcp", "shm"})
+    for (int ranks : std::string(transport) == "tcp" ? kTcpRanks : shmRanks)
+      for (const char* algo : algos) out.emplace_back(transport, ranks, algo);
+  return out;
+}
+
+// "tcp_5ranks_ring": the instance names the meson.build filters select by.
+inline std::string transportRanksAlgoName(
+    const ::testing::TestParamInfo<TransportRanksAlgo>& info) {
+  return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param)) +
+         "ranks_" + std::get<2>(info.param);
 }
 
 // ---- what each rank is doing, for the watchdog ---------------------------------------------
