@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Multi-host test: 4 lab hosts (network namespaces, netlab.sh) with links at RATE ('none' or a tc
-# rate), one rank per host. Every all-reduce algorithm runs dense (every datatype and op at small
-# sizes, float32 sum up to 4 MiB) and through every codec, checked bit for bit by the perf
-# binary (dense: against the exact result; compressed: every rank's output identical), and
-# rank 0 must report tcp, not shm, to each of its peers.
+# rate), one rank per host. Every all-reduce algorithm runs dense (float32 sum up to 4 MiB, and
+# without shaping every datatype and op at small sizes) and through every codec, checked bit for
+# bit by the perf binary (dense: against the exact result; compressed: every rank's output
+# identical), and rank 0 must report tcp, not shm, to each of its peers.
 #
 # Usage: multihost_test.sh RATE NETLAB_SH NETPROBE PERF_ALLREDUCE
 # Exit 77 (skipped) where this machine cannot make network namespaces.
@@ -48,7 +48,9 @@ for algo in naive ps ring rhd tree; do
   run "$algo dense float sum 4 B..4 MiB" -a "$algo" -b 4 -e 4M -f 32 -n 2 -w 1 -c 1
   grep -E '^ +4194304 ' "$out" | grep -qw "$algo" ||
     { echo "FAIL: $algo: the 4 MiB row does not show algorithm $algo"; fail=1; }
-  run "$algo dense every datatype and op" -a "$algo" -b 1K -e 64K -f 64 -n 1 -w 1 -c 1 -d all -o all
+  # The datatype and op sweep moves at most 64 KiB: what it proves does not depend on the rate.
+  [ "$rate" = none ] &&
+    run "$algo dense every datatype and op" -a "$algo" -b 1K -e 64K -f 64 -n 1 -w 1 -c 1 -d all -o all
   run "$algo every codec 64K and 1M" -a "$algo" -b 64K -e 1M -f 16 -n 1 -w 1 -c 1 \
     -z fp16 -z bf16 -z int8 -z qsgd -z onebit -z terngrad -z topk:ratio=0.01 -z randk:ratio=0.01 \
     -z threshold:threshold=1 -z dgc:ratio=0.01 -z powersgd:rank=2
