@@ -15,17 +15,6 @@ namespace {
 // even when the expected value sums over many ranks.
 constexpr size_t kPeriod = 65521;
 
-uint64_t mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-uint64_t hash3(uint64_t j, uint64_t rank, uint64_t seed) {
-  return mix(j * 0x100000001b3ull ^ mix(rank + 0x51ed27ull * seed));
-}
-
 // Whether `rank` gives a non-zero value to element j of a sum: all ranks up to 8, else 8 of them,
 // rotating with j, so sums stay within [-40, 40] (exact in int8 and bfloat16).
 bool sumContributes(int rank, int nranks, size_t j) {
@@ -38,21 +27,21 @@ int64_t inputValue(sqzRedOp_t op, bool unsignedType, int rank, int nranks, size_
     case sqzSum:
     case sqzAvg: {
       if (!sumContributes(rank, nranks, j)) return 0;
-      int64_t v = static_cast<int64_t>(hash3(j, rank, seed) % 11);  // 0..10
+      int64_t v = static_cast<int64_t>(elementHash(j, rank, seed) % 11);  // 0..10
       return unsignedType ? v : v - 5;
     }
     case sqzProd: {
       // Up to 3 ranks (rotating with j) give 2, the others 1 (or -1 for signed types).
       size_t m = static_cast<size_t>(std::max(nranks, 3));
-      size_t twos = mix(j ^ (seed << 20)) % 4;
+      size_t twos = mix64(j ^ (seed << 20)) % 4;
       if ((static_cast<size_t>(rank) + j) % m < twos) return 2;
-      if (!unsignedType && hash3(j, rank, seed) % 7 == 0) return -1;
+      if (!unsignedType && elementHash(j, rank, seed) % 7 == 0) return -1;
       return 1;
     }
     case sqzMax:
     case sqzMin:
     default: {
-      int64_t v = static_cast<int64_t>(hash3(j, rank, seed) % 41);  // 0..40
+      int64_t v = static_cast<int64_t>(elementHash(j, rank, seed) % 41);  // 0..40
       return unsignedType ? v : v - 20;
     }
   }
@@ -173,7 +162,7 @@ void fillReduced(void* buf, size_t count, size_t first, sqzDataType_t type, sqzR
   });
 }
 
-float gradientValue(size_t j, int rank, uint64_t seed) {
+float gradientFromHashes(uint64_t shared, uint64_t noise) {
   // Four 16-bit uniforms summed: mean 2, variance 1/3, so (sum - 2) * sqrt(3) is roughly
   // standard normal (and bounded by 2 sqrt(3), so no outlier dominates a norm by chance).
   auto normal = [](uint64_t h) {
@@ -181,12 +170,15 @@ float gradientValue(size_t j, int rank, uint64_t seed) {
     for (int k = 0; k < 4; ++k) sum += static_cast<double>((h >> (16 * k)) & 0xffffu) / 65536.0;
     return (sum - 2.0) * 1.7320508075688772;
   };
-  constexpr uint64_t kShared = 0x9d1c3f27a5b4e681ull;  // not a rank: the ranks' common part
-  uint64_t shared = hash3(j, kShared, seed);
   double scale = std::exp2(-8.0 * static_cast<double>(shared >> 40) / 16777216.0);
-  double common = normal(mix(shared));
-  double noise = normal(hash3(j, static_cast<uint64_t>(rank) + 1, seed ^ 0x6a09e667f3bcc909ull));
-  return static_cast<float>(scale * (0.5 * common + noise));
+  return static_cast<float>(scale * (0.5 * normal(mix64(shared)) + normal(noise)));
+}
+
+float gradientValue(size_t j, int rank, uint64_t seed) {
+  constexpr uint64_t kShared = 0x9d1c3f27a5b4e681ull;  // not a rank: the ranks' common part
+  return gradientFromHashes(
+      elementHash(j, kShared, seed),
+      elementHash(j, static_cast<uint64_t>(rank) + 1, seed ^ 0x6a09e667f3bcc909ull));
 }
 
 void fillGradient(float* buf, size_t count, size_t first, int rank, uint64_t seed) {
