@@ -38,49 +38,31 @@
 // and with -S the two selection rows ("kind": "selection"). With -d cuda the file also has a
 // "device" member ("cuda:0 <name>"), a "copy" row (copy_gbps) and the GPU's selection rows.
 //
+// The flags are codec_bench_flags.h's; the rows, the -J file and the run are here, the -d cuda
+// parts in codec_bench_cuda.cc, main in codec_bench_main.cc.
+//
 // This binary links the internal archive (sqz_core): it reaches codecs below the C API.
-#include <getopt.h>
+#include "codec_bench.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
-#include "compress/codec.h"
 #include "compress/codecs.h"
 #include "compress/handle.h"
-#include "compress/spec.h"
 #include "compress/topk.h"
-#include "json_file.h"
-#include "perf_json.h"
+#include "inputs.h"
 #include "squeeze/squeeze.h"
-#include "squeeze_config.h"
-#include "sweep_flags.h"
-#if SQZ_HAVE_CUDA
-#include <cuda_runtime_api.h>
 
-#include "device/cuda/runtime.h"
-#include "device/memory.h"
-#include "device/sparse.h"
-#endif
-
-namespace squeeze {
+namespace squeeze::perf {
 namespace {
-
-constexpr const char* kProgram = "sqz-codec-bench";
-constexpr size_t kSelectionCount = size_t{64} << 20;  // values in the -S row
-constexpr double kSelectionRatio = 0.001;
-constexpr size_t kCopyBytes = size_t{256} << 20;  // -d cuda's copy-bandwidth buffers
 
 using Clock = std::chrono::steady_clock;
 
@@ -92,141 +74,11 @@ struct DefaultSpec {
 };
 constexpr DefaultSpec kDefaultSpecs[] = {{"threshold", "threshold:threshold=1.5"}};
 
-struct Options {
-  size_t count = size_t{1} << 20;
-  int reps = 5;
-  bool selection = false;
-  bool cuda = false;               // -d cuda: the CUDA kernels on device memory
-  std::vector<std::string> specs;  // empty: every registered method
-  const char* jsonPath = nullptr;  // -J: the rows as JSON to this file
-};
-
-void usage(FILE* out) {
-  std::fprintf(out,
-               "Usage: %s [options]\n"
-               "Single-thread throughput of each codec's encode, encodeFeedback, combine and\n"
-               "decode, in GB/s of dense float32 input, with the payload size and ratio.\n"
-               "  -s, --size <values>   float32 values per chunk (default 1M; K/M suffixes;\n"
-               "                        a pipeline chunk of SQZ_CHUNK_BYTES=512K is 128K)\n"
-               "  -r, --reps <n>        timed runs per figure; the median is printed (default 5)\n"
-               "  -z, --codec <spec>    bench this codec spec (e.g. topk:ratio=0.001) instead of\n"
-               "                        every registered method; repeat for several\n"
-               "  -S, --selection       add the selection row: topk:ratio=0.001,sample=1 encode\n"
-               "                        of one chunk of 64M floats against std::nth_element of\n"
-               "                        the same k over the 64M magnitudes (allocates ~0.5 GB,\n"
-               "                        hence opt-in; -d cuda has its own, always)\n"
-               "  -d, --device <where>  host: the CPU kernels on one thread (default); cuda: the\n"
-               "                        CUDA kernels on GPU 0's memory, timed with cudaEvents,\n"
-               "                        with the device's copy bandwidth and top-k of 64M values\n"
-               "  -J, --json <file>     also write the rows as JSON (format squeeze-perf/1)\n"
-               "                        to <file>\n"
-               "  -h, --help            this text\n",
-               kProgram);
-}
-
-// Values, not bytes: the K/M/G of the perf drivers' sizes, no B; at most 4G (u32 indices in
-// sparse payloads).
-bool parseCount(const char* text, size_t* out) {
-  size_t count = 0;
-  if (!perf::parseSize(text, &count, /*byteSuffix=*/false) || count < 1 || count > 4000000000u)
-    return false;
-  *out = count;
-  return true;
-}
-
-// Returns -1 when the flags are fine, else the exit status.
-int parseOptions(int argc, char** argv, Options* o) {
-  auto bad = [](const std::string& msg) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, msg.c_str());
-    usage(stderr);
-    return 2;
-  };
-  static const option kLong[] = {
-      {"size", required_argument, nullptr, 's'},   {"reps", required_argument, nullptr, 'r'},
-      {"codec", required_argument, nullptr, 'z'},  {"selection", no_argument, nullptr, 'S'},
-      {"device", required_argument, nullptr, 'd'}, {"json", required_argument, nullptr, 'J'},
-      {"help", no_argument, nullptr, 'h'},         {nullptr, 0, nullptr, 0},
-  };
-  opterr = 0;
-  int c;
-  while ((c = getopt_long(argc, argv, ":s:r:z:Sd:J:h", kLong, nullptr)) != -1) {
-    switch (c) {
-      case 's':
-        if (!parseCount(optarg, &o->count))
-          return bad(std::string("invalid size '") + optarg +
-                     "' for -s (values, 1 to 4G, e.g. 128K or 1M)");
-        break;
-      case 'r': {
-        char* end = nullptr;
-        long v = std::strtol(optarg, &end, 10);
-        if (end == optarg || *end != '\0' || v < 1 || v > 100000)
-          return bad(std::string("invalid run count '") + optarg + "' for -r (need >= 1)");
-        o->reps = static_cast<int>(v);
-        break;
-      }
-      case 'z':
-        if (*optarg == '\0') return bad("-z needs a codec spec, e.g. -z int8");
-        o->specs.push_back(optarg);
-        break;
-      case 'S':
-        o->selection = true;
-        break;
-      case 'd':
-        if (std::strcmp(optarg, "cuda") != 0 && std::strcmp(optarg, "host") != 0)
-          return bad(std::string("unknown device '") + optarg + "' for -d (cuda or host)");
-        o->cuda = optarg[0] == 'c';
-        break;
-      case 'J':
-        if (*optarg == '\0') return bad("-J needs a file name, e.g. -J codecs.json");
-        o->jsonPath = optarg;
-        break;
-      case 'h':
-        usage(stdout);
-        return 0;
-      case ':':
-        return bad(std::string("option '") + argv[optind - 1] + "' needs a value");
-      default:
-        return bad(std::string("unknown option '") + argv[optind - 1] + "'");
-    }
-  }
-  if (optind < argc) return bad(std::string("unexpected argument '") + argv[optind] + "'");
-  return -1;
-}
-
-// ---- Data --------------------------------------------------------------------------------------
-
-uint64_t mix(uint64_t x) {  // splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Roughly standard normal from 64 random bits: four 16-bit uniforms, centred and scaled.
-double normal(uint64_t h) {
-  double sum = 0;
-  for (int k = 0; k < 4; ++k) sum += static_cast<double>((h >> (16 * k)) & 0xffffu) / 65536.0;
-  return (sum - 2.0) * 1.7320508075688772;
-}
-
-// Gradient-like values of one rank: a per-element scale log-uniform in [2^-8, 1] (shared by the
-// ranks) times half a shared normal plus this rank's normal noise.
-void fillGradient(std::vector<float>& v, int rank) {
-  for (size_t j = 0; j < v.size(); ++j) {
-    uint64_t shared = mix(j * 0x100000001b3ull ^ 0x5eedull);
-    double scale = std::exp2(-8.0 * static_cast<double>(shared >> 40) / 16777216.0);
-    double noise = normal(mix(j * 0x100000001b3ull ^ mix(static_cast<uint64_t>(rank) + 1)));
-    v[j] = static_cast<float>(scale * (0.5 * normal(mix(shared)) + noise));
-  }
-}
-
-// ---- Timing ------------------------------------------------------------------------------------
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+// The keys this bench has always drawn its data with (not gradientValue's, so that its payloads
+// stay what they were): the shared part is element j's hash under kSharedKey at seed 0, which
+// mixes to 0x5eed; the noise that under rank + 1 at seed 0.
+constexpr uint64_t kSharedKey = 0x1272a46c813f1353ull;
+static_assert(mix64(kSharedKey) == 0x5eedull);
 
 // Median seconds of `reps` timed calls of body, after one untimed call; `reset` runs untimed
 // before each call.
@@ -248,82 +100,6 @@ double gbps(size_t count, double sec) {
   return sec > 0 ? static_cast<double>(count) * sizeof(float) / 1e9 / sec : 0.0;
 }
 
-// ---- The table ---------------------------------------------------------------------------------
-
-// One row of the -J file: a codec's figures ("codec"), or one line of the -S comparison
-// ("selection"). Negative figures (printed "-") and NaN are written as null.
-struct JsonRow {
-  const char* kind = "codec";
-  std::string name;  // the codec spec, or the selection method
-  double payload = NAN;
-  double ratio = NAN;
-  double encode = -1, encodeFeedback = -1, combine = -1, decode = -1;  // GB/s
-  double timeMs = NAN;                                                 // selection rows
-  double speedup = NAN;   // selection: std::nth_element's time over top-k's
-  double copyGbps = NAN;  // copy: the device's copy bandwidth (bytes read + written)
-  size_t k = 0;           // selection: values kept
-  std::string note, error;
-};
-
-#if SQZ_HAVE_CUDA
-// -d cuda: the GPU's name, the stream every kernel runs on, the timing events, and the chunk's
-// data in device memory (o.count floats each).
-struct GpuState {
-  std::string name;
-  cuda::Stream stream;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cuda::DeviceBuffer x, other, out, decoded, residual;
-  GpuState() {
-    cuda::check(cudaEventCreate(&start), "cudaEventCreate");
-    cuda::check(cudaEventCreate(&stop), "cudaEventCreate");
-  }
-  ~GpuState() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  GpuState(const GpuState&) = delete;
-  GpuState& operator=(const GpuState&) = delete;
-};
-#endif
-
-class Bench {
- public:
-  /// json: the -J file, open, or nullptr without -J.
-  Bench(const Options& o, perf::JsonFile* json, const perf::JsonRunInfo& runInfo)
-      : o_(o), x_(o.count), other_(o.count), json_(json), runInfo_(runInfo) {
-    fillGradient(x_, 0);
-    fillGradient(other_, 1);
-  }
-
-  int run();
-
- private:
-  void row(const std::string& text);
-  void failedRow(const std::string& name, const std::string& error);
-  int writeJson();
-  void chunkRow(const std::string& name, Codec& codec);
-  void compositeRow(const std::string& name, const CodecSpec& spec);
-  void printFigures(const std::string& name, double payload, double enc, double encFb, double comb,
-                    double dec, const char* note);
-  void selectionRow();
-#if SQZ_HAVE_CUDA
-  // -d cuda (see the comment at the top).
-  void setUpGpu();
-  double timeGpu(const std::function<void()>& body, const std::function<void()>& reset = nullptr);
-  void gpuCopyRow();
-  void gpuSelectionRows();
-  std::unique_ptr<GpuState> gpu_;
-#endif
-
-  const Options& o_;
-  std::vector<float> x_, other_;
-  int width_ = 10;
-  int failures_ = 0;
-  perf::JsonFile* json_;
-  perf::JsonRunInfo runInfo_;
-  std::vector<JsonRow> rows_;
-};
-
 // "-" for a figure that does not apply.
 std::string figure(double gbs) {
   if (gbs < 0) return "-";
@@ -332,13 +108,27 @@ std::string figure(double gbs) {
   return buf;
 }
 
-void Bench::printFigures(const std::string& name, double payload, double enc, double encFb,
-                         double comb, double dec, const char* note) {
+}  // namespace
+
+void fillBenchGradient(std::vector<float>& v, int rank) {
+  for (size_t j = 0; j < v.size(); ++j)
+    v[j] = gradientFromHashes(elementHash(j, kSharedKey, 0),
+                              elementHash(j, static_cast<uint64_t>(rank) + 1, 0));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void CodecBench::printFigures(const std::string& name, double payload, double enc, double encFb,
+                              double comb, double dec, const char* note) {
   double dense = static_cast<double>(o_.count) * sizeof(float);
   std::printf("%-*s  %12.0f  %8.2f  %8s  %8s  %8s  %8s%s%s\n", width_, name.c_str(), payload,
               payload > 0 ? dense / payload : 0.0, figure(enc).c_str(), figure(encFb).c_str(),
               figure(comb).c_str(), figure(dec).c_str(), note ? "  " : "", note ? note : "");
-  JsonRow& row = rows_.emplace_back();
+  CodecBenchRow& row = rows_.emplace_back();
   row.name = name;
   row.payload = payload;
   if (payload > 0) row.ratio = dense / payload;
@@ -350,10 +140,10 @@ void Bench::printFigures(const std::string& name, double payload, double enc, do
 }
 
 // A codec row that was not timed: printed as such, and an error row in the JSON.
-void Bench::failedRow(const std::string& name, const std::string& error) {
+void CodecBench::failedRow(const std::string& name, const std::string& error) {
   std::printf("%-*s  not timed: %s\n", width_, name.c_str(), error.c_str());
   ++failures_;
-  JsonRow& row = rows_.emplace_back();
+  CodecBenchRow& row = rows_.emplace_back();
   row.name = name;
   row.error = error;
 }
@@ -361,7 +151,7 @@ void Bench::failedRow(const std::string& name, const std::string& error) {
 // One chunk codec's row. On the host the codec runs its CPU kernels; with -d cuda the same calls
 // get device buffers and the bench's stream (ChunkInfo::stream), so the codec runs its CUDA
 // kernels, and a payload whose size differs from the CPU encode's fails the row.
-void Bench::chunkRow(const std::string& name, Codec& codec) {
+void CodecBench::chunkRow(const std::string& name, Codec& codec) {
   const size_t n = o_.count;
   constexpr DataType kF32 = DataType::kFloat32;
   const size_t bound = codec.maxEncodedBytes(n, kF32);
@@ -420,8 +210,8 @@ void Bench::chunkRow(const std::string& name, Codec& codec) {
   size_t bytes = 0;
   double enc = time([&] { bytes = codec.encode(x, n, kF32, at, payload); }, nullptr);
   EncodeNorms norms;
-  double encFb = time(
-      [&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); }, clearResidual);
+  double encFb =
+      time([&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); }, clearResidual);
   // What the encodes above wrote is x's payload again; combine adds another rank's payload.
   bytes = codec.encode(x, n, kF32, at, payload);
   size_t otherBytes = codec.encode(other, n, kF32, at, otherPayload);
@@ -447,7 +237,7 @@ void Bench::chunkRow(const std::string& name, Codec& codec) {
 
 // PowerSGD-style composite methods: whole calls on a one-rank communicator; the codec's
 // statistics give encode and decode time per call.
-void Bench::compositeRow(const std::string& name, const CodecSpec& spec) {
+void CodecBench::compositeRow(const std::string& name, const CodecSpec& spec) {
   sqzUniqueId id;
   sqzComm_t comm = nullptr;
   auto fail = [&](const char* what, sqzResult_t r) {
@@ -524,7 +314,7 @@ void Bench::compositeRow(const std::string& name, const CodecSpec& spec) {
   sqzCommDestroy(comm);
 }
 
-void Bench::row(const std::string& text) {
+void CodecBench::row(const std::string& text) {
   try {
     CodecSpec spec = CodecSpec::parse(text);
     std::unique_ptr<CodecHandle> handle = createCodecHandle(spec, o_.count, DataType::kFloat32);
@@ -543,12 +333,12 @@ void Bench::row(const std::string& text) {
   }
 }
 
-void Bench::selectionRow() {
+void CodecBench::selectionRow() {
   bool registered = false;
   for (const CodecMethod& m : codecMethods()) registered |= std::strcmp(m.name, "topk") == 0;
   const size_t n = kSelectionCount;
   const std::string text = "topk:ratio=0.001,sample=1";
-  JsonRow topkRow;
+  CodecBenchRow topkRow;
   topkRow.kind = "selection";
   topkRow.name = text + " encode";
   if (!registered) {
@@ -564,7 +354,7 @@ void Bench::selectionRow() {
       "median of %d runs\n",
       n, kSelectionRatio, k, o_.reps);
   std::vector<float> x(n);
-  fillGradient(x, 0);
+  fillBenchGradient(x, 0);
   double topkSec = 0;
   try {
     // The chunk codec alone: a handle would also allocate a 64M-value residual.
@@ -603,127 +393,16 @@ void Bench::selectionRow() {
               speedup >= 3 ? "met" : "NOT met");
   if (topkSec > 0) topkRow.speedup = speedup;
   rows_.push_back(topkRow);
-  JsonRow& nthRow = rows_.emplace_back();
+  CodecBenchRow& nthRow = rows_.emplace_back();
   nthRow.kind = "selection";
   nthRow.name = "std::nth_element on a copy of |x|";
   nthRow.k = k;
   nthRow.timeMs = nthSec * 1e3;
 }
 
-#if SQZ_HAVE_CUDA
-// ---- -d cuda: the CUDA kernels -----------------------------------------------------------------
-
-void Bench::setUpGpu() {
-  cuda::check(cudaSetDevice(0), "cudaSetDevice(0)");
-  cudaDeviceProp prop{};
-  cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  gpu_ = std::make_unique<GpuState>();
-  gpu_->name = prop.name;
-  const size_t bytes = o_.count * sizeof(float);
-  for (cuda::DeviceBuffer* b :
-       {&gpu_->x, &gpu_->other, &gpu_->out, &gpu_->decoded, &gpu_->residual})
-    *b = cuda::DeviceBuffer(bytes);
-  cuda::check(cudaMemcpy(gpu_->x.data(), x_.data(), bytes, cudaMemcpyHostToDevice),
-              "cudaMemcpy of the chunk");
-  cuda::check(cudaMemcpy(gpu_->other.data(), other_.data(), bytes, cudaMemcpyHostToDevice),
-              "cudaMemcpy of the chunk");
-}
-
-// Median seconds of -r runs of body, each between two events on the stream, after one untimed
-// run; reset (enqueued work, or nothing) runs before each, outside the events.
-double Bench::timeGpu(const std::function<void()>& body, const std::function<void()>& reset) {
-  cudaStream_t s = gpu_->stream.get();
-  if (reset) reset();
-  body();
-  std::vector<double> t;
-  for (int i = 0; i < o_.reps; ++i) {
-    if (reset) reset();
-    cuda::check(cudaEventRecord(gpu_->start, s), "cudaEventRecord");
-    body();
-    cuda::check(cudaEventRecord(gpu_->stop, s), "cudaEventRecord");
-    cuda::check(cudaEventSynchronize(gpu_->stop), "cudaEventSynchronize");
-    float ms = 0;
-    cuda::check(cudaEventElapsedTime(&ms, gpu_->start, gpu_->stop), "cudaEventElapsedTime");
-    t.push_back(ms * 1e-3);
-  }
-  return median(t);
-}
-
-void Bench::gpuCopyRow() {
-  JsonRow row;
-  row.kind = "copy";
-  row.name = "cudaMemcpyAsync device to device, 256 MiB";
-  try {
-    cuda::DeviceBuffer src(kCopyBytes), dst(kCopyBytes);
-    cudaStream_t s = gpu_->stream.get();
-    cuda::check(cudaMemsetAsync(src.data(), 1, kCopyBytes, s), "cudaMemsetAsync");
-    cuda::check(cudaMemsetAsync(dst.data(), 0, kCopyBytes, s), "cudaMemsetAsync");
-    double sec = timeGpu([&] { device::copyBytes(dst.data(), src.data(), kCopyBytes, s); });
-    row.copyGbps = sec > 0 ? 2.0 * static_cast<double>(kCopyBytes) / 1e9 / sec : 0.0;
-    std::printf(
-        "# device copy bandwidth: %.1f GB/s (cudaMemcpyAsync device to device of 256 MiB, bytes "
-        "read + written over the time)\n",
-        row.copyGbps);
-  } catch (const Error& e) {
-    std::printf("# device copy bandwidth: not measured: %s\n", e.what());
-    row.error = e.what();
-    ++failures_;
-  }
-  rows_.push_back(row);
-}
-
-// Top-k at ratio 0.001 of 64M values on the GPU, encode = select + gather: sampled (DGC's mode)
-// and exact.
-void Bench::gpuSelectionRows() {
-  const size_t n = kSelectionCount;
-  const size_t k = keepCount(kSelectionRatio, n);
-  std::printf(
-      "#\n# selection on the GPU: top-k of %zu float32 values at ratio %g (k = %zu), one chunk, "
-      "median of %d runs\n",
-      n, kSelectionRatio, k, o_.reps);
-  try {
-    std::vector<float> hx(n);
-    fillGradient(hx, 0);
-    cuda::DeviceBuffer x(n * sizeof(float)), idx(k * sizeof(uint32_t)), vals(k * sizeof(float));
-    cuda::check(cudaMemcpy(x.data(), hx.data(), n * sizeof(float), cudaMemcpyHostToDevice),
-                "cudaMemcpy of the selection input");
-    cudaStream_t s = gpu_->stream.get();
-    const float* dx = static_cast<const float*>(x.data());
-    uint32_t* di = static_cast<uint32_t*>(idx.data());
-    float* dv = static_cast<float*>(vals.data());
-    for (bool sampled : {true, false}) {
-      JsonRow& row = rows_.emplace_back();
-      row.kind = "selection";
-      row.name = std::string("topk:ratio=0.001,sample=") + (sampled ? "1" : "0") +
-                 " encode (select + gather)";
-      row.k = k;
-      size_t m = 0;
-      double sec = timeGpu([&] {
-        m = device::gpuSelectTopk(dx, n, k, sampled, di, s);
-        device::gpuGather(dx, di, m, dv, s);
-      });
-      const size_t bytes = 8 + 8 * m;
-      row.timeMs = sec * 1e3;
-      row.payload = static_cast<double>(bytes);
-      row.ratio = static_cast<double>(n) * sizeof(float) / static_cast<double>(bytes);
-      std::printf("#   %-48s %10.2f ms  (payload %zu B%s)\n", row.name.c_str(), row.timeMs, bytes,
-                  sampled ? ", DGC's mode" : "");
-    }
-  } catch (const Error& e) {
-    std::printf("#   not timed: %s\n", e.what());
-    ++failures_;
-    JsonRow& row = rows_.emplace_back();
-    row.kind = "selection";
-    row.name = "topk:ratio=0.001 on the GPU";
-    row.error = e.what();
-  }
-}
-#endif  // SQZ_HAVE_CUDA
-
 // Returns 0, or 2 (with a message) when the file cannot be written.
-int Bench::writeJson() {
-  using perf::Json;
-  Json doc = perf::jsonPreamble(runInfo_);
+int CodecBench::writeJson() {
+  Json doc = jsonPreamble(runInfo_);
   doc["values"] = static_cast<int64_t>(o_.count);
   doc["reps"] = o_.reps;
 #if SQZ_HAVE_CUDA
@@ -731,10 +410,10 @@ int Bench::writeJson() {
 #endif
   auto speed = [](double gbs) { return gbs < 0 ? Json(nullptr) : Json(gbs); };
   auto textOrNull = [](const std::string& text) {
-    return perf::stringOrNull(text.empty() ? nullptr : text.c_str());
+    return stringOrNull(text.empty() ? nullptr : text.c_str());
   };
   Json rows = Json::array();
-  for (const JsonRow& row : rows_) {
+  for (const CodecBenchRow& row : rows_) {
     Json r = Json::object();
     r["kind"] = row.kind;
     if (std::strcmp(row.kind, "codec") == 0) {
@@ -765,15 +444,15 @@ int Bench::writeJson() {
   }
   doc["rows"] = std::move(rows);
   std::string why;
-  if (!json_->commit(perf::jsonText(doc), &why)) {
-    std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", kProgram, o_.jsonPath,
+  if (!json_->commit(jsonText(doc), &why)) {
+    std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", kCodecBenchProgram, o_.jsonPath,
                  why.c_str());
     return 2;
   }
   return 0;
 }
 
-int Bench::run() {
+int CodecBench::run() {
   std::vector<std::string> specs = o_.specs;
   if (specs.empty())
     for (const CodecMethod& m : codecMethods()) {
@@ -787,7 +466,7 @@ int Bench::run() {
     try {
       createCodecHandle(CodecSpec::parse(s), o_.count, DataType::kFloat32);
     } catch (const Error& e) {
-      std::fprintf(stderr, "%s: -z '%s': %s\n", kProgram, s.c_str(), e.what());
+      std::fprintf(stderr, "%s: -z '%s': %s\n", kCodecBenchProgram, s.c_str(), e.what());
       return 2;
     }
   }
@@ -797,13 +476,13 @@ int Bench::run() {
     try {
       setUpGpu();
     } catch (const Error& e) {
-      std::fprintf(stderr, "%s: -d cuda: %s\n", kProgram, e.what());
+      std::fprintf(stderr, "%s: -d cuda: %s\n", kCodecBenchProgram, e.what());
       return 1;
     }
     std::printf(
         "# %s: CUDA kernels on cuda:0 %s, %zu float32 values per chunk (%zu B dense), "
         "gradient-like data, median of %d runs, each timed with cudaEvents\n",
-        kProgram, gpu_->name.c_str(), o_.count, o_.count * sizeof(float), o_.reps);
+        kCodecBenchProgram, gpu_->name.c_str(), o_.count, o_.count * sizeof(float), o_.reps);
     std::printf(
         "# GB/s of dense float32 input (the copy bandwidth below counts bytes read + written);\n"
         "# payload and ratio of one chunk's encode\n");
@@ -814,7 +493,7 @@ int Bench::run() {
     std::printf(
         "# %s: one thread, %zu float32 values per chunk (%zu B dense), gradient-like "
         "data, median of %d runs\n",
-        kProgram, o_.count, o_.count * sizeof(float), o_.reps);
+        kCodecBenchProgram, o_.count, o_.count * sizeof(float), o_.reps);
     std::printf(
         "# GB/s of dense float32 input per core; payload and ratio of one chunk's encode\n");
   }
@@ -843,47 +522,4 @@ int Bench::run() {
   return failures_ ? 1 : 0;
 }
 
-}  // namespace
-}  // namespace squeeze
-
-int main(int argc, char** argv) {
-  setvbuf(stdout, nullptr, _IOLBF, 0);
-  squeeze::Options o;
-  int status = squeeze::parseOptions(argc, argv, &o);
-  if (status >= 0) return status;
-  // -J: opened now, so a path that cannot be written stops the run before any timing.
-  squeeze::perf::JsonFile json;
-  squeeze::perf::JsonRunInfo runInfo;
-  if (o.cuda) {
-#if SQZ_HAVE_CUDA
-    if (squeeze::cuda::deviceCount() == 0) {
-      std::fprintf(stderr, "%s: -d cuda: %s\n", squeeze::kProgram,
-                   squeeze::cuda::unavailableReason().c_str());
-      return 2;
-    }
-#else
-    std::fprintf(stderr,
-                 "%s: -d cuda: this build has no CUDA (configure it with -Dcuda=enabled where "
-                 "the CUDA toolkit is installed)\n",
-                 squeeze::kProgram);
-    return 2;
-#endif
-  }
-  if (o.jsonPath) {
-    std::string why;
-    if (!json.open(o.jsonPath, &why)) {
-      std::fprintf(stderr, "%s: cannot write the -J file '%s': %s\n", squeeze::kProgram, o.jsonPath,
-                   why.c_str());
-      return 2;
-    }
-    runInfo.program = squeeze::kProgram;
-    runInfo.collective = "codec-bench";
-    runInfo.nranks = 1;
-    runInfo.hosts = {squeeze::perf::hostName()};
-    runInfo.argc = argc;
-    runInfo.argv = argv;
-    runInfo.started = std::time(nullptr);
-  }
-  squeeze::Bench bench(o, o.jsonPath ? &json : nullptr, runInfo);
-  return bench.run();
-}
+}  // namespace squeeze::perf
