@@ -1,4 +1,4 @@
-// sqzrun's owned fds, pipes and whole writes (see fd.h).
+// sqzrun's pipes and whole writes (see fd.h).
 #include "fd.h"
 
 #include <fcntl.h>
@@ -10,11 +10,6 @@
 #include "base/error.h"
 
 namespace squeeze::launcher {
-
-void Fd::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
 
 Pipe makePipe(bool nonblockingRead) {
   int fds[2];

@@ -1,32 +1,13 @@
-// sqzrun's file descriptors: an owned fd, the pipes it makes for the ranks (exec reports and
-// --tag-output), and writeAll(), which writes every byte or drops them once the reader is gone.
+// sqzrun's file descriptors: the pipes it makes for the ranks (exec reports and --tag-output),
+// held in base/fd.h's owned Fd, and writeAll(), which writes every byte or drops them once the
+// reader is gone.
 #pragma once
 
 #include <cstddef>
 
+#include "base/fd.h"
+
 namespace squeeze::launcher {
-
-// An fd closed when it goes out of scope.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset();
-
- private:
-  int fd_ = -1;
-};
 
 struct Pipe {
   Fd read, write;

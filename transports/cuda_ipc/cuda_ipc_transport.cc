@@ -75,6 +75,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/strings.h"
 #include "device/cuda/runtime.h"

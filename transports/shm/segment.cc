@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "base/error.h"
+#include "base/fd.h"
 #include "base/strings.h"
 
 namespace squeeze {
@@ -24,10 +25,6 @@ Mapping mapFd(int fd, size_t bytes, const std::string& name) {
 
 std::string segmentPrefix(uint64_t commHash) {
   return strCat("/sqz-", toHex(&commHash, sizeof commHash), "-");
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 Mapping::~Mapping() {

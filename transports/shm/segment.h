@@ -1,7 +1,7 @@
 // POSIX shared-memory segments as the same-host transports use them (shm's pair rings and
-// doorbells, cuda_ipc's control blocks): an owned fd, an owned mapping, a name unlinked unless
-// released, and the create (exclusive, mode 0600, pages reserved) and open (size checked
-// against what the peer promised) steps, with errors that say what to do.
+// doorbells, cuda_ipc's control blocks): an owned mapping, a name unlinked unless released, and
+// the create (exclusive, mode 0600, pages reserved) and open (size checked against what the peer
+// promised) steps, with errors that say what to do. The segment's fd is a base/fd.h Fd.
 #pragma once
 
 #include <cstddef>
@@ -16,24 +16,6 @@ constexpr size_t roundUpToPage(size_t n) { return (n + kPageBytes - 1) / kPageBy
 
 // "/sqz-<commHash in hex>-": how every segment name of one communicator starts.
 std::string segmentPrefix(uint64_t commHash);
-
-// An owned file descriptor (-1: none).
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // A shared mapping, unmapped on destruction.
 class Mapping {
