@@ -58,6 +58,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "base/strings.h"
 
@@ -191,10 +192,10 @@ class UcxWorker {
     ucp_worker_release_address(w->worker_, addr);
     // readyFd: written once, never read, so always readable; idleFd: never written; tickFd:
     // the one-shot timer that caps a wait with requests pending (addTick).
-    w->readyFd_ = ::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
-    w->tickFd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    w->idleFd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (w->readyFd_ < 0 || w->idleFd_ < 0 || w->tickFd_ < 0) {
+    w->readyFd_.reset(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
+    w->tickFd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    w->idleFd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (w->readyFd_.get() < 0 || w->idleFd_.get() < 0 || w->tickFd_.get() < 0) {
       *error = strCat("eventfd() or timerfd_create() failed: ", std::strerror(errno));
       return nullptr;
     }
@@ -207,9 +208,7 @@ class UcxWorker {
   ~UcxWorker() {
     if (worker_) ucp_worker_destroy(worker_);
     if (context_) ucp_cleanup(context_);
-    if (readyFd_ >= 0) ::close(readyFd_);
-    if (idleFd_ >= 0) ::close(idleFd_);
-    if (tickFd_ >= 0) ::close(tickFd_);
+    // readyFd_, idleFd_ and tickFd_ close after this, as members.
   }
 
   UcxWorker(const UcxWorker&) = delete;
@@ -304,7 +303,7 @@ class UcxWorker {
         armedGeneration_ = generation_;
       }
     }
-    addOnce(ws, drained_ ? efd_ : readyFd_);
+    addOnce(ws, drained_ ? efd_ : readyFd_.get());
   }
 
   // Caps the coming wait at kWakeupTickMs, for a connection with requests pending: UCX 1.13's
@@ -313,19 +312,19 @@ class UcxWorker {
   // that pace instead of sleeping the executor's whole slice. Idle ranks do not tick.
   void addTick(WaitSources& ws) {
     for (const pollfd& p : ws.fds)
-      if (p.fd == tickFd_) return;
+      if (p.fd == tickFd_.get()) return;
     uint64_t expirations;
-    while (::read(tickFd_, &expirations, sizeof expirations) > 0) {
+    while (::read(tickFd_.get(), &expirations, sizeof expirations) > 0) {
     }
     itimerspec its{};
     its.it_value.tv_nsec = kWakeupTickMs * 1000000L;
-    if (::timerfd_settime(tickFd_, 0, &its, nullptr) != 0)
+    if (::timerfd_settime(tickFd_.get(), 0, &its, nullptr) != 0)
       throw SysError("timerfd_settime()", errno);
-    ws.fds.push_back(pollfd{tickFd_, POLLIN, 0});
+    ws.fds.push_back(pollfd{tickFd_.get(), POLLIN, 0});
   }
 
   // For a connection that must not wake the executor (shut down locally): a bounded sleep.
-  void addIdleSource(WaitSources& ws) { addOnce(ws, idleFd_); }
+  void addIdleSource(WaitSources& ws) { addOnce(ws, idleFd_.get()); }
 
   // Progresses until `req` completes or the deadline passes, sleeping on the event fd when the
   // worker is idle. Returns the request's status (UCS_INPROGRESS on timeout).
@@ -363,10 +362,10 @@ class UcxWorker {
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  int efd_ = -1;
-  int readyFd_ = -1;
-  int idleFd_ = -1;
-  int tickFd_ = -1;  // one-shot timer: the wait's cap while requests are pending
+  int efd_ = -1;  // the worker's event fd: UCX owns it, we never close it
+  Fd readyFd_;
+  Fd idleFd_;
+  Fd tickFd_;  // one-shot timer: the wait's cap while requests are pending
   std::string address_;
   uint64_t generation_ = 1;
   uint64_t armedGeneration_ = 0;
