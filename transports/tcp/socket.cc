@@ -157,24 +157,8 @@ SockAddr chooseInterfaceAddress(const std::string& spec) {
         "(e.g. SQZ_SOCKET_IFNAME=lo for one host).");
 }
 
-Socket& Socket::operator=(Socket&& o) noexcept {
-  if (this != &o) {
-    close();
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-Socket::~Socket() { close(); }
-
-void Socket::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 void Socket::shutdownBoth() {
-  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  if (valid()) ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
 namespace {
@@ -193,7 +177,7 @@ void setNoDelay(int fd) {
 }  // namespace
 
 int Socket::setCongestion(const std::string& name) {
-  if (setsockopt(fd_, IPPROTO_TCP, TCP_CONGESTION, name.data(), socklen_t(name.size())) == 0)
+  if (setsockopt(fd_.get(), IPPROTO_TCP, TCP_CONGESTION, name.data(), socklen_t(name.size())) == 0)
     return 0;
   return errno;
 }
@@ -211,10 +195,10 @@ bool pollFor(int fd, short events, Deadline deadline) {
 Socket Socket::listenOn(const SockAddr& addr, int backlog) {
   Socket s(newSocket(addr.storage.ss_family));
   int one = 1;
-  setsockopt(s.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(s.fd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) != 0)
+  setsockopt(s.fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(s.fd_.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) != 0)
     throw SysError(strCat("bind(", addr.toString(), ")"), errno);
-  if (::listen(s.fd_, backlog) != 0) throw SysError("listen()", errno);
+  if (::listen(s.fd_.get(), backlog) != 0) throw SysError("listen()", errno);
   return s;
 }
 
@@ -223,20 +207,20 @@ Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::str
   auto backoff = std::chrono::milliseconds(1);
   for (;;) {
     Socket s(newSocket(addr.storage.ss_family));
-    int rc = ::connect(s.fd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len);
+    int rc = ::connect(s.fd_.get(), reinterpret_cast<const sockaddr*>(&addr.storage), addr.len);
     if (rc != 0 && errno == EINPROGRESS) {
-      if (!pollFor(s.fd_, POLLOUT, deadline)) {
+      if (!pollFor(s.fd_.get(), POLLOUT, deadline)) {
         lastErr = ETIMEDOUT;
         break;
       }
       socklen_t len = sizeof lastErr;
-      getsockopt(s.fd_, SOL_SOCKET, SO_ERROR, &lastErr, &len);
+      getsockopt(s.fd_.get(), SOL_SOCKET, SO_ERROR, &lastErr, &len);
       rc = lastErr == 0 ? 0 : -1;
     } else if (rc != 0) {
       lastErr = errno;
     }
     if (rc == 0) {
-      setNoDelay(s.fd_);
+      setNoDelay(s.fd_.get());
       return s;
     }
     if (lastErr != ECONNREFUSED && lastErr != ECONNRESET && lastErr != ETIMEDOUT &&
@@ -254,21 +238,21 @@ Socket Socket::connectTo(const SockAddr& addr, Deadline deadline, const std::str
 
 std::optional<Socket> Socket::acceptOne(Deadline deadline) {
   for (;;) {
-    int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       setNoDelay(fd);
       return Socket(fd);
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) throw SysError("accept()", errno);
-    if (!pollFor(fd_, POLLIN, deadline)) return std::nullopt;
+    if (!pollFor(fd_.get(), POLLIN, deadline)) return std::nullopt;
   }
 }
 
 SockAddr Socket::localAddr() const {
   SockAddr a;
   a.len = sizeof a.storage;
-  if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.len) != 0)
+  if (getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&a.storage), &a.len) != 0)
     throw SysError("getsockname()", errno);
   return a;
 }
@@ -276,7 +260,7 @@ SockAddr Socket::localAddr() const {
 SockAddr Socket::peerAddr() const {
   SockAddr a;
   a.len = sizeof a.storage;
-  if (getpeername(fd_, reinterpret_cast<sockaddr*>(&a.storage), &a.len) != 0) a.len = 0;
+  if (getpeername(fd_.get(), reinterpret_cast<sockaddr*>(&a.storage), &a.len) != 0) a.len = 0;
   return a;
 }
 
@@ -285,7 +269,7 @@ size_t Socket::writeSome(const iovec* iov, int iovcnt, const std::string& what) 
   msg.msg_iov = const_cast<iovec*>(iov);
   msg.msg_iovlen = iovcnt;
   for (;;) {
-    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -298,7 +282,7 @@ size_t Socket::writeSome(const iovec* iov, int iovcnt, const std::string& what) 
 
 size_t Socket::readSome(void* data, size_t n, const std::string& what) {
   for (;;) {
-    ssize_t got = ::recv(fd_, data, n, 0);
+    ssize_t got = ::recv(fd_.get(), data, n, 0);
     if (got > 0) return static_cast<size_t>(got);
     if (got == 0) raise(ErrorCode::kRemote, what, ": the peer closed the connection");
     if (errno == EINTR) continue;
@@ -316,7 +300,7 @@ void Socket::sendAll(const void* data, size_t n, Deadline deadline, const std::s
     size_t wrote = writeSome(&iov, 1, what);
     p += wrote;
     n -= wrote;
-    if (n > 0 && wrote == 0 && !pollFor(fd_, POLLOUT, deadline))
+    if (n > 0 && wrote == 0 && !pollFor(fd_.get(), POLLOUT, deadline))
       raise(ErrorCode::kTimeout, what, ": timed out sending to ", peerAddr().toString());
   }
 }
@@ -327,7 +311,7 @@ void Socket::recvAll(void* data, size_t n, Deadline deadline, const std::string&
     size_t got = readSome(p, n, what);
     p += got;
     n -= got;
-    if (n > 0 && got == 0 && !pollFor(fd_, POLLIN, deadline))
+    if (n > 0 && got == 0 && !pollFor(fd_.get(), POLLIN, deadline))
       raise(ErrorCode::kTimeout, what, ": timed out waiting for ", peerAddr().toString());
   }
 }

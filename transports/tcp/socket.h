@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "base/fd.h"
+
 namespace squeeze {
 
 using Clock = std::chrono::steady_clock;
@@ -41,15 +43,10 @@ class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Socket& operator=(Socket&& o) noexcept;
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  ~Socket();
 
-  int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void close();
+  int fd() const { return fd_.get(); }
+  bool valid() const { return fd_.get() >= 0; }
+  void close() { fd_.reset(); }
   // Makes both directions fail for the peer now (it sees EOF), without freeing the fd.
   void shutdownBoth();
 
@@ -77,7 +74,7 @@ class Socket {
   size_t readSome(void* data, size_t n, const std::string& what);
 
  private:
-  int fd_ = -1;
+  Fd fd_;  // move-only: so is the Socket
 };
 
 // Waits until fd is readable (events=POLLIN) or writable (POLLOUT), or the deadline.
