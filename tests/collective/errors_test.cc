@@ -25,23 +25,6 @@
 namespace sqztest {
 namespace {
 
-// A non-empty sentence: several words, not just a code name.
-void expectSentence(const char* msg, const std::string& context) {
-  ASSERT_NE(msg, nullptr) << context;
-  std::string s = msg;
-  EXPECT_GE(s.size(), 15u) << context << ": last error '" << s << "' is not a sentence";
-  EXPECT_NE(s.find(' '), std::string::npos) << context << ": last error '" << s << "'";
-}
-
-// Expects `rc` == want and a sentence from sqzGetLastError(comm).
-#define SQZ_EXPECT_ERROR(call, want, comm)                                                  \
-  do {                                                                                      \
-    sqzResult_t rc_ = (call);                                                               \
-    EXPECT_EQ(rc_, want) << #call << " returned " << sqzGetErrorString(rc_) << ": "         \
-                         << sqzGetLastError(comm);                                          \
-    expectSentence(sqzGetLastError(comm), #call);                                           \
-  } while (0)
-
 // A one-rank communicator over tcp, for argument checks that need a live comm.
 sqzComm_t makeSingleRankComm() {
   sqzUniqueId id;

@@ -1,8 +1,9 @@
 // Helpers for the collective tests: ranks as threads in one process (runRanks), a watchdog that
 // turns a hang into a diagnostic instead of a stuck test, type dispatch over sqzDataType_t with
-// float16/bfloat16 going through squeeze::device's conversions, and buffers placed at a chosen
-// offset from a 64-byte boundary. SQZ_TEST_TRANSPORTS reruns the tests written for tcp/shm over
-// another transport (transportOverride).
+// float16/bfloat16 going through squeeze::device's conversions, buffers placed at a chosen
+// offset from a 64-byte boundary, and checks that an error came with a sentence (expectSentence,
+// SQZ_EXPECT_ERROR). SQZ_TEST_TRANSPORTS reruns the tests written for tcp/shm over another
+// transport (transportOverride).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -158,6 +159,25 @@ inline std::string transportRanksAlgoName(
   return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param)) +
          "ranks_" + std::get<2>(info.param);
 }
+
+// ---- error results ----------------------------------------------------------------------------
+
+// A non-empty sentence: several words, not just a code name.
+inline void expectSentence(const char* msg, const std::string& context) {
+  ASSERT_NE(msg, nullptr) << context;
+  std::string s = msg;
+  EXPECT_GE(s.size(), 15u) << context << ": last error '" << s << "' is not a sentence";
+  EXPECT_NE(s.find(' '), std::string::npos) << context << ": last error '" << s << "'";
+}
+
+// Expects `rc` == want and a sentence from sqzGetLastError(comm).
+#define SQZ_EXPECT_ERROR(call, want, comm)                                                  \
+  do {                                                                                      \
+    sqzResult_t rc_ = (call);                                                               \
+    EXPECT_EQ(rc_, want) << #call << " returned " << sqzGetErrorString(rc_) << ": "         \
+                         << sqzGetLastError(comm);                                          \
+    expectSentence(sqzGetLastError(comm), #call);                                           \
+  } while (0)
 
 // ---- what each rank is doing, for the watchdog ---------------------------------------------
 
