@@ -91,10 +91,10 @@ TEST(ErrorsDoc, EveryRowNamesTestsThatExist) {
 }
 
 TEST(ErrorsDoc, TheCheckerRejectsWhatIsMissing) {
-  EXPECT_FALSE(checkReference("tests/collective/errors_test.cc::ApiErrors.NoSuchTest").empty());
+  EXPECT_FALSE(checkReference("tests/collective/api_errors_test.cc::ApiErrors.NoSuchTest").empty());
   EXPECT_FALSE(checkReference("tests/nowhere.cc::A.B").empty());
   EXPECT_FALSE(checkReference("tests/fault/meson.build::no-such-case").empty());
-  EXPECT_TRUE(checkReference("tests/collective/errors_test.cc::ApiErrors.NullComm").empty());
+  EXPECT_TRUE(checkReference("tests/collective/api_errors_test.cc::ApiErrors.NullComm").empty());
 }
 
 }  // namespace
