@@ -9,15 +9,8 @@
 // ucp_request_check_status / ucp_tag_recv_request_test and released with ucp_request_free, so
 // UCX never calls back into memory a Connection owns, whatever is torn down first.
 //
-// Progress: the worker is shared, so it is progressed once per executor round, by the first
-// connection that finds nobody progressed it since its own last call (UcxWorker::progress); the
-// others only look at their requests. The wait: after a round in which the worker drained
-// (ucp_worker_progress returned 0, nothing posted since), the worker is armed and its event fd
-// polled; if arming reports pending events (UCS_ERR_BUSY) or the worker did not drain, an
-// always-readable eventfd makes the wait return at once, so the executor progresses again
-// instead of sleeping on pending work, and never spins on an idle worker. While requests are
-// pending the wait is also capped at kWakeupTickMs (a timerfd), because UCX 1.13's event fd can
-// miss an event over tcp (UcxWorker::addTick); an idle rank sleeps until something happens.
+// Progress and waits: the shared worker's (ucx_worker.h).
+//
 //
 // Liveness: UCX's PEER error mode reports a dead endpoint (the err_handler records the status);
 // UCX 1.13's shared-memory lanes do not support it, so there endpoints fall back to mode NONE.
@@ -37,18 +30,14 @@
 #include "transports/ucx/ucx_transport.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <ucp/api/ucp.h>
-#include <ucs/debug/log_def.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -61,6 +50,7 @@
 #include "base/fd.h"
 #include "base/logging.h"
 #include "base/strings.h"
+#include "transports/ucx/ucx_worker.h"
 
 namespace squeeze {
 namespace {
@@ -70,19 +60,12 @@ constexpr uint64_t kPayloadBit = uint64_t{1} << 39;
 constexpr uint64_t kSeqMask = kPayloadBit - 1;
 constexpr int kMaxRanks = 1 << (64 - kRankShift);
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
-// ucp_worker_progress calls per progress(): enough to drain a burst of completions, few enough
-// that one busy worker cannot starve the executor's other work (combines, encodes).
-constexpr int kMaxProgressCalls = 64;
 // A UCX worker address is a few hundred bytes for tcp + shared memory; more is not an address.
 constexpr size_t kMaxAddressBytes = 64 << 10;
 // How long a pending request may sit without advancing once the peer is seen gone: the watch
 // socket's EOF can overtake data the peer flushed just before closing.
 constexpr int kPeerGoneGraceMs = 1000;
 constexpr int kLivenessCheckMs = 100;
-// The longest a rank with requests pending sleeps before it looks at the worker again (see
-// UcxWorker::addTick). 2 ms: measured on the tree all-reduce over UCX's tcp, where the event fd
-// alone left calls waiting for the executor's 200 ms slice; 1 ms is no faster, 10 ms 2.5x slower.
-constexpr int kWakeupTickMs = 2;
 // The force close needs no peer; this only bounds a UCX that misbehaves.
 constexpr int kForceCloseWaitMs = 2000;
 // A flushing close of an endpoint whose peer is gone (mode NONE cannot force).
@@ -93,288 +76,6 @@ ucp_tag_t makeTag(int srcRank, bool payload, uint64_t seq) {
   return (static_cast<uint64_t>(srcRank) << kRankShift) | (payload ? kPayloadBit : 0) |
          (seq & kSeqMask);
 }
-
-std::string ucxFailure(const char* call, ucs_status_t status) {
-  return strCat(call, " failed: ", ucs_status_string(status));
-}
-
-// Where UCX's err_handler records an endpoint's failure. Owned by the worker (stable address for
-// its whole life), so a late callback never lands in a destroyed Connection.
-struct EpHealth {
-  std::atomic<int> status{UCS_OK};
-};
-
-void onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
-  static_cast<EpHealth*>(arg)->status.store(status, std::memory_order_release);
-}
-
-// Silences UCX's own log lines (all but fatal ones) on this thread for one scope: the probe for
-// peer error handling fails by design on shared-memory lanes, and UCX logs that as an ERROR.
-// Other threads' lines pass through; the mutex keeps communicators' push/pop pairs nested.
-thread_local bool tQuietUcx = false;
-std::mutex gQuietUcxMu;
-
-ucs_log_func_rc_t quietUcxHandler(const char*, unsigned, const char*, ucs_log_level_t level,
-                                  const ucs_log_component_config_t*, const char*, va_list) {
-  return tQuietUcx && level != UCS_LOG_LEVEL_FATAL ? UCS_LOG_FUNC_RC_STOP
-                                                   : UCS_LOG_FUNC_RC_CONTINUE;
-}
-
-class QuietUcxLog {
- public:
-  QuietUcxLog() : lock_(gQuietUcxMu) {
-    ucs_log_push_handler(quietUcxHandler);
-    tQuietUcx = true;
-  }
-  ~QuietUcxLog() {
-    tQuietUcx = false;
-    ucs_log_pop_handler();
-  }
-  QuietUcxLog(const QuietUcxLog&) = delete;
-  QuietUcxLog& operator=(const QuietUcxLog&) = delete;
-
- private:
-  std::lock_guard<std::mutex> lock_;
-};
-
-// The communicator's ucp context and worker, shared by the transport and its connections.
-// Endpoint creation is serialized on setupMu_; everything else is used by the one thread that
-// drives the connections.
-class UcxWorker {
- public:
-  // Returns nullptr and sets *error (which UCX call failed, and why) when UCX cannot start.
-  static std::shared_ptr<UcxWorker> create(int myRank, int nranks, std::string* error) {
-    std::shared_ptr<UcxWorker> w(new UcxWorker());
-    ucp_config_t* config = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
-    if (s != UCS_OK) {
-      *error = ucxFailure("ucp_config_read", s);
-      return nullptr;
-    }
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
-                        UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_NAME;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    params.mt_workers_shared = 0;
-    params.estimated_num_eps = static_cast<size_t>(std::max(nranks - 1, 1));
-    params.name = "squeeze";
-    s = ucp_init(&params, config, &w->context_);
-    ucp_config_release(config);
-    if (s != UCS_OK) {
-      w->context_ = nullptr;
-      *error = ucxFailure("ucp_init", s);
-      return nullptr;
-    }
-    // SERIALIZED: the communicator's calls may come from different threads (a host call, the
-    // device queue's thread), never two at once. shutdown() never touches the worker.
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    s = ucp_worker_create(w->context_, &wp, &w->worker_);
-    if (s != UCS_OK) {
-      w->worker_ = nullptr;
-      *error = ucxFailure("ucp_worker_create", s);
-      return nullptr;
-    }
-    s = ucp_worker_get_efd(w->worker_, &w->efd_);
-    if (s != UCS_OK) {
-      *error = ucxFailure("ucp_worker_get_efd", s);
-      return nullptr;
-    }
-    ucp_address_t* addr = nullptr;
-    size_t len = 0;
-    s = ucp_worker_get_address(w->worker_, &addr, &len);
-    if (s != UCS_OK) {
-      *error = ucxFailure("ucp_worker_get_address", s);
-      return nullptr;
-    }
-    w->address_.assign(reinterpret_cast<const char*>(addr), len);
-    ucp_worker_release_address(w->worker_, addr);
-    // readyFd: written once, never read, so always readable; idleFd: never written; tickFd:
-    // the one-shot timer that caps a wait with requests pending (addTick).
-    w->readyFd_.reset(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK));
-    w->tickFd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    w->idleFd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (w->readyFd_.get() < 0 || w->idleFd_.get() < 0 || w->tickFd_.get() < 0) {
-      *error = strCat("eventfd() or timerfd_create() failed: ", std::strerror(errno));
-      return nullptr;
-    }
-    SQZ_INFO(kTransport, "rank ", myRank, ": ucx worker ready (", len,
-             "-byte address; UCX_TLS=", envOr("UCX_TLS", "all"),
-             ", UCX_NET_DEVICES=", envOr("UCX_NET_DEVICES", "all"), ")");
-    return w;
-  }
-
-  ~UcxWorker() {
-    if (worker_) ucp_worker_destroy(worker_);
-    if (context_) ucp_cleanup(context_);
-    // readyFd_, idleFd_ and tickFd_ close after this, as members.
-  }
-
-  UcxWorker(const UcxWorker&) = delete;
-  UcxWorker& operator=(const UcxWorker&) = delete;
-
-  ucp_worker_h handle() const { return worker_; }
-  const std::string& address() const { return address_; }
-
-  struct Endpoint {
-    ucp_ep_h ep;
-    EpHealth* health;  // owned by the worker
-    bool peerMode;     // UCP_ERR_HANDLING_MODE_PEER (else NONE: UCX cannot report a dead peer)
-  };
-
-  // Creates an endpoint to a peer's worker address, with peer error handling where the lanes
-  // support it. UCX 1.13's shared-memory lanes (posix, sysv) have none, so PEER finds no lane
-  // for them: the first endpoint probes quietly and later ones go straight to the mode that
-  // works. Throws Error(kSystem) when neither mode reaches the peer. connect() may overlap.
-  Endpoint connect(const std::string& address, int myRank, int peer) {
-    std::lock_guard<std::mutex> lock(setupMu_);
-    Endpoint e{nullptr, &health_.emplace_back(), true};
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(address.data());
-    params.err_handler.cb = onEndpointError;
-    params.err_handler.arg = e.health;
-    ucs_status_t peerStatus = UCS_ERR_UNSUPPORTED;
-    if (peerMode_ != Support::kNo) {
-      params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      if (peerMode_ == Support::kUnknown) {
-        QuietUcxLog quiet;
-        peerStatus = ucp_ep_create(worker_, &params, &e.ep);
-      } else {
-        peerStatus = ucp_ep_create(worker_, &params, &e.ep);
-      }
-      if (peerStatus == UCS_OK) {
-        peerMode_ = Support::kYes;
-        return e;
-      }
-      if (peerMode_ == Support::kUnknown) {
-        peerMode_ = Support::kNo;
-        SQZ_INFO(kTransport, "rank ", myRank, ": UCX's lanes cannot report a failed peer (",
-                 ucs_status_string(peerStatus),
-                 " with UCP_ERR_HANDLING_MODE_PEER); endpoints "
-                 "use mode NONE and the watch sockets alone detect a peer that is gone");
-      }
-    }
-    e.peerMode = false;
-    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    const ucs_status_t s = ucp_ep_create(worker_, &params, &e.ep);
-    if (s != UCS_OK)
-      raise(ErrorCode::kSystem, "rank ", myRank, ": UCX cannot reach rank ", peer, " (",
-            ucxFailure("ucp_ep_create", s), peerStatus == UCS_ERR_UNSUPPORTED ? "" : ", and ",
-            peerStatus == UCS_ERR_UNSUPPORTED ? "" : ucs_status_string(peerStatus),
-            peerStatus == UCS_ERR_UNSUPPORTED ? "" : " with peer error handling",
-            "); check that UCX_TLS and UCX_NET_DEVICES name transports both ranks share");
-    return e;
-  }
-
-  // Something was posted: the worker has work that no progress call has seen yet.
-  void notePosted() { drained_ = false; }
-
-  // The n-th progress of the worker: a connection whose `seen` is behind knows another
-  // connection progressed the worker since its own last call (this round), and skips.
-  uint64_t generation() const { return generation_; }
-
-  // Progresses the worker unless another connection did so since this one's last call (`seen`).
-  // Returns true when the worker is still busy (the call bound was hit).
-  bool progress(uint64_t& seen) {
-    if (seen != generation_) {
-      seen = generation_;
-      return false;
-    }
-    unsigned events = 0;
-    int calls = 0;
-    while (calls < kMaxProgressCalls && (events = ucp_worker_progress(worker_)) != 0) ++calls;
-    seen = ++generation_;
-    drained_ = events == 0;
-    return calls == kMaxProgressCalls;
-  }
-
-  // What the executor sleeps on for this worker (see the file comment).
-  void addWaitSources(WaitSources& ws) {
-    if (drained_ && armedGeneration_ != generation_) {
-      const ucs_status_t s = ucp_worker_arm(worker_);
-      if (s == UCS_ERR_BUSY) {
-        drained_ = false;
-      } else if (s != UCS_OK) {
-        raise(ErrorCode::kSystem, ucxFailure("ucp_worker_arm", s));
-      } else {
-        armedGeneration_ = generation_;
-      }
-    }
-    addOnce(ws, drained_ ? efd_ : readyFd_.get());
-  }
-
-  // Caps the coming wait at kWakeupTickMs, for a connection with requests pending: UCX 1.13's
-  // event fd can stay quiet over tcp although a message arrived or a send could go on (fixed
-  // with protocols v2 in UCX 1.14; see rapidsai/ucxx#15), so a waiting rank looks again at
-  // that pace instead of sleeping the executor's whole slice. Idle ranks do not tick.
-  void addTick(WaitSources& ws) {
-    for (const pollfd& p : ws.fds)
-      if (p.fd == tickFd_.get()) return;
-    uint64_t expirations;
-    while (::read(tickFd_.get(), &expirations, sizeof expirations) > 0) {
-    }
-    itimerspec its{};
-    its.it_value.tv_nsec = kWakeupTickMs * 1000000L;
-    if (::timerfd_settime(tickFd_.get(), 0, &its, nullptr) != 0)
-      throw SysError("timerfd_settime()", errno);
-    ws.fds.push_back(pollfd{tickFd_.get(), POLLIN, 0});
-  }
-
-  // For a connection that must not wake the executor (shut down locally): a bounded sleep.
-  void addIdleSource(WaitSources& ws) { addOnce(ws, idleFd_.get()); }
-
-  // Progresses until `req` completes or the deadline passes, sleeping on the event fd when the
-  // worker is idle. Returns the request's status (UCS_INPROGRESS on timeout).
-  ucs_status_t waitFor(void* req, Deadline deadline) {
-    for (;;) {
-      while (ucp_worker_progress(worker_) != 0) {
-      }
-      ++generation_;
-      const ucs_status_t s = ucp_request_check_status(req);
-      if (s != UCS_INPROGRESS) return s;
-      const int left = remainingMs(deadline);
-      if (left == 0) return UCS_INPROGRESS;
-      const ucs_status_t armed = ucp_worker_arm(worker_);
-      if (armed == UCS_ERR_BUSY) continue;
-      if (armed != UCS_OK) return armed;
-      pollfd p{efd_, POLLIN, 0};
-      ::poll(&p, 1, std::min(left, kWakeupTickMs));  // the tick: see addTick
-    }
-  }
-
- private:
-  UcxWorker() = default;
-
-  // Every connection of the worker adds the same fds; poll needs each once.
-  static void addOnce(WaitSources& ws, int fd) {
-    for (const pollfd& p : ws.fds)
-      if (p.fd == fd) return;
-    ws.fds.push_back(pollfd{fd, POLLIN, 0});
-  }
-
-  static const char* envOr(const char* key, const char* fallback) {
-    const char* v = std::getenv(key);
-    return v && *v ? v : fallback;
-  }
-
-  ucp_context_h context_ = nullptr;
-  ucp_worker_h worker_ = nullptr;
-  int efd_ = -1;  // the worker's event fd: UCX owns it, we never close it
-  Fd readyFd_;
-  Fd idleFd_;
-  Fd tickFd_;  // one-shot timer: the wait's cap while requests are pending
-  std::string address_;
-  uint64_t generation_ = 1;
-  uint64_t armedGeneration_ = 0;
-  bool drained_ = false;
-  enum class Support { kUnknown, kYes, kNo };
-  std::mutex setupMu_;  // protects endpoint creation, health_ and peerMode_ (connect() overlaps)
-  std::deque<EpHealth> health_;           // deque: stable addresses for the err_handler's arg
-  Support peerMode_ = Support::kUnknown;  // whether PEER error handling finds lanes
-};
 
 class UcxConnection final : public Connection {
  public:
