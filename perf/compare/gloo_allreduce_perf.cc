@@ -200,7 +200,16 @@ int runGloo(int argc, char** argv) {
                                                                  "gloo::AllreduceHalvingDoubling"));
   int result = squeeze::compare::runBenchmark(argc, argv, kInfo, o, group, targets, "tcp");
   targets.clear();
-  group.barrier();  // no rank closes its connections while another still reads
+  // The closing barrier keeps a rank from closing its connections while another still reads the
+  // benchmark's data. A peer that has passed it may close before this rank looked at its own
+  // send to that peer, and gloo then fails the pair ("Connection closed by peer") although every
+  // message of the barrier arrived: the results are printed and checked by then, and a peer that
+  // really failed exits non-zero, which sqzrun reports.
+  try {
+    group.barrier();
+  } catch (const std::exception& e) {
+    if (!std::strstr(e.what(), "Connection closed by peer")) throw;
+  }
   return result;
 }
 
