@@ -26,13 +26,12 @@ class BlockQuantCodec : public Codec {
  public:
   static constexpr size_t kHeaderBytes = 8;
 
-  BlockQuantCodec(uint8_t id, const char* name, size_t block, uint32_t setting,
-                  const char* settingName, size_t scalesPerBlock)
-      : block_(block), id_(id), name_(name), setting_(setting), settingName_(settingName),
+  BlockQuantCodec(CodecId id, size_t block, uint32_t setting, const char* settingName,
+                  size_t scalesPerBlock)
+      : block_(block), id_(uint8_t(id)), setting_(setting), settingName_(settingName),
         scalesPerBlock_(scalesPerBlock) {}
 
   uint8_t id() const override { return id_; }
-  const char* name() const override { return name_; }
   size_t maxEncodedBytes(size_t count, DataType) const override { return bytesFor(count); }
 
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
@@ -93,11 +92,11 @@ class BlockQuantCodec : public Codec {
   }
   size_t bytesFor(size_t count) const { return codesAt(count) + codeBytes(count); }
   void check(const void* payload, size_t bytes, size_t count, const ChunkInfo& at) const {
-    checkPayloadBytes(name_, at, bytes, bytesFor(count), count);
+    checkPayloadBytes(name(), at, bytes, bytesFor(count), count);
     uint32_t header[2];
     readPayload(header, payload, kHeaderBytes, at);
     if (header[0] != block_ || header[1] != setting_)
-      raiseMalformed(name_, at, "encoded with block=", header[0],
+      raiseMalformed(name(), at, "encoded with block=", header[0],
                      settingName_ ? strCat(", ", settingName_, "=", header[1]) : std::string(),
                      " where this rank uses block=", block_,
                      settingName_ ? strCat(", ", settingName_, "=", setting_) : std::string(),
@@ -105,7 +104,6 @@ class BlockQuantCodec : public Codec {
   }
 
   uint8_t id_;
-  const char* name_;
   uint32_t setting_;
   const char* settingName_;
   size_t scalesPerBlock_;

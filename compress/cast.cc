@@ -13,9 +13,8 @@ namespace {
 
 class CastCodec final : public Codec {
  public:
-  CastCodec(device::Narrow kind, uint8_t id, const char* name) : kind_(kind), id_(id), name_(name) {}
+  CastCodec(device::Narrow kind, CodecId id) : kind_(kind), id_(uint8_t(id)) {}
   uint8_t id() const override { return id_; }
-  const char* name() const override { return name_; }
   size_t maxEncodedBytes(size_t count, DataType) const override { return count * 2; }
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {
@@ -25,13 +24,13 @@ class CastCodec final : public Codec {
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
-    checkPayloadBytes(name_, at, bytes, count * 2, count);
+    checkPayloadBytes(name(), at, bytes, count * 2, count);
     SQZ_KERNEL(at.stream, Widen, kind_, static_cast<const uint16_t*>(payload),
                static_cast<float*>(dst), count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
-    checkPayloadBytes(name_, at, bytes, count * 2, count);
+    checkPayloadBytes(name(), at, bytes, count * 2, count);
     SQZ_KERNEL(at.stream, WidenAdd, kind_, static_cast<float*>(out),
                static_cast<const float*>(local), static_cast<const uint16_t*>(payload), count);
   }
@@ -39,16 +38,15 @@ class CastCodec final : public Codec {
  private:
   device::Narrow kind_;
   uint8_t id_;
-  const char* name_;
 };
 
 }  // namespace
 
 std::unique_ptr<Codec> makeFp16Codec(const CodecSpec&) {
-  return std::make_unique<CastCodec>(device::Narrow::kHalf, 1, "fp16");
+  return std::make_unique<CastCodec>(device::Narrow::kHalf, CodecId::kFp16);
 }
 std::unique_ptr<Codec> makeBf16Codec(const CodecSpec&) {
-  return std::make_unique<CastCodec>(device::Narrow::kBfloat16, 2, "bf16");
+  return std::make_unique<CastCodec>(device::Narrow::kBfloat16, CodecId::kBf16);
 }
 
 }  // namespace squeeze

@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "base/types.h"
+#include "base/wire.h"
 #include "device/hd.h"
 #include "squeeze_config.h"
 
@@ -86,9 +87,11 @@ struct EncodeNorms {
 class Codec {
  public:
   virtual ~Codec() = default;
-  // Carried in every message header: ranks that use different codecs are told so.
+  // Carried in every message header (base/wire.h's CodecId): ranks that use different codecs are
+  // told so.
   virtual uint8_t id() const = 0;
-  virtual const char* name() const = 0;
+  // The id's name ("topk"): what errors and statistics call the codec.
+  const char* name() const { return codecIdName(id()); }
   // True when a chunk's payload is exactly its values: the executor then sends straight from
   // and receives straight into the caller's buffers, with no encode or decode pass.
   virtual bool rawWire() const { return false; }

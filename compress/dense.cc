@@ -12,8 +12,7 @@ namespace {
 
 class DenseCodec final : public Codec {
  public:
-  uint8_t id() const override { return 0; }
-  const char* name() const override { return "dense"; }
+  uint8_t id() const override { return uint8_t(CodecId::kDense); }
   bool rawWire() const override { return true; }
   size_t maxEncodedBytes(size_t count, DataType dtype) const override {
     return count * dataTypeSize(dtype);

@@ -177,7 +177,7 @@ std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, 
     raise(ErrorCode::kInvalidArgument, "codec dgc: sample = ", sample,
           " must be 1 (DGC's "
           "sampled threshold) or 0 (exact top k).");
-  auto topk = std::make_unique<TopkCodec>(10, "dgc", p.ratio, sample == 1);
+  auto topk = std::make_unique<TopkCodec>(CodecId::kDgc, p.ratio, sample == 1);
   return std::make_unique<DgcHandle>(spec, count, dtype, std::move(topk), p);
 }
 

@@ -21,7 +21,7 @@ namespace {
 
 class Int8Codec final : public BlockQuantCodec {
  public:
-  explicit Int8Codec(size_t block) : BlockQuantCodec(3, "int8", block, 0, nullptr, 1) {}
+  explicit Int8Codec(size_t block) : BlockQuantCodec(CodecId::kInt8, block, 0, nullptr, 1) {}
 
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,

@@ -28,7 +28,7 @@ namespace {
 
 class OnebitCodec final : public BlockQuantCodec {
  public:
-  explicit OnebitCodec(size_t block) : BlockQuantCodec(5, "onebit", block, 0, nullptr, 2) {}
+  explicit OnebitCodec(size_t block) : BlockQuantCodec(CodecId::kOnebit, block, 0, nullptr, 2) {}
 
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,

@@ -26,7 +26,7 @@ namespace {
 class QsgdCodec final : public BlockQuantCodec {
  public:
   QsgdCodec(size_t block, int levels, uint64_t seed)
-      : BlockQuantCodec(4, "qsgd", block, static_cast<uint32_t>(levels), "levels", 1),
+      : BlockQuantCodec(CodecId::kQsgd, block, static_cast<uint32_t>(levels), "levels", 1),
         levels_(levels), bits_(2 * levels + 1 <= 16 ? 4 : 8), seed_(seed) {}
 
  protected:

@@ -31,8 +31,7 @@ namespace {
 class RandkCodec final : public Codec {
  public:
   RandkCodec(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {}
-  uint8_t id() const override { return 8; }
-  const char* name() const override { return "randk"; }
+  uint8_t id() const override { return uint8_t(CodecId::kRandk); }
   bool setRatio(double ratio) override {
     ratio_ = ratio;
     return true;

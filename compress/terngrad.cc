@@ -24,7 +24,7 @@ namespace {
 class TerngradCodec final : public BlockQuantCodec {
  public:
   TerngradCodec(size_t block, uint64_t seed)
-      : BlockQuantCodec(6, "terngrad", block, 0, nullptr, 1), seed_(seed) {}
+      : BlockQuantCodec(CodecId::kTerngrad, block, 0, nullptr, 1), seed_(seed) {}
 
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,

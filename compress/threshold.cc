@@ -34,8 +34,7 @@ class ThresholdCodec final : public Codec {
     if (double(t) < threshold) t = std::nextafter(t, std::numeric_limits<float>::infinity());
     minKey_ = std::max<uint32_t>(1, device::magnitudeKey(t));
   }
-  uint8_t id() const override { return 9; }
-  const char* name() const override { return "threshold"; }
+  uint8_t id() const override { return uint8_t(CodecId::kThreshold); }
   size_t maxEncodedBytes(size_t count, DataType) const override {
     return sparse::kHeaderBytes + 4 * count;
   }

@@ -193,13 +193,13 @@ size_t TopkCodec::encode(const void* src, size_t count, DataType, const ChunkInf
 
 void TopkCodec::decode(const void* payload, size_t bytes, size_t count, DataType,
                        const ChunkInfo& at, void* dst) {
-  sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
+  sparse::View v = sparse::parse(name(), at, payload, bytes, count, keepCount(ratio_, count));
   sparse::decode(v, count, static_cast<float*>(dst), at);
 }
 
 void TopkCodec::combine(void* out, const void* local, const void* payload, size_t bytes,
                         size_t count, DataType, RedOp, const ChunkInfo& at) {
-  sparse::View v = sparse::parse(name_, at, payload, bytes, count, keepCount(ratio_, count));
+  sparse::View v = sparse::parse(name(), at, payload, bytes, count, keepCount(ratio_, count));
   sparse::combine(v, count, static_cast<const float*>(local), static_cast<float*>(out), at);
 }
 
@@ -218,7 +218,7 @@ std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
     raise(ErrorCode::kInvalidArgument, "codec topk: sample = ", sample,
           " must be 0 (exact) or "
           "1 (DGC's sampled threshold).");
-  return std::make_unique<TopkCodec>(7, "topk", ratio, sample == 1);
+  return std::make_unique<TopkCodec>(CodecId::kTopk, ratio, sample == 1);
 }
 
 }  // namespace squeeze

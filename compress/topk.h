@@ -70,9 +70,9 @@ void feedback(const View& v, const float* x, size_t count, float* residual, Enco
 // Top-k: per chunk the k = keepCount(ratio, count) values of largest magnitude (see topk.cc).
 class TopkCodec final : public Codec {
  public:
-  // id/name: what the header and errors carry ("topk", or "dgc" when DGC drives it).
-  TopkCodec(uint8_t id, const char* name, double ratio, bool sampled)
-      : id_(id), name_(name), ratio_(ratio), sampled_(sampled) {}
+  // id: what the header and errors carry (kTopk, or kDgc when DGC drives it).
+  TopkCodec(CodecId id, double ratio, bool sampled)
+      : id_(uint8_t(id)), ratio_(ratio), sampled_(sampled) {}
   // DGC's warm-up and the adaptive methods change the ratio between calls (never during one).
   bool setRatio(double ratio) override {
     ratio_ = ratio;
@@ -81,7 +81,6 @@ class TopkCodec final : public Codec {
   double ratio() const { return ratio_; }
 
   uint8_t id() const override { return id_; }
-  const char* name() const override { return name_; }
   size_t maxEncodedBytes(size_t count, DataType dtype) const override;
   size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
                 void* payload) override;
@@ -96,7 +95,6 @@ class TopkCodec final : public Codec {
   sparse::Encoded write(const float* x, size_t count, const ChunkInfo& at, void* payload) const;
 
   uint8_t id_;
-  const char* name_;
   double ratio_;
   bool sampled_;
 };
