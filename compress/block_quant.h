@@ -8,9 +8,9 @@
 //   float32 scales[scalesPerBlock * ceil(count / block)]
 //   codes (codeBytes(count) bytes; each codec's own packing)
 // encodeFeedback is fused in the kernels (device::Feedback): one pass instead of the generic
-// encode + decode + residual update. A device call (ChunkInfo::stream) runs each codec's CUDA
-// twins on the stream (same codes, scales and residual bits; the norms in another summation
-// order); the header is written with copyPayload and read back with readPayload.
+// encode + decode + residual update. The kernels run in the call's execution context (on a GPU:
+// the same codes, scales and residual bits; the norms in another summation order); the header is
+// written with copyPayload and read back with readPayload.
 #pragma once
 
 #include <cstring>
@@ -53,26 +53,26 @@ class BlockQuantCodec : public Codec {
     check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
     decodeKernel(p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst),
-                 at.stream);
+                 *at.ctx);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
     decodeAddKernel(static_cast<float*>(out), static_cast<const float*>(local), p + kHeaderBytes,
-                    p + codesAt(count), count, at.stream);
+                    p + codesAt(count), count, *at.ctx);
   }
 
  protected:
-  // The kernels, on the CPU, or on the GPU when at.stream / stream is set (SQZ_KERNEL).
+  // The kernels, in the call's execution context (at.ctx / ctx).
   virtual void encodeKernel(const float* x, size_t count, const ChunkInfo& at, void* scales,
                             uint8_t* codes, device::Feedback* feedback) const = 0;
   virtual void decodeKernel(const void* scales, const uint8_t* codes, size_t count, float* out,
-                            device::GpuStream stream) const = 0;
+                            device::Context& ctx) const = 0;
   // out[i] = local[i] + value[i]; out may alias local.
   virtual void decodeAddKernel(float* out, const float* local, const void* scales,
                                const uint8_t* codes, size_t count,
-                               device::GpuStream stream) const = 0;
+                               device::Context& ctx) const = 0;
   virtual size_t codeBytes(size_t count) const = 0;
 
   size_t block_;

@@ -18,20 +18,20 @@ class CastCodec final : public Codec {
   size_t maxEncodedBytes(size_t count, DataType) const override { return count * 2; }
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {
-    SQZ_KERNEL(at.stream, Narrow, kind_, static_cast<const float*>(src),
+    at.ctx->narrow(kind_, static_cast<const float*>(src),
                static_cast<uint16_t*>(payload), count);
     return count * 2;
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
     checkPayloadBytes(name(), at, bytes, count * 2, count);
-    SQZ_KERNEL(at.stream, Widen, kind_, static_cast<const uint16_t*>(payload),
+    at.ctx->widen(kind_, static_cast<const uint16_t*>(payload),
                static_cast<float*>(dst), count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     checkPayloadBytes(name(), at, bytes, count * 2, count);
-    SQZ_KERNEL(at.stream, WidenAdd, kind_, static_cast<float*>(out),
+    at.ctx->widenAdd(kind_, static_cast<float*>(out),
                static_cast<const float*>(local), static_cast<const uint16_t*>(payload), count);
   }
 

@@ -22,20 +22,19 @@
 #include "base/error.h"
 #include "base/types.h"
 #include "base/wire.h"
-#include "device/hd.h"
-#include "squeeze_config.h"
+#include "device/context.h"
 
 namespace squeeze {
 
-// Where a chunk sits, and which call it belongs to.
+// Where a chunk sits, which call it belongs to, and where its bytes are and its work runs.
 struct ChunkInfo {
   size_t offset = 0;  // element offset of the chunk in the tensor
   uint64_t call = 0;  // the codec's call number: the same on every rank (shared random seeds)
   int rank = 0;       // this rank (per-rank random streams, e.g. stochastic rounding)
   int peer = -1;      // decode/combine: the rank the payload came from (-1: not known), for errors
-  // Device calls: the stream the codec's GPU kernels run on; values and payloads are then device
-  // or pinned memory (null: host memory and the CPU kernels).
-  device::GpuStream stream = nullptr;
+  // The call's execution context: values and payloads are in its memory, and the codec's
+  // kernels, copies and reads go through it (the calling thread's host context by default).
+  device::Context* ctx = &device::hostContext();
 };
 
 // Raises kRemote for a payload from the network that does not parse: "rank P sent a malformed
@@ -56,27 +55,16 @@ inline void checkPayloadBytes(const char* codec, const ChunkInfo& at, size_t byt
                    expected);
 }
 
-// Moving payload bytes on a device call. A device call's values and payloads are device memory
-// or pinned, mapped host memory, and the codec's work runs on at.stream; a host call's are host
-// memory. These two are every codec's way to move bytes between them and the host:
-//   copyPayload  dst = src (bytes): memcpy on the host; on a device call a copy enqueued on the
-//                stream (any pointers CUDA knows; src may be a host local: the copy has taken it
-//                when the call returns), e.g. a payload header the host wrote into the payload;
-//   readPayload  host dst = src (bytes): memcpy on the host; on a device call a copy on the stream
-//                followed by a synchronize, so the host may check what it read (a header or count
-//                from the network) at once.
-// Both do nothing for bytes == 0 (an empty chunk's pointers may be null).
-void copyPayload(void* dst, const void* src, size_t bytes, const ChunkInfo& at);
-void readPayload(void* dst, const void* src, size_t bytes, const ChunkInfo& at);
-
-// Runs device::cpu<Name>(args...) for a host call (stream null), or its CUDA twin
-// device::gpu<Name>(args..., stream) for a device call: the one dispatch of the codecs' kernels.
-#if SQZ_HAVE_CUDA
-#define SQZ_KERNEL(stream, Name, ...) \
-  ((stream) ? device::gpu##Name(__VA_ARGS__, (stream)) : device::cpu##Name(__VA_ARGS__))
-#else
-#define SQZ_KERNEL(stream, Name, ...) ((void)(stream), device::cpu##Name(__VA_ARGS__))
-#endif
+// Moving payload bytes between the call's memory and the host: every codec's way is its
+// context's copy (dst = src; src may be a host local, e.g. a header the host wrote into the
+// payload) and read (host dst = src, then a wait, so the host may check what it read from the
+// network at once). Both do nothing for bytes == 0 (an empty chunk's pointers may be null).
+inline void copyPayload(void* dst, const void* src, size_t bytes, const ChunkInfo& at) {
+  at.ctx->copy(dst, src, bytes);
+}
+inline void readPayload(void* dst, const void* src, size_t bytes, const ChunkInfo& at) {
+  at.ctx->read(dst, src, bytes);
+}
 
 // Squared norms an encode saw: |x|^2 of its input and |decode(payload)|^2, for the gain.
 struct EncodeNorms {

@@ -21,8 +21,12 @@ class CodecComm {
  public:
   virtual int size() const = 0;
   virtual const CodecSettings& codecSettings() const = 0;
-  // One collective on this communicator (req.kind says which), run now.
+  // One collective on this communicator (req.kind says which), run now, in the execution
+  // context of the call it is part of: on device buffers inside a device call.
   virtual void collective(const CollRequest& req) = 0;
+  // The same on host buffers whatever the call's context (the figures an adaptive method or the
+  // pay-off guard makes the ranks agree on): a GPU kernel must never be handed host memory.
+  virtual void hostCollective(const CollRequest& req) = 0;
 
  protected:
   ~CodecComm() = default;

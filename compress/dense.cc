@@ -1,5 +1,5 @@
-// Dense codec: the payload is the values; combine is the device reduction (on the CPU, or on the
-// GPU for a device call: ChunkInfo::stream).
+// Dense codec: the payload is the values; combine is the context's reduction (on the CPU, or on
+// the GPU for a device call).
 #include <cstring>
 
 #include "base/error.h"
@@ -31,13 +31,7 @@ class DenseCodec final : public Codec {
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType dtype, RedOp op, const ChunkInfo& at) override {
     checkPayloadBytes("dense", at, bytes, count * dataTypeSize(dtype), count);
-#if SQZ_HAVE_CUDA
-    if (at.stream) {
-      device::gpuReduce(dtype, op, out, local, payload, count, at.stream);
-      return;
-    }
-#endif
-    device::cpuReduceFn(dtype, op)(out, local, payload, count);
+    at.ctx->reduce(dtype, op, out, local, payload, count);
   }
 };
 

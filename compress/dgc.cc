@@ -51,7 +51,7 @@ class DgcHandle final : public CodecHandle {
  public:
   DgcHandle(const CodecSpec& spec, size_t count, DataType dtype, std::unique_ptr<TopkCodec> topk,
             const DgcParams& p)
-      : CodecHandle(spec, count, dtype, nullptr), p_(p), u_(count, 0.0f), nonzero_(count, 0) {
+      : CodecHandle(spec, count, dtype, nullptr), p_(p), u_(count, 0.0f) {
     topk_ = topk.get();
     chunk_ = std::move(topk);
     // ef=0: the velocity still collects what each encode drops during the call (masking needs
@@ -81,56 +81,28 @@ class DgcHandle final : public CodecHandle {
  protected:
   bool plainPrepare() const override { return false; }  // u = m u + g even on a dense call
 
-  void prepare(const float* g, float* x, int nranks, device::GpuStream stream) override {
+  void prepare(const float* g, float* x, int nranks, device::Context& ctx) override {
     topk_->setRatio(densityAt(calls_));
     float scale = 1.0f;
     if (p_.clip > 0) {
-      const double norm = std::sqrt(squaredNorm(g, stream));
+      // |g|^2 in the context (on a GPU a fixed tree: equal to rounding, not bit for bit, so a
+      // clipped call's results differ from the host's in the last bits).
+      const double norm = std::sqrt(ctx.squaredNorm(g, count_));
       const double limit = p_.clip / std::sqrt(double(nranks));
       if (norm > limit) scale = static_cast<float>(limit / norm);
     }
     const float m = static_cast<float>(p_.momentum);
-    float* u = stateData(u_, stream);
-    float* v = stateData(residual_, stream);
-#if SQZ_HAVE_CUDA
-    if (stream) {
-      auto* nonzero = static_cast<uint8_t*>(deviceScratch(kNonzeroSlot, count_));
-      device::gpuDgcPrepare(g, scale, m, u, v, x, nonzero, count_, stream);
-      return;
-    }
-#endif
-    uint8_t* nonzero = nonzero_.data();
-    // x may alias g: each element is read before it is written.
-    for (size_t i = 0; i < count_; ++i) {
-      const float xi = device::dgcAccumulate(g[i], scale, m, u[i], v[i]);
-      v[i] = 0.0f;
-      x[i] = xi;
-      nonzero[i] = xi != 0.0f;
-    }
+    ctx.dgcPrepare(g, scale, m, stateData(u_, ctx), stateData(residual_, ctx), x, nonzero(ctx),
+                   count_);
   }
 
-  void finish(float*, device::GpuStream stream) override {
+  void finish(float*, device::Context& ctx) override {
     // A call that ran dense (too small, or the pay-off guard's) sent v + u in full: v is 0 and
     // the momentum stays, which makes it exactly a momentum-SGD step (masking every element would
     // throw the momentum away, as DGC at density 1 would).
-    if (!compressedCall_) {
-      if (!accumulate_) clearState(residual_, stream);
-      return;
-    }
-    float* u = stateData(u_, stream);
-    const float* v = stateData(residual_, stream);
-#if SQZ_HAVE_CUDA
-    if (stream) {
-      const auto* nonzero = static_cast<const uint8_t*>(deviceScratch(kNonzeroSlot, count_));
-      device::gpuDgcMask(u, v, nonzero, count_, stream);
-      if (!accumulate_) clearState(residual_, stream);
-      return;
-    }
-#endif
-    const uint8_t* nonzero = nonzero_.data();
-    for (size_t i = 0; i < count_; ++i)
-      if (device::dgcSentInFull(nonzero[i], v[i])) u[i] = 0.0f;  // sent in full: mask
-    if (!accumulate_) clearState(residual_, stream);
+    if (compressedCall_)  // sent in full: masked
+      ctx.dgcMask(stateData(u_, ctx), stateData(residual_, ctx), nonzero(ctx), count_);
+    if (!accumulate_) clearState(residual_, ctx);
   }
 
   std::vector<std::pair<std::string, std::vector<float>*>> extraState() override {
@@ -138,29 +110,17 @@ class DgcHandle final : public CodecHandle {
   }
 
  private:
-  static constexpr int kNonzeroSlot = 0;  // deviceScratch: the device twin of nonzero_
+  static constexpr int kNonzeroSlot = 0;  // callScratch: nonzero[i] = x[i] != 0 during a call
 
-  // |g|^2 for clipping: on the CPU in 4 double lanes; on the GPU device::gpuSquaredNorm's tree
-  // (equal to rounding, not bit for bit: a clipped call's results differ in the last bits).
-  double squaredNorm(const float* g, device::GpuStream stream) const {
-#if SQZ_HAVE_CUDA
-    if (stream) return device::gpuSquaredNorm(g, count_, stream);
-#else
-    (void)stream;
-#endif
-    double acc[4] = {0, 0, 0, 0};
-    size_t i = 0;
-    for (; i + 4 <= count_; i += 4)
-      for (int l = 0; l < 4; ++l) acc[l] += double(g[i + l]) * g[i + l];
-    for (; i < count_; ++i) acc[0] += double(g[i]) * g[i];
-    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  // During a call: which elements were not 0 going in, the candidates for masking.
+  uint8_t* nonzero(device::Context& ctx) {
+    return static_cast<uint8_t*>(callScratch(ctx, kNonzeroSlot, count_));
   }
 
   DgcParams p_;
   bool accumulate_ = true;  // ef: keep the unsent velocity for the next call
   TopkCodec* topk_ = nullptr;  // chunk_, with the ratio set per call
   std::vector<float> u_;       // momentum
-  std::vector<uint8_t> nonzero_;  // during a call: x[i] != 0, the candidates for masking
 };
 
 }  // namespace

@@ -14,31 +14,20 @@
 #include "base/strings.h"
 #include "compress/codecs.h"
 #include "compress/state_bytes.h"
-#include "device/handle_kernels.h"
-#include "device/linalg.h"
-#include "device/memory.h"
-#include "squeeze_config.h"
-#if SQZ_HAVE_CUDA
-#include "device/cuda/runtime.h"
-#endif
 
 namespace squeeze {
 
 // The device mirror of a handle's state (handle.h, "State on the device").
-#if SQZ_HAVE_CUDA
 struct CodecHandle::DeviceState {
   enum class Current { kHost, kDevice, kBoth };  // which copy holds the state
   int device = -1;                               // the GPU the buffers are on
   Current current = Current::kHost;
-  std::vector<cuda::DeviceBuffer> arrays;   // by stateArrays() index
-  std::vector<cuda::DeviceBuffer> scratch;  // deviceScratch's slots
-  // fetchState's downloads: a non-blocking stream of the handle's own, so a download waits for
-  // nothing else on the device (the legacy default stream would wait for the caller's streams).
-  std::unique_ptr<cuda::Stream> downloads;
+  std::vector<std::unique_ptr<device::Allocation>> arrays;  // by stateArrays() index
+  // fetchState's downloads: a context with a non-blocking stream of its own, so a download
+  // waits for nothing else on the device (the legacy default stream would wait for the
+  // caller's streams).
+  std::unique_ptr<device::Context> downloads;
 };
-#else
-struct CodecHandle::DeviceState {};
-#endif
 
 CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
                          std::unique_ptr<Codec> chunk)
@@ -67,18 +56,7 @@ void CodecHandle::adopt(const CodecSpec& outer, std::unique_ptr<AdaptivePolicy> 
   policy_ = std::move(policy);
 }
 
-CodecHandle::~CodecHandle() {
-#if SQZ_HAVE_CUDA
-  if (device_) {
-    try {
-      cuda::DeviceGuard guard(device_->device);
-      device_.reset();
-    } catch (const Error&) {  // no device to switch to: free from where we are
-      device_.reset();
-    }
-  }
-#endif
-}
+CodecHandle::~CodecHandle() = default;
 
 std::vector<std::pair<std::string, std::vector<float>*>> CodecHandle::stateArrays() const {
   auto arrays = const_cast<CodecHandle*>(this)->extraState();
@@ -86,140 +64,79 @@ std::vector<std::pair<std::string, std::vector<float>*>> CodecHandle::stateArray
   return arrays;
 }
 
-void CodecHandle::placeState(device::GpuStream stream) {
-  if (!stream) {
+void CodecHandle::placeState(device::Context& ctx) {
+  using Current = DeviceState::Current;
+  if (!ctx.onDevice()) {
     fetchState();
-#if SQZ_HAVE_CUDA
-    if (device_) device_->current = DeviceState::Current::kHost;
-#endif
+    if (device_) device_->current = Current::kHost;
     return;
   }
-#if SQZ_HAVE_CUDA
-  using Current = DeviceState::Current;
-  const int dev = cuda::streamDevice(stream);
-  if (device_ && device_->device != dev) {  // another GPU: move the state over through the host
+  if (device_ && device_->device != ctx.device()) {  // another GPU: move the state over
     fetchState();
-    cuda::DeviceGuard guard(device_->device);
     device_.reset();
   }
-  cuda::DeviceGuard guard(dev);
   if (!device_) {
     device_ = std::make_unique<DeviceState>();
-    device_->device = dev;
-    device_->downloads = std::make_unique<cuda::Stream>();
+    device_->device = ctx.device();
+    device_->downloads = device::makeCudaContext(ctx.device(), nullptr);
   }
   DeviceState& d = *device_;
   const auto arrays = stateArrays();
   d.arrays.resize(arrays.size());
   for (size_t i = 0; i < arrays.size(); ++i) {
     const size_t bytes = arrays[i].second->size() * sizeof(float);
-    if (d.arrays[i].size() < bytes) {  // first use (sizes are fixed): nothing to keep
+    if (!d.arrays[i] || d.arrays[i]->size() < bytes) {  // first use (sizes are fixed)
       SQZ_ENFORCE(d.current == Current::kHost, "codec state array ", arrays[i].first,
                   " grew while its device copy was the current one");
-      d.arrays[i].reserve(bytes);
+      ctx.reserve(d.arrays[i], bytes, device::Space::kDevice);
     }
   }
   if (d.current == Current::kHost)
-    for (size_t i = 0; i < arrays.size(); ++i) {
-      const size_t bytes = arrays[i].second->size() * sizeof(float);
-      if (bytes)
-        cuda::check(cudaMemcpyAsync(d.arrays[i].data(), arrays[i].second->data(), bytes,
-                                    cudaMemcpyHostToDevice, stream),
-                    "uploading codec state to the GPU");
-    }
+    for (size_t i = 0; i < arrays.size(); ++i)
+      ctx.copy(d.arrays[i]->data(), arrays[i].second->data(),
+               arrays[i].second->size() * sizeof(float));
   d.current = Current::kDevice;
-#else
-  SQZ_ENFORCE(stream == nullptr, "a codec call on device buffers in a build without CUDA");
-#endif
 }
 
 void CodecHandle::fetchState() const {
-#if SQZ_HAVE_CUDA
   if (!device_ || device_->current != DeviceState::Current::kDevice) return;
-  // The device call that wrote the state synchronized its stream before it returned.
-  cuda::DeviceGuard guard(device_->device);
-  const cudaStream_t stream = device_->downloads->get();
+  // The device call that wrote the state has finished before its call returned.
   const auto arrays = stateArrays();
-  for (size_t i = 0; i < arrays.size(); ++i) {
-    const size_t bytes = arrays[i].second->size() * sizeof(float);
-    if (bytes)
-      cuda::check(cudaMemcpyAsync(arrays[i].second->data(), device_->arrays[i].data(), bytes,
-                                  cudaMemcpyDeviceToHost, stream),
-                  "downloading codec state from the GPU");
-  }
-  device_->downloads->synchronize("downloading codec state from the GPU");
+  for (size_t i = 0; i < arrays.size(); ++i)
+    device_->downloads->copy(arrays[i].second->data(), device_->arrays[i]->data(),
+                             arrays[i].second->size() * sizeof(float));
+  device_->downloads->wait("downloading codec state from the GPU");
   device_->current = DeviceState::Current::kBoth;
-#endif
 }
 
-float* CodecHandle::stateData(std::vector<float>& array, device::GpuStream stream) {
-  if (!stream) return array.data();
-#if SQZ_HAVE_CUDA
+float* CodecHandle::stateData(std::vector<float>& array, device::Context& ctx) {
+  if (!ctx.onDevice()) return array.data();
   SQZ_ENFORCE(device_ && device_->current == DeviceState::Current::kDevice,
               "codec state used on the GPU before placeState");
   const auto arrays = stateArrays();
   for (size_t i = 0; i < arrays.size(); ++i)
-    if (arrays[i].second == &array) return static_cast<float*>(device_->arrays[i].data());
+    if (arrays[i].second == &array) return reinterpret_cast<float*>(device_->arrays[i]->data());
   raise(ErrorCode::kInternal, "stateData: an array that is not part of the codec's state");
-#else
-  raise(ErrorCode::kInternal, "codec state on the GPU in a build without CUDA");
-#endif
 }
 
-void CodecHandle::clearState(std::vector<float>& array, device::GpuStream stream) {
-#if SQZ_HAVE_CUDA
-  if (stream) {
-    if (!array.empty())
-      cuda::check(cudaMemsetAsync(stateData(array, stream), 0, array.size() * sizeof(float),
-                                  stream),
-                  "clearing codec state on the GPU");
-    return;
-  }
-#else
-  (void)stream;
-#endif
-  std::fill(array.begin(), array.end(), 0.0f);
+void CodecHandle::clearState(std::vector<float>& array, device::Context& ctx) {
+  ctx.zero(stateData(array, ctx), array.size() * sizeof(float));
 }
 
-void* CodecHandle::deviceScratch(int slot, size_t bytes) {
-#if SQZ_HAVE_CUDA
-  SQZ_ENFORCE(device_, "device scratch before placeState");
-  if (device_->scratch.size() <= static_cast<size_t>(slot)) device_->scratch.resize(slot + 1);
-  if (device_->scratch[slot].size() < bytes) {
-    cuda::DeviceGuard guard(device_->device);
-    device_->scratch[slot].reserve(bytes);
-  }
-  return device_->scratch[slot].data();
-#else
-  (void)slot;
-  (void)bytes;
-  raise(ErrorCode::kInternal, "device scratch in a build without CUDA");
-#endif
+void* CodecHandle::callScratch(device::Context& ctx, int slot, size_t bytes) {
+  if (scratch_.size() <= static_cast<size_t>(slot)) scratch_.resize(slot + 1);
+  Scratch& s = scratch_[slot];
+  if (s.memory && s.space != ctx.workSpace()) s.memory.reset();
+  s.space = ctx.workSpace();
+  ctx.reserve(s.memory, bytes, s.space);
+  return s.memory->data();
 }
 
-void CodecHandle::synchronize(device::GpuStream stream, const char* what) {
-  device::syncStream(stream, what);
-}
-
-void CodecHandle::prepare(const float* g, float* x, int, device::GpuStream stream) {
-  if (errorFeedback_) {
-    float* e = stateData(residual_, stream);
-#if SQZ_HAVE_CUDA
-    if (stream) {
-      device::gpuAddResidual(g, e, x, count_, stream);
-      return;
-    }
-#endif
-    for (size_t i = 0; i < count_; ++i) {
-      const float xi = device::withResidual(g[i], e[i]);
-      e[i] = 0.0f;
-      x[i] = xi;
-    }
-  } else if (x != g) {
-    ChunkInfo at;
-    at.stream = stream;
-    copyPayload(x, g, count_ * sizeof(float), at);
-  }
+void CodecHandle::prepare(const float* g, float* x, int, device::Context& ctx) {
+  if (errorFeedback_)
+    ctx.addResidual(g, stateData(residual_, ctx), x, count_);
+  else if (x != g)
+    ctx.copy(x, g, count_ * sizeof(float));
 }
 
 void CodecHandle::runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
@@ -253,21 +170,21 @@ bool CodecHandle::tooSmall(const CodecComm& comm) const {
 }
 
 void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
-                            device::GpuStream stream) {
+                            device::Context& ctx) {
   CodecCall call;
   call.call = calls_;
   if (chunk_->rawWire()) {  // dense: exactly sqzAllReduce, any datatype and op
     runChunked(comm, in, out, count_, op, *chunk_, call);
   } else {
     const bool small = tooSmall(comm);
-    placeState(stream);
+    placeState(ctx);
     const float* g = static_cast<const float*>(in);
     float* x = static_cast<float*>(out);
     probeSeconds_ = 0;
     gradientSq_ = 0;
     if (policy_ && !small && policy_->needsGradientNorm()) {  // before prepare overwrites g
       const double t0 = nowSeconds();
-      gradientSq_ = SQZ_KERNEL(stream, SquaredNorm, g, count_);
+      gradientSq_ = ctx.squaredNorm(g, count_);
       probeSeconds_ += nowSeconds() - t0;
       call.encodeSeconds += nowSeconds() - t0;
     }
@@ -278,7 +195,7 @@ void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op
     if (small)
       compress = false;
     else if (!policy_)
-      compress = adapt(comm, nullptr, stream, call);
+      compress = adapt(comm, nullptr, ctx, call);
     // What the call costs in its mode, for the guard: a compressed call's prepare and run; a
     // dense call's run, and its prepare only where every dense call needs one (DGC): a dense
     // call after compressed ones adds the residual once, and the ones after it go direct.
@@ -287,14 +204,14 @@ void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op
     if (compress.has_value() && runsDirect(*compress)) {
       runChunked(comm, g, x, count_, op, denseCodec(), call);
     } else {
-      prepare(g, x, comm.size(), stream);
+      prepare(g, x, comm.size(), ctx);
       const double prepareSeconds = nowSeconds() - t0;
       call.encodeSeconds += prepareSeconds;
-      call.residual = errorFeedback_ ? stateData(residual_, stream) : nullptr;
-      if (!compress) compress = adapt(comm, x, stream, call);
+      call.residual = errorFeedback_ ? stateData(residual_, ctx) : nullptr;
+      if (!compress) compress = adapt(comm, x, ctx, call);
       if (*compress || !plainPrepare()) seconds += prepareSeconds;
       t0 = nowSeconds();
-      // A device call's collective runs on the same stream, after prepare's kernels.
+      // A device call's collective runs in the same context, after prepare's kernels.
       runChunked(comm, x, x, count_, op, *compress ? *chunk_ : denseCodec(), call);
     }
     if (*compress && comm.codecSettings().codecDelayUs > 0) {  // SQZ_CODEC_DELAY_US: a slower codec
@@ -303,15 +220,15 @@ void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op
       call.encodeSeconds += comm.codecSettings().codecDelayUs * 1e-6;
     }
     compressedCall_ = *compress;
-    finish(x, stream);
-    synchronize(stream, "a compressed all-reduce's last pass on the GPU");
+    finish(x, ctx);
+    ctx.wait("a compressed all-reduce's last pass on the GPU");
     endRun(!small, *compress, seconds + (nowSeconds() - t0), call);
   }
   account(call);
   ++calls_;
 }
 
-bool CodecHandle::adapt(CodecComm& comm, const float* x, device::GpuStream stream,
+bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
                         CodecCall& call) {
   const double callStart = nowSeconds();
   const bool guardOn =
@@ -337,8 +254,7 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::GpuStream strea
     if (policy_) {
       const size_t stride = policy_->sampleStride(count_);
       std::vector<float> sample(stride ? (count_ + stride - 1) / stride : 0);
-      device::gatherStrided(sample.data(), x, sample.size(), stride, stream);
-      synchronize(stream, "sampling a gradient for an adaptive codec");
+      ctx.gatherStrided(sample.data(), x, sample.size(), stride);
       policy_->measure(gradientSq_, sample.data(), sample.size(), stride, calls_,
                        figures.data() + kOwn);
       probeSeconds_ += nowSeconds() - callStart;
@@ -353,7 +269,7 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::GpuStream strea
     req.op = RedOp::kSum;
     req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
     req.specHash = specHash_;
-    comm.collective(req);
+    comm.hostCollective(req);
 
     if (guardOn)
       for (int mode = 0; mode < 2; ++mode)
@@ -517,9 +433,7 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
   residualClear_ = false;  // whatever the loaded residual holds: the next call adds it
   runs_[0] = runs_[1] = RunSums{};
   lastCallStart_ = 0;
-#if SQZ_HAVE_CUDA
   if (device_) device_->current = DeviceState::Current::kHost;  // the next device call uploads
-#endif
   calls_ = calls;
   stats_ = CodecStats{};
 }

@@ -17,11 +17,12 @@
 //
 // State on the device. The host vectors (residual_ and what extraState lists) are the state's
 // home: saveState, loadState and stats read and write them. A call on device buffers runs on a
-// device mirror of every state array (one device buffer each, on the stream's GPU): placeState
+// device mirror of every state array (one device buffer each, on the context's GPU): placeState
 // uploads the arrays whose host copy is newer, and marks the device copy the current one; a host
 // call, stats, saveState and loadState first download what the device holds newer (fetchState).
 // Between calls of the same kind nothing moves. Methods reach the copy a call runs on through
-// stateData, and device scratch of their own (DGC's mask, PowerSGD's P) through deviceScratch.
+// stateData, and scratch of their own where the call runs (DGC's mask, PowerSGD's P) through
+// callScratch.
 #pragma once
 
 #include <cstddef>
@@ -116,12 +117,12 @@ class CodecHandle {
   Codec* chunkCodec() const { return chunk_.get(); }
 
   // One compressed all-reduce of in (count values) into out; op is sum or avg. Collective.
-  // stream: null for host buffers; for device buffers, the communicator's internal stream (the
-  // call then runs on its progress thread, core/device_queue.h): every pass runs on the GPU
-  // (the chunk codec's kernels, and the handle's own on the state's device mirror), and the
-  // stream is synchronized before the call returns.
+  // ctx: the call's execution context: the host's for host buffers; for device buffers the
+  // communicator's CUDA context (the call then runs on its progress thread,
+  // device/call_queue.h): every pass runs on the GPU (the chunk codec's kernels, and the
+  // handle's own on the state's device mirror), and the work is done when the call returns.
   virtual void allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
-                         device::GpuStream stream = nullptr);
+                         device::Context& ctx = device::hostContext());
 
   // The state as bytes (checkpoint) and back; load checks method, count and datatype.
   std::vector<char> saveState() const;
@@ -135,38 +136,36 @@ class CodecHandle {
   void adopt(const CodecSpec& outer, std::unique_ptr<AdaptivePolicy> policy);
 
  protected:
-  // x = g + residual (when error feedback is on), residual = 0. x may alias g. stream: the
-  // device call's stream (g, x and the state are then device memory), or null.
-  virtual void prepare(const float* g, float* x, int nranks, device::GpuStream stream);
+  // x = g + residual (when error feedback is on), residual = 0. x may alias g; g, x and the
+  // state are in ctx's memory.
+  virtual void prepare(const float* g, float* x, int nranks, device::Context& ctx);
   // True when prepare is this class's x = g + e and finish does nothing: a dense call with an
   // empty residual may then skip both and run from in to out (DGC's momentum needs both).
   virtual bool plainPrepare() const { return true; }
   // After a call's schedule ran; out holds the result. compressedCall_ says whether it ran
   // through the codec (false: dense, every value sent in full).
-  virtual void finish(float* out, device::GpuStream stream) {
+  virtual void finish(float* out, device::Context& ctx) {
     (void)out;
-    (void)stream;
+    (void)ctx;
   }
   // Arrays saved and loaded with the state, beyond the residual (e.g. DGC's momentum), each
   // mirrored on the device for device calls.
   virtual std::vector<std::pair<std::string, std::vector<float>*>> extraState() { return {}; }
 
   // Before a call's passes: makes the copy of the state the call runs on current (the host
-  // vectors for stream null, else the device mirror on the stream's GPU, uploading what is
+  // vectors for a host context, else the device mirror on the context's GPU, uploading what is
   // stale there) and the only current one from then on (the call changes it).
-  void placeState(device::GpuStream stream);
+  void placeState(device::Context& ctx);
   // The host vectors hold the state (downloads what the device holds newer; both stay current).
   void fetchState() const;
   // Where `array` (residual_ or one of extraState's) lives for the call placeState placed: its
   // host data, or its device mirror.
-  float* stateData(std::vector<float>& array, device::GpuStream stream);
-  // array = 0 where the call runs (host, or the device mirror on the stream).
-  void clearState(std::vector<float>& array, device::GpuStream stream);
-  // Device memory of at least `bytes` owned by the handle (slot: 0, 1, ...; contents are kept
-  // between calls only while the size does not grow). Device calls only.
-  void* deviceScratch(int slot, size_t bytes);
-  // Waits for the work enqueued on a device call's stream (nothing for null).
-  static void synchronize(device::GpuStream stream, const char* what);
+  float* stateData(std::vector<float>& array, device::Context& ctx);
+  // array = 0 where the call runs (host, or the device mirror).
+  void clearState(std::vector<float>& array, device::Context& ctx);
+  // Memory of at least `bytes` in ctx's space owned by the handle (slot: 0, 1, ...; contents
+  // are kept between calls only while the size and the space stay).
+  void* callScratch(device::Context& ctx, int slot, size_t bytes);
   // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.
   void runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
                   Codec& codec, CodecCall& call);
@@ -176,7 +175,7 @@ class CodecHandle {
   // gradient's norm from before it, when the policy asked); without a policy x is not read and
   // may be null (the call decides before prepare). Sets the base's density and returns whether
   // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
-  bool adapt(CodecComm& comm, const float* x, device::GpuStream stream, CodecCall& call);
+  bool adapt(CodecComm& comm, const float* x, device::Context& ctx, CodecCall& call);
   // Whether a call that runs dense (!compress) may skip prepare and run from in to out: its
   // residual is empty and prepare is the plain x = g + e.
   bool runsDirect(bool compress) const { return !compress && residualClear_ && plainPrepare(); }
@@ -216,6 +215,11 @@ class CodecHandle {
   std::vector<std::pair<std::string, std::vector<float>*>> stateArrays() const;
   struct DeviceState;  // the device mirror (handle.cc); null until the first device call
   mutable std::unique_ptr<DeviceState> device_;
+  struct Scratch {
+    device::Space space;
+    std::unique_ptr<device::Allocation> memory;
+  };
+  std::vector<Scratch> scratch_;  // callScratch's slots
 };
 
 // Builds the handle for a spec (registry.cc: one line per method). Throws kInvalidArgument

@@ -26,15 +26,15 @@ class Int8Codec final : public BlockQuantCodec {
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    SQZ_KERNEL(at.stream, Int8Encode, x, n, block_, scales, codes, feedback);
+    at.ctx->int8Encode(x, n, block_, scales, codes, feedback);
   }
   void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, Int8Decode, scales, codes, n, block_, out);
+                    device::Context& ctx) const override {
+    ctx.int8Decode(scales, codes, n, block_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, Int8DecodeAdd, out, local, scales, codes, n, block_);
+                       size_t n, device::Context& ctx) const override {
+    ctx.int8DecodeAdd(out, local, scales, codes, n, block_);
   }
   size_t codeBytes(size_t n) const override { return n; }
 };

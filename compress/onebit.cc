@@ -33,15 +33,15 @@ class OnebitCodec final : public BlockQuantCodec {
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    SQZ_KERNEL(at.stream, OnebitEncode, x, n, block_, scales, codes, feedback);
+    at.ctx->onebitEncode(x, n, block_, scales, codes, feedback);
   }
   void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, OnebitDecode, scales, codes, n, block_, out);
+                    device::Context& ctx) const override {
+    ctx.onebitDecode(scales, codes, n, block_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, OnebitDecodeAdd, out, local, scales, codes, n, block_);
+                       size_t n, device::Context& ctx) const override {
+    ctx.onebitDecodeAdd(out, local, scales, codes, n, block_);
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 1); }
 };

@@ -31,8 +31,8 @@
 // rounding) when mean(M) has rank <= r and span(P^) holds its column space. What it drops stays
 // in e and is sent on later calls.
 //
-// Device calls (stream set) run the same steps on the GPU: M, P (device scratch), Q and e (the
-// state's device mirror, handle.h) in device memory, the gpu* twins of device/linalg.h, and the
+// Device calls (a CUDA execution context) run the same steps on the GPU: M, P (scratch), Q and e
+// (the state's device mirror, handle.h) in device memory, the gpu* twins of device/linalg.h, and the
 // two inner all-reduces on device spans. cuBLAS's products round differently from the CPU's, so
 // a device call agrees with a host call to float tolerance (and with other GPUs of the same kind
 // bit for bit); the dense fallback is exact either way.
@@ -95,26 +95,26 @@ class PowerSgdHandle final : public CodecHandle {
     if (!lowRank_) return;
     q_.resize(m_ * rank_);
     for (size_t t = 0; t < q_.size(); ++t) q_[t] = normalAt(seed, t);
-    p_.resize(n_ * rank_);
+    pCount_ = n_ * rank_;
   }
 
   void allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
-                 device::GpuStream stream) override {
+                 device::Context& ctx) override {
     CodecCall call;
     call.call = calls_;
-    placeState(stream);
+    placeState(ctx);
     float* x = static_cast<float*>(out);
     // Too small or a degenerate view: dense, with no adapt step; else the pay-off guard decides,
     // before prepare: a dense call with an empty residual runs from in to out, as sqzAllReduce.
     const bool eligible = lowRank_ && !tooSmall(comm);
-    const bool compress = eligible && adapt(comm, nullptr, stream, call);
+    const bool compress = eligible && adapt(comm, nullptr, ctx, call);
     auto t0 = Clock::now();
     double seconds = 0;  // for the guard: as CodecHandle::allReduce counts it
     if (runsDirect(compress)) {
       runChunked(comm, in, out, count_, op, *chunk_, call);  // chunk_ is the dense codec
     } else {
-      prepare(static_cast<const float*>(in), x, comm.size(), stream);  // x = M = g + e; e = 0
-      call.norms.inputSq = SQZ_KERNEL(stream, SquaredNorm, x, count_);
+      prepare(static_cast<const float*>(in), x, comm.size(), ctx);  // x = M = g + e; e = 0
+      call.norms.inputSq = ctx.squaredNorm(x, count_);
       call.encodeSeconds += secondsSince(t0);
       if (compress) seconds += secondsSince(t0);
       t0 = Clock::now();
@@ -122,11 +122,11 @@ class PowerSgdHandle final : public CodecHandle {
         call.norms.sentSq = call.norms.inputSq;
         dense(comm, x, count_, op, call);  // exact: e stays 0
       } else {
-        lowRank(comm, x, op, call, t0, stream);
+        lowRank(comm, x, op, call, t0, ctx);
       }
     }
     endRun(eligible, compress, seconds + secondsSince(t0), call);
-    synchronize(stream, "PowerSGD's last pass on the GPU");
+    ctx.wait("PowerSGD's last pass on the GPU");
     account(call);
     ++calls_;
   }
@@ -137,49 +137,48 @@ class PowerSgdHandle final : public CodecHandle {
   }
 
  private:
-  static constexpr int kPSlot = 0;  // deviceScratch: P on the GPU
+  static constexpr int kPSlot = 0;  // callScratch: P
 
   // One dense all-reduce of buf (count floats) in place, counted in call. On a device call buf
-  // is device memory and the collective runs on the same stream, after the kernels before it.
+  // is device memory and the collective runs in the same context, after the kernels before it.
   void dense(CodecComm& comm, float* buf, size_t count, RedOp op, CodecCall& call) {
     runChunked(comm, buf, buf, count, op, *chunk_, call);  // chunk_ is the dense codec
   }
 
-  // Algorithm 1 on the host (stream null: p_, q_) or on the GPU (P in device scratch, Q the
-  // state's device mirror; the gpu* twins of device/linalg.h).
+  // Algorithm 1 in the call's context (P in the handle's scratch, Q the state where the call
+  // runs; device/linalg.h's kernels).
   void lowRank(CodecComm& comm, float* x, RedOp op, CodecCall& call, Clock::time_point t0,
-               device::GpuStream stream) {
+               device::Context& ctx) {
     const size_t r = rank_;
-    float* p = stream ? static_cast<float*>(deviceScratch(kPSlot, p_.size() * sizeof(float)))
-                      : p_.data();
-    float* q = stateData(q_, stream);
-    SQZ_KERNEL(stream, MatMulPanels, x, count_, n_, m_, q, r, p);  // P = M Q
+    float* p = static_cast<float*>(callScratch(ctx, kPSlot, pCount_ * sizeof(float)));
+    float* q = stateData(q_, ctx);
+    ctx.matMulPanels(x, count_, n_, m_, q, r, p);  // P = M Q
     call.encodeSeconds += secondsSince(t0);
     CodecCall inner;  // the two all-reduces' own figures
     inner.call = calls_;
-    dense(comm, p, p_.size(), RedOp::kAvg, inner);
+    dense(comm, p, pCount_, RedOp::kAvg, inner);
     t0 = Clock::now();
-    SQZ_KERNEL(stream, Orthonormalize, p, n_, r);
-    SQZ_KERNEL(stream, MatTMulPanels, x, count_, n_, m_, p, r, q);  // Q = M^T P^
-    call.norms.sentSq = SQZ_KERNEL(stream, SquaredNorm, q, q_.size());
+    ctx.orthonormalize(p, n_, r);
+    ctx.matTMulPanels(x, count_, n_, m_, p, r, q);  // Q = M^T P^
+    call.norms.sentSq = ctx.squaredNorm(q, q_.size());
     call.encodeSeconds += secondsSince(t0);
     dense(comm, q, q_.size(), RedOp::kAvg, inner);
     t0 = Clock::now();
     const float scale = op == RedOp::kSum ? float(comm.size()) : 1.0f;
-    SQZ_KERNEL(stream, LowRankApply, p, q, n_, m_, r, count_, x, scale, x,
-               errorFeedback_ ? stateData(residual_, stream) : nullptr);
-    synchronize(stream, "PowerSGD's P Q^T on the GPU");
+    ctx.lowRankApply(p, q, n_, m_, r, count_, x, scale, x,
+               errorFeedback_ ? stateData(residual_, ctx) : nullptr);
+    ctx.wait("PowerSGD's P Q^T on the GPU");
     call.decodeSeconds += secondsSince(t0);
     call.wireBytes = inner.wireBytes;
     call.denseBytes = static_cast<uint64_t>(
-        std::llround(double(inner.denseBytes) * double(count_) / double(p_.size() + q_.size())));
+        std::llround(double(inner.denseBytes) * double(count_) / double(pCount_ + q_.size())));
     call.combineSeconds = inner.combineSeconds;
   }
 
   size_t rank_ = 0, n_ = 0, m_ = 0;
   bool lowRank_ = false;
   std::vector<float> q_;  // m x r, column panels: the warm start, agreed on every rank
-  std::vector<float> p_;  // n x r, column panels: scratch
+  size_t pCount_ = 0;     // P: n x r, column panels, in callScratch
 };
 
 }  // namespace

@@ -32,16 +32,16 @@ class QsgdCodec final : public BlockQuantCodec {
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    SQZ_KERNEL(at.stream, QsgdEncode, x, n, block_, levels_, bits_,
+    at.ctx->qsgdEncode(x, n, block_, levels_, bits_,
                device::counterKey(seed_, at.call, at.rank), at.offset, scales, codes, feedback);
   }
   void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, QsgdDecode, scales, codes, n, block_, levels_, bits_, out);
+                    device::Context& ctx) const override {
+    ctx.qsgdDecode(scales, codes, n, block_, levels_, bits_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, QsgdDecodeAdd, out, local, scales, codes, n, block_, levels_, bits_);
+                       size_t n, device::Context& ctx) const override {
+    ctx.qsgdDecodeAdd(out, local, scales, codes, n, block_, levels_, bits_);
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, bits_); }
 

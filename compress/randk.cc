@@ -42,20 +42,20 @@ class RandkCodec final : public Codec {
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {
     const size_t k = keepCount(ratio_, count);
-    SQZ_KERNEL(at.stream, Gather, static_cast<const float*>(src), pick(count, k, at), k,
+    at.ctx->gather(static_cast<const float*>(src), pick(count, k, at), k,
                static_cast<float*>(payload));
     return 4 * k;
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {
     const size_t k = check(bytes, count, at);
-    SQZ_KERNEL(at.stream, Densify, pick(count, k, at), static_cast<const float*>(payload), k,
+    at.ctx->densify(pick(count, k, at), static_cast<const float*>(payload), k,
                static_cast<float*>(dst), count);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     const size_t k = check(bytes, count, at);
-    SQZ_KERNEL(at.stream, ScatterAdd, static_cast<float*>(out), static_cast<const float*>(local),
+    at.ctx->scatterAdd(static_cast<float*>(out), static_cast<const float*>(local),
                count, pick(count, k, at), static_cast<const float*>(payload), k);
   }
   size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
@@ -63,9 +63,9 @@ class RandkCodec final : public Codec {
     const float* x = static_cast<const float*>(src);
     const size_t k = keepCount(ratio_, count);
     const uint32_t* idx = pick(count, k, at);
-    SQZ_KERNEL(at.stream, Gather, x, idx, k, static_cast<float*>(payload));
+    at.ctx->gather(x, idx, k, static_cast<float*>(payload));
     double in = 0, sent = 0;
-    SQZ_KERNEL(at.stream, SparseFeedback, x, count, idx, k, residual, &in, &sent);
+    at.ctx->sparseFeedback(x, count, idx, k, residual, &in, &sent);
     if (norms) {
       norms->inputSq += in;
       norms->sentSq += sent;
@@ -74,23 +74,14 @@ class RandkCodec final : public Codec {
   }
 
  private:
-  // The chunk's k indices (per-thread buffer, valid until the next call on this thread; device
-  // scratch for a device call).
+  // The chunk's k indices, in the context's scratch (valid until its next use).
   const uint32_t* pick(size_t count, size_t k, const ChunkInfo& at) const {
     SQZ_ENFORCE(count <= std::numeric_limits<uint32_t>::max(), "randk chunk of ", count,
                 " values is too large for 32-bit indices");
-#if SQZ_HAVE_CUDA
-    if (at.stream) {
-      auto* idx = static_cast<uint32_t*>(
-          device::gpuScratch(device::ScratchSlot::kIndices, k * sizeof(uint32_t)));
-      device::gpuRandomStrata(seed_, at.call, at.offset, count, k, idx, at.stream);
-      return idx;
-    }
-#endif
-    thread_local std::vector<uint32_t> idx;
-    if (idx.size() < k) idx.resize(k);
-    device::cpuRandomStrata(seed_, at.call, at.offset, count, k, idx.data());
-    return idx.data();
+    auto* idx = reinterpret_cast<uint32_t*>(
+        at.ctx->scratch(device::Context::Slot::kIndices, k * sizeof(uint32_t)));
+    at.ctx->randomStrata(seed_, at.call, at.offset, count, k, idx);
+    return idx;
   }
   size_t check(size_t bytes, size_t count, const ChunkInfo& at) const {
     const size_t k = keepCount(ratio_, count);

@@ -29,16 +29,16 @@ class TerngradCodec final : public BlockQuantCodec {
  protected:
   void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
                     device::Feedback* feedback) const override {
-    SQZ_KERNEL(at.stream, TerngradEncode, x, n, block_,
+    at.ctx->terngradEncode(x, n, block_,
                device::counterKey(seed_, at.call, at.rank), at.offset, scales, codes, feedback);
   }
   void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, TerngradDecode, scales, codes, n, block_, out);
+                    device::Context& ctx) const override {
+    ctx.terngradDecode(scales, codes, n, block_, out);
   }
   void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::GpuStream stream) const override {
-    SQZ_KERNEL(stream, TerngradDecodeAdd, out, local, scales, codes, n, block_);
+                       size_t n, device::Context& ctx) const override {
+    ctx.terngradDecodeAdd(out, local, scales, codes, n, block_);
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 2); }
 

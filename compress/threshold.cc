@@ -65,20 +65,12 @@ class ThresholdCodec final : public Codec {
     // Sparse while 8m < 4 count: at most (count - 1) / 2 pairs, which fit the bound.
     if (count > 0 && count <= std::numeric_limits<uint32_t>::max()) {
       const size_t cap = (count - 1) / 2;
-      size_t m;
-#if SQZ_HAVE_CUDA
-      if (at.stream) {  // the GPU's selection needs room for cap indices only: the payload's
-        m = device::gpuSelectAtLeast(x, count, minKey_, sparse::indexArea(payload), cap,
-                                     at.stream);
-        if (m != static_cast<size_t>(-1)) return sparse::finishSparse(x, m, payload, at);
-        return sparse::writeDense(x, count, payload, at);
-      }
-#endif
-      thread_local std::vector<uint32_t> idx;  // cap + the kernel's slack
-      if (idx.size() < cap + device::kSelectSlack) idx.resize(cap + device::kSelectSlack);
-      m = device::cpuSelectAtLeast(x, count, minKey_, idx.data(), cap);
+      // Scratch for cap indices and the CPU kernel's slack.
+      auto* idx = reinterpret_cast<uint32_t*>(at.ctx->scratch(
+          device::Context::Slot::kIndices, (cap + device::kSelectSlack) * sizeof(uint32_t)));
+      const size_t m = at.ctx->selectAtLeast(x, count, minKey_, idx, cap);
       if (m != static_cast<size_t>(-1)) {
-        std::memcpy(sparse::indexArea(payload), idx.data(), m * sizeof(uint32_t));
+        copyPayload(sparse::indexArea(payload), idx, m * sizeof(uint32_t), at);
         return sparse::finishSparse(x, m, payload, at);
       }
     }

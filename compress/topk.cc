@@ -53,7 +53,7 @@ Encoded finishSparse(const float* x, size_t m, void* payload, const ChunkInfo& a
   putHeader(payload, kSparseFormat, static_cast<uint32_t>(m), at);
   const uint32_t* idx = indexArea(payload);
   float* values = reinterpret_cast<float*>(indexArea(payload) + m);
-  SQZ_KERNEL(at.stream, Gather, x, idx, m, values);
+  at.ctx->gather(x, idx, m, values);
   Encoded e;
   e.bytes = kHeaderBytes + 8 * m;
   e.view.entries = m;
@@ -112,19 +112,13 @@ View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t b
                    index >= count ? strCat(", outside the chunk of ", count, " values")
                                   : std::string(", not above the previous one"));
   };
-#if SQZ_HAVE_CUDA
-  if (at.stream) {  // the indices stay where they are: a kernel finds the first bad one
-    const size_t j = device::gpuFirstBadIndex(v.index, v.entries, count, at.stream);
-    if (j != SIZE_MAX) {
-      uint32_t index;
-      readPayload(&index, v.index + j, sizeof index, at);
-      badEntry(j, index);
-    }
-    return v;
+  // The indices stay where they are (on a GPU, a kernel finds the first bad one).
+  const size_t j = at.ctx->firstBadIndex(v.index, v.entries, count);
+  if (j != SIZE_MAX) {
+    uint32_t index;
+    readPayload(&index, v.index + j, sizeof index, at);
+    badEntry(j, index);
   }
-#endif
-  for (size_t j = 0; j < v.entries; ++j)
-    if (v.index[j] >= count || (j > 0 && v.index[j] <= v.index[j - 1])) badEntry(j, v.index[j]);
   return v;
 }
 
@@ -132,20 +126,14 @@ void decode(const View& v, size_t count, float* dst, const ChunkInfo& at) {
   if (v.dense)
     copyPayload(dst, v.value, count * sizeof(float), at);  // dst may be null when empty
   else
-    SQZ_KERNEL(at.stream, Densify, v.index, v.value, v.entries, dst, count);
+    at.ctx->densify(v.index, v.value, v.entries, dst, count);
 }
 
 void combine(const View& v, size_t count, const float* local, float* out, const ChunkInfo& at) {
   if (v.dense) {
-#if SQZ_HAVE_CUDA
-    if (at.stream) {
-      device::gpuReduce(DataType::kFloat32, RedOp::kSum, out, local, v.value, count, at.stream);
-      return;
-    }
-#endif
-    device::cpuReduceFn(DataType::kFloat32, RedOp::kSum)(out, local, v.value, count);
+    at.ctx->reduce(DataType::kFloat32, RedOp::kSum, out, local, v.value, count);
   } else {
-    SQZ_KERNEL(at.stream, ScatterAdd, out, local, count, v.index, v.value, v.entries);
+    at.ctx->scatterAdd(out, local, count, v.index, v.value, v.entries);
   }
 }
 
@@ -153,10 +141,10 @@ void feedback(const View& v, const float* x, size_t count, float* residual, Enco
               const ChunkInfo& at) {
   double in = 0, sent = 0;
   if (v.dense) {  // everything sent: the residual keeps what it had (x - x = 0)
-    SQZ_KERNEL(at.stream, SparseFeedback, x, count, nullptr, 0, nullptr, &in, nullptr);
+    at.ctx->sparseFeedback(x, count, nullptr, 0, nullptr, &in, nullptr);
     sent = in;
   } else {
-    SQZ_KERNEL(at.stream, SparseFeedback, x, count, v.index, v.entries, residual, &in, &sent);
+    at.ctx->sparseFeedback(x, count, v.index, v.entries, residual, &in, &sent);
   }
   if (norms) {
     norms->inputSq += in;
@@ -182,7 +170,7 @@ sparse::Encoded TopkCodec::write(const float* x, size_t count, const ChunkInfo& 
   const size_t k = keepCount(ratio_, count);
   if (sendDense(k, count)) return sparse::writeDense(x, count, payload, at);
   const size_t m =
-      SQZ_KERNEL(at.stream, SelectTopk, x, count, k, sampled_, sparse::indexArea(payload));
+      at.ctx->selectTopk(x, count, k, sampled_, sparse::indexArea(payload));
   return sparse::finishSparse(x, m, payload, at);
 }
 

@@ -8,7 +8,7 @@
 //   dense:  f32 value[count]
 // 8 + 8m bytes sparse, 8 + 4 count dense; the encoder sends dense whenever 8m >= 4 count.
 //
-// Device calls (ChunkInfo::stream set): payloads and values are device or pinned memory. The
+// Device calls (a CUDA execution context): payloads and values are device memory. The
 // selection, gather, scatters and feedback run their CUDA twins (device/sparse.h: the same
 // indices and bits); headers are written with copyPayload and read back with readPayload, and
 // parse checks the index list with a kernel (device/handle_kernels.h) before any other kernel

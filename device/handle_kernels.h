@@ -3,9 +3,9 @@
 // DGC's momentum correction and masking, the generic error-feedback pass of Codec::encodeFeedback,
 // and the check of a sparse payload's index list.
 //
-// The per-element math is written once below (SQZ_HD) and used by the CPU loops in compress/ and
-// by the kernels in device/cuda/handle_kernels.cu, so a device call does the same float
-// operations, in the same order, as a host call: the same bits.
+// The per-element math is written once below (SQZ_HD) and used by the CPU loops of
+// device/cpu/handle_kernels.cc and by the kernels in device/cuda/handle_kernels.cu, so a device
+// call does the same float operations, in the same order, as a host call: the same bits.
 #pragma once
 
 #include <cstddef>
@@ -42,36 +42,52 @@ SQZ_HD_INLINE float addSquare(float acc, float v) { return addRn(acc, mulRn(v, v
 constexpr size_t kNormBlock = 1024;
 constexpr int kNormLanes = 8;
 
-#if SQZ_HAVE_CUDA
-// ---- CUDA (device/cuda/handle_kernels.cu) ------------------------------------------------------
-// Pointers are device memory or pinned, mapped host memory. Functions that return a value or
-// write to host memory synchronize the stream; the others only enqueue. n == 0 enqueues nothing.
-// Throw Error(kCuda) on a CUDA failure. Thread-safe (scratch is per thread and device).
+// ---- CPU (device/cpu/handle_kernels.cc) -----------------------------------------------------
 
 // x[i] = withResidual(g[i], e[i]), e[i] = 0; x may alias g.
-void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream);
+void cpuAddResidual(const float* g, float* e, float* x, size_t n);
 
 // DGC's prepare: x[i] = dgcAccumulate(g[i], scale, m, u[i], v[i]), v[i] = 0, nonzero[i] =
 // x[i] != 0; x may alias g.
-void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
-                   uint8_t* nonzero, size_t n, GpuStream stream);
+void cpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                   uint8_t* nonzero, size_t n);
 // DGC's masking: u[i] = 0 where dgcSentInFull(nonzero[i], v[i]).
-void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream);
+void cpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n);
 
 // Codec::encodeFeedback's pass after the decode: residual[i] = residualAfter(residual[i],
-// x[i], d[i]) when residual is not null, and inputSq += |x|^2, sentSq += |d|^2 summed exactly as
-// the CPU sums them (kNormBlock, kNormLanes), so the same bits. Synchronizes.
-void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
-                     double* sentSq, GpuStream stream);
+// x[i], d[i]) when residual is not null; |x|^2 and |d|^2 summed in kNormLanes float lanes per
+// block of kNormBlock values, the lanes of block after block in double from 0, and those two
+// sums added to *inputSq and *sentSq (each when not null). x and d do not overlap residual.
+void cpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq);
 
 // The first j < m with idx[j] >= count or (j > 0 and idx[j] <= idx[j - 1]), or SIZE_MAX when
-// the list is in range and strictly ascending. Reads idx[0..m) only. Synchronizes.
+// the list is in range and strictly ascending.
+size_t cpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count);
+
+#if SQZ_HAVE_CUDA
+// ---- CUDA (device/cuda/handle_kernels.cu) ------------------------------------------------------
+// The cpu* twin's results bit for bit (the norms too: the same lanes and order), plus the stream
+// the work runs on. Pointers are device memory or pinned, mapped host memory. Functions that
+// return a value or write to host memory synchronize the stream; the others only enqueue.
+// n == 0 enqueues nothing. Throw Error(kCuda) on a CUDA failure. Thread-safe (scratch is per
+// thread and device).
+
+void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream);
+void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                   uint8_t* nonzero, size_t n, GpuStream stream);
+void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream);
+// Synchronizes when inputSq or sentSq is not null.
+void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq, GpuStream stream);
+// Reads idx[0..m) only. Synchronizes.
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream);
 
 // Device memory of at least `bytes` for the calling thread on the current device, one buffer per
-// slot (grown, never shrunk); valid until the next request of the same slot on this thread.
+// slot (grown stream-ordered on `stream`, never shrunk); valid until the next request of the
+// same slot on this thread.
 enum class ScratchSlot : int { kDecoded, kIndices, kCount };
-void* gpuScratch(ScratchSlot slot, size_t bytes);
+void* gpuScratch(ScratchSlot slot, size_t bytes, GpuStream stream);
 #endif
 
 }  // namespace squeeze::device

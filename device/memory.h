@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "device/hd.h"
+#include "squeeze_config.h"
 
 namespace squeeze::device {
 
@@ -21,5 +22,13 @@ void gatherStrided(float* dst, const float* src, size_t count, size_t stride, Gp
 // Waits for what was enqueued on `stream` (nothing for null); a failed kernel or copy throws
 // Error(kCuda) naming `what`.
 void syncStream(GpuStream stream, const char* what);
+
+#if SQZ_HAVE_CUDA
+// Makes the calling thread's kernel scratch on the current device that is made once and never
+// grown (pinned result slots, cuBLAS's handle and its workspace for `stream`). cudaHostAlloc and
+// cublasCreate may wait for the whole device, so a progress thread calls this when it starts,
+// before any caller's stream waits for it (DESIGN.md, "Memory, streams, threads").
+void gpuPrepareThread(GpuStream stream);
+#endif
 
 }  // namespace squeeze::device

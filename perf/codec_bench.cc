@@ -23,7 +23,7 @@
 // Speeds are printed, never asserted.
 //
 // -d cuda (CUDA builds) times the same calls on device memory of GPU 0: the chunk codec gets
-// device buffers and the bench's stream (ChunkInfo::stream), so it runs its CUDA kernels, each
+// device buffers and the bench's CUDA execution context, so it runs its CUDA kernels, each
 // run timed alone with a cudaEvent pair on that stream, the median of -r runs after an untimed
 // one; a composite method runs whole compressed all-reduces on device buffers, enqueued on the
 // stream and timed to its synchronization. Since the kernels promise the CPU's layout and
@@ -149,7 +149,7 @@ void CodecBench::failedRow(const std::string& name, const std::string& error) {
 }
 
 // One chunk codec's row. On the host the codec runs its CPU kernels; with -d cuda the same calls
-// get device buffers and the bench's stream (ChunkInfo::stream), so the codec runs its CUDA
+// get device buffers and the bench's CUDA context (ChunkInfo::ctx), so the codec runs its CUDA
 // kernels, and a payload whose size differs from the CPU encode's fails the row.
 void CodecBench::chunkRow(const std::string& name, Codec& codec) {
   const size_t n = o_.count;
@@ -166,7 +166,7 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
 #if SQZ_HAVE_CUDA
   cuda::DeviceBuffer devicePayload, deviceOtherPayload;
   if (gpu_) {
-    at.stream = gpu_->stream.get();
+    at.ctx = gpu_->ctx.get();
     devicePayload = cuda::DeviceBuffer(bound);
     deviceOtherPayload = cuda::DeviceBuffer(bound);
     payload = static_cast<char*>(devicePayload.data());
@@ -199,8 +199,7 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
   auto clearResidual = [&] {
 #if SQZ_HAVE_CUDA
     if (gpu_) {
-      cuda::check(cudaMemsetAsync(residual, 0, n * sizeof(float), at.stream),
-                  "cudaMemsetAsync of the residual");
+      at.ctx->zero(residual, n * sizeof(float));
       return;
     }
 #endif

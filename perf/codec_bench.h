@@ -57,6 +57,7 @@ struct CodecBenchRow {
 struct GpuState {
   std::string name;
   cuda::Stream stream;
+  std::unique_ptr<device::Context> ctx;  // the CUDA execution context on `stream`
   cudaEvent_t start = nullptr, stop = nullptr;
   cuda::DeviceBuffer x, other, out, decoded, residual;
   GpuState() {

@@ -27,6 +27,8 @@ void CodecBench::setUpGpu() {
   cuda::check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   gpu_ = std::make_unique<GpuState>();
   gpu_->name = prop.name;
+  gpu_->ctx = device::makeCudaContext(0, gpu_->stream.get());
+  gpu_->ctx->prepareThread();
   const size_t bytes = o_.count * sizeof(float);
   for (cuda::DeviceBuffer* b :
        {&gpu_->x, &gpu_->other, &gpu_->out, &gpu_->decoded, &gpu_->residual})

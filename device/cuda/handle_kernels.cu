@@ -132,7 +132,7 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   Scratch& sc = scratch();
   const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
   const size_t lanes = blocks * kNormLanes;
-  sc.partials.reserve(lanes * 2 * sizeof(float));
+  sc.partials.reserve(lanes * 2 * sizeof(float), stream);
   auto* partials = static_cast<float*>(sc.partials.data());
   const unsigned grid = static_cast<unsigned>((lanes + kThreads - 1) / kThreads);
   normLanesKernel<<<grid, kThreads, 0, stream>>>(x, d, n, blocks, partials);
@@ -155,7 +155,7 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {
   if (m == 0) return SIZE_MAX;
   Scratch& sc = scratch();
-  sc.flag.reserve(sizeof(unsigned long long));
+  sc.flag.reserve(sizeof(unsigned long long), stream);
   auto* flag = static_cast<unsigned long long*>(sc.flag.data());
   cuda::check(cudaMemsetAsync(flag, 0xff, sizeof *flag, stream), "cudaMemsetAsync(index check)");
   firstBadIndexKernel<<<gridFor(m), kThreads, 0, stream>>>(idx, m, count, flag);
@@ -167,10 +167,17 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
   return first == ~0ull ? SIZE_MAX : static_cast<size_t>(first);
 }
 
-void* gpuScratch(ScratchSlot slot, size_t bytes) {
+void* gpuScratch(ScratchSlot slot, size_t bytes, GpuStream stream) {
   cuda::DeviceBuffer& b = scratch().slots[static_cast<int>(slot)];
-  if (b.size() < bytes) b.reserve(bytes);
+  b.reserve(bytes, stream);
   return b.data();
+}
+
+void gpuPrepareThread(GpuStream stream) {
+  (void)scratch();
+  prepareSparseThread();
+  prepareQuantizeThread();
+  prepareLinalgThread(stream);
 }
 
 }  // namespace squeeze::device

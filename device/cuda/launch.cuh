@@ -36,4 +36,10 @@ T& perThreadDevice(Make make) {
   return *s;
 }
 
+// Each kernel file's per-thread scratch of fixed size (pinned result slots, cuBLAS's handle),
+// made by gpuPrepareThread (device/memory.h).
+void prepareSparseThread();
+void prepareQuantizeThread();
+void prepareLinalgThread(cudaStream_t stream);
+
 }  // namespace squeeze::device

@@ -78,8 +78,9 @@ cublasHandle_t blasOn(cudaStream_t stream) {
   auto it = std::find_if(b->workspaces.begin(), b->workspaces.end(),
                          [stream](const auto& w) { return w.first == stream; });
   if (it == b->workspaces.end()) {
-    b->workspaces.emplace_back(stream, cuda::DeviceBuffer(b->workspaceBytes));
+    b->workspaces.emplace_back(stream, cuda::DeviceBuffer());
     it = b->workspaces.end() - 1;
+    it->second.reserve(b->workspaceBytes, stream);  // stream-ordered: waits for nothing
   }
   checkBlas(cublasSetWorkspace(b->handle, it->second.data(), it->second.size()),
             "cublasSetWorkspace");
@@ -324,8 +325,8 @@ struct NormScratch {
 NormScratch& normScratch() {
   return perThreadDevice<NormScratch>([](int) {
     auto fresh = std::make_unique<NormScratch>();
-    fresh->partial.reserve(kSumBlocks * sizeof(double));
-    fresh->result.reserve(sizeof(double));
+    fresh->partial = cuda::DeviceBuffer(kSumBlocks * sizeof(double));
+    fresh->result = cuda::PinnedBuffer(sizeof(double));
     return fresh;
   });
 }
@@ -394,6 +395,12 @@ double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
   cuda::checkLaunch("finalSumKernel");
   syncStream(stream, "squared norm");
   return *result;
+}
+
+// Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.
+void prepareLinalgThread(cudaStream_t stream) {
+  (void)normScratch();
+  (void)blasOn(stream);
 }
 
 }  // namespace squeeze::device

@@ -468,8 +468,8 @@ struct NormScratch {
 NormScratch& normScratch() {
   return perThreadDevice<NormScratch>([](int) {
     auto fresh = std::make_unique<NormScratch>();
-    fresh->device.reserve(2 * sizeof(double));
-    fresh->host.reserve(2 * sizeof(double));
+    fresh->device = cuda::DeviceBuffer(2 * sizeof(double));
+    fresh->host = cuda::PinnedBuffer(2 * sizeof(double));
     return fresh;
   });
 }
@@ -585,5 +585,8 @@ void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, co
   const TerngradCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 2)};
   launchDecode(c, n, block, out, local, stream, "terngradDecodeAddKernel");
 }
+
+// Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.
+void prepareQuantizeThread() { (void)normScratch(); }
 
 }  // namespace squeeze::device

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 
 #include "base/logging.h"
@@ -142,35 +143,81 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
 }
 
-DeviceBuffer::DeviceBuffer(size_t bytes) { reserve(bytes); }
-
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) (void)cudaFree(ptr_);
-}
-
-void DeviceBuffer::reserve(size_t bytes) {
-  if (bytes <= bytes_) return;
-  if (ptr_) check(cudaFree(ptr_), "cudaFree");
-  ptr_ = nullptr;
-  bytes_ = 0;
+DeviceBuffer::DeviceBuffer(size_t bytes) {
+  if (bytes == 0) return;
   check(cudaMalloc(&ptr_, bytes), strCat("cudaMalloc of ", bytes, " bytes").c_str());
   bytes_ = bytes;
 }
 
-PinnedBuffer::PinnedBuffer(size_t bytes) { reserve(bytes); }
+DeviceBuffer::~DeviceBuffer() { release(); }
 
-PinnedBuffer::~PinnedBuffer() {
-  if (ptr_) (void)cudaFreeHost(ptr_);
-}
-
-void PinnedBuffer::reserve(size_t bytes) {
-  if (bytes <= bytes_) return;
-  if (ptr_) check(cudaFreeHost(ptr_), "cudaFreeHost");
+void DeviceBuffer::release() noexcept {
+  if (!ptr_) return;
+  // cudaFree waits for the whole device, and so for any copy still writing the memory (a
+  // peer's into a connection's ring): set-up memory is freed when a communicator closes.
+  (void)(streamOrdered_ ? cudaFreeAsync(ptr_, cudaStreamLegacy) : cudaFree(ptr_));
+  (void)cudaGetLastError();
   ptr_ = nullptr;
   bytes_ = 0;
+  streamOrdered_ = false;
+}
+
+void DeviceBuffer::reserve(size_t bytes, cudaStream_t stream) {
+  if (bytes <= bytes_) return;
+  if (ptr_) {
+    if (streamOrdered_) {
+      check(cudaFreeAsync(ptr_, stream), "cudaFreeAsync");
+      ptr_ = nullptr;
+      bytes_ = 0;
+    } else {
+      release();  // set-up memory is not grown during calls; this is its first growth
+    }
+  }
+  check(cudaMallocAsync(&ptr_, bytes, stream),
+        strCat("cudaMallocAsync of ", bytes, " bytes").c_str());
+  bytes_ = bytes;
+  streamOrdered_ = true;
+}
+
+namespace {
+
+// Pinned blocks no PinnedBuffer holds, by size (leaked with the process, as cudaFreeHost would
+// wait for the whole device).
+struct PinnedPool {
+  std::mutex mu;
+  std::multimap<size_t, void*> free;
+};
+
+PinnedPool& pinnedPool() {
+  static PinnedPool* pool = new PinnedPool;
+  return *pool;
+}
+
+}  // namespace
+
+PinnedBuffer::PinnedBuffer(size_t bytes) {
+  if (bytes == 0) return;
+  PinnedPool& pool = pinnedPool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    auto it = pool.free.lower_bound(bytes);
+    if (it != pool.free.end() && it->first <= 2 * bytes) {
+      bytes_ = it->first;
+      ptr_ = it->second;
+      pool.free.erase(it);
+      return;
+    }
+  }
   check(cudaHostAlloc(&ptr_, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
         strCat("cudaHostAlloc of ", bytes, " pinned bytes").c_str());
   bytes_ = bytes;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (!ptr_) return;
+  PinnedPool& pool = pinnedPool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  pool.free.emplace(bytes_, ptr_);
 }
 
 Stream::Stream() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }

@@ -65,7 +65,15 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-// Device memory (cudaMalloc); `bytes` may be 0 (no allocation).
+// Device memory; `bytes` may be 0 (no allocation). Made with a size, it is cudaMalloc'd (and
+// cudaFree'd): for set-up and close only (connection rings, kernel scratch, tests, benchmarks),
+// since both may wait for the whole device, which also makes the free safe while a peer's copy
+// may still be writing the memory. Grown with
+// reserve(bytes, stream), it is stream-ordered (cudaMallocAsync/cudaFreeAsync on `stream`):
+// nothing waits for the device, so a call may grow it while a caller's stream is held waiting
+// for that call (DESIGN.md, "Memory, streams, threads"); destroyed, it is freed with
+// cudaFreeAsync on the legacy default stream, which returns at once (the owner has waited for
+// the work that used it).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -78,21 +86,30 @@ class DeviceBuffer {
   }
   void* data() const { return ptr_; }
   size_t size() const { return bytes_; }
-  // Grows to at least `bytes` (contents are not kept).
-  void reserve(size_t bytes);
+  // Grows to at least `bytes` (contents are not kept), stream-ordered on `stream`: the old
+  // memory is freed once the work enqueued on `stream` before this call is done, and the new
+  // memory is usable by work enqueued on `stream` from now on.
+  void reserve(size_t bytes, cudaStream_t stream);
 
  private:
+  void release() noexcept;
   void swap(DeviceBuffer& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
+    std::swap(streamOrdered_, o.streamOrdered_);
   }
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool streamOrdered_ = false;  // cudaMallocAsync'd: freed with cudaFreeAsync
 };
 
 // Pinned, mapped host memory (cudaHostAlloc, portable and mapped): the host reads and writes it
 // as ordinary memory and kernels on any device read and write it through the same pointer
-// (unified addressing), so a payload received by a socket is combined by a kernel in place.
+// (unified addressing). cudaHostAlloc and cudaFreeHost may wait for the whole device, so it is
+// made at set-up time, at its final size, never grown during a call, and never freed: a
+// destroyed buffer's memory goes back to a process-wide pool that the next one of at most its
+// size takes (a progress thread's pinned scratch outlives the thread that made it, while other
+// communicators' streams may be held).
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
@@ -105,7 +122,6 @@ class PinnedBuffer {
   }
   void* data() const { return ptr_; }
   size_t size() const { return bytes_; }
-  void reserve(size_t bytes);
 
  private:
   void swap(PinnedBuffer& o) noexcept {

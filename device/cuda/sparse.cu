@@ -77,8 +77,8 @@ Scratch& scratch() {
     auto fresh = std::make_unique<Scratch>();
     cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
                 "cudaDeviceGetAttribute(multiprocessors)");
-    fresh->state.reserve(sizeof(SelectState));
-    fresh->slots.reserve(sizeof(Slots));
+    fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
+    fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
     return fresh;
   });
 }
@@ -86,8 +86,8 @@ Scratch& scratch() {
 SelectState* stateOf(Scratch& sc) { return static_cast<SelectState*>(sc.state.data()); }
 Slots* slotsOf(Scratch& sc) { return static_cast<Slots*>(sc.slots.data()); }
 
-uint32_t* u32(cuda::DeviceBuffer& b, size_t count) {
-  b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t));
+uint32_t* u32(cuda::DeviceBuffer& b, size_t count, cudaStream_t stream) {
+  b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t), stream);
   return static_cast<uint32_t*>(b.data());
 }
 
@@ -343,7 +343,7 @@ size_t selectAmong(Scratch& sc, Src src, size_t m, size_t k, uint32_t* out, cuda
     }
   }
   const uint32_t tiles = static_cast<uint32_t>((m + kTile - 1) / kTile);
-  sc.tiles.reserve(2 * size_t(tiles) * sizeof(unsigned long long));
+  sc.tiles.reserve(2 * size_t(tiles) * sizeof(unsigned long long), stream);
   auto* counts = static_cast<unsigned long long*>(sc.tiles.data());
   unsigned long long* offsets = counts + tiles;
   tileCountKernel<<<tiles, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st, counts);
@@ -351,7 +351,7 @@ size_t selectAmong(Scratch& sc, Src src, size_t m, size_t k, uint32_t* out, cuda
   size_t bytes = 0;
   cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, counts, offsets, tiles, stream),
               "cub::DeviceScan::ExclusiveSum (size)");
-  sc.temp.reserve(bytes);
+  sc.temp.reserve(bytes, stream);
   cuda::check(cub::DeviceScan::ExclusiveSum(sc.temp.data(), bytes, counts, offsets, tiles, stream),
               "cub::DeviceScan::ExclusiveSum");
   tileWriteKernel<<<tiles, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st, offsets, out);
@@ -368,10 +368,10 @@ size_t selectAmong(Scratch& sc, Src src, size_t m, size_t k, uint32_t* out, cuda
 size_t atLeast(Scratch& sc, const float* x, size_t n, uint32_t minKey, size_t cap,
                uint32_t** sorted, cudaStream_t stream) {
   cap = std::min(cap, n);  // no more can match: the scratch needs no more
-  *sorted = u32(sc.cand, cap);
+  *sorted = u32(sc.cand, cap, stream);
   if (minKey == 0) minKey = 1;
   if (minKey > 0x7fffffffu || n == 0) return 0;
-  uint32_t* alt = u32(sc.candAlt, cap);
+  uint32_t* alt = u32(sc.candAlt, cap, stream);
   SelectState* st = stateOf(sc);
   cuda::check(cudaMemsetAsync(&st->counter, 0, sizeof st->counter, stream), "cudaMemsetAsync");
   const uint32_t head = std::min<uint32_t>(
@@ -394,7 +394,7 @@ size_t atLeast(Scratch& sc, const float* x, size_t n, uint32_t minKey, size_t ca
     const int bits = indexBits(n);
     cuda::check(cub::DeviceRadixSort::SortKeys(nullptr, bytes, keys, kept, 0, bits, stream),
                 "cub::DeviceRadixSort::SortKeys (size)");
-    sc.temp.reserve(bytes);
+    sc.temp.reserve(bytes, stream);
     cuda::check(cub::DeviceRadixSort::SortKeys(sc.temp.data(), bytes, keys, kept, 0, bits, stream),
                 "cub::DeviceRadixSort::SortKeys");
     *sorted = keys.Current();
@@ -515,14 +515,14 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   // The sample and its order statistics t1 (rank r1) and t2 (rank r2), as the CPU takes them.
   const size_t s = topkSampleSize(n), step = n / s;
   const size_t r1 = topkFirstRank(n, k, s), r2 = topkLoweredRank(r1, s);
-  uint32_t* sample = u32(sc.sample, s);
+  uint32_t* sample = u32(sc.sample, s, stream);
   sampleKernel<<<gridFor(s, kThreads, SIZE_MAX), kThreads, 0, stream>>>(x, s, step, sample);
   cuda::checkLaunch("sampleKernel");
-  cub::DoubleBuffer<uint32_t> keys(sample, u32(sc.sampleAlt, s));
+  cub::DoubleBuffer<uint32_t> keys(sample, u32(sc.sampleAlt, s, stream));
   size_t bytes = 0;
   cuda::check(cub::DeviceRadixSort::SortKeysDescending(nullptr, bytes, keys, s, 0, 31, stream),
               "cub::DeviceRadixSort::SortKeysDescending (size)");
-  sc.temp.reserve(bytes);
+  sc.temp.reserve(bytes, stream);
   cuda::check(
       cub::DeviceRadixSort::SortKeysDescending(sc.temp.data(), bytes, keys, s, 0, 31, stream),
       "cub::DeviceRadixSort::SortKeysDescending");
@@ -608,7 +608,7 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
     return;
   }
   Scratch& sc = scratch();
-  sc.sums.reserve(blocks * sizeof(double2));
+  sc.sums.reserve(blocks * sizeof(double2), stream);
   auto* partial = static_cast<double2*>(sc.sums.data());
   feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, partial);
   cuda::checkLaunch("feedbackKernel");
@@ -626,5 +626,8 @@ void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, si
   strataKernel<<<elementGrid(k), kThreads, 0, stream>>>(strataKey(seed, call, offset), n, k, idx);
   cuda::checkLaunch("strataKernel");
 }
+
+// Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.
+void prepareSparseThread() { (void)scratch(); }
 
 }  // namespace squeeze::device

@@ -163,8 +163,8 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
     // The handle's passes and its collectives run on the progress thread, in stream order; the
     // codec must stay alive until the stream has passed the call (as the buffers must).
     impl.enqueueTask(stream,
-                     [&h, &impl, sendbuff, recvbuff, op](device::GpuStream internal) {
-                       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op), internal);
+                     [&h, &impl, sendbuff, recvbuff, op](device::Context& ctx) {
+                       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op), ctx);
                      },
                      strCat("compressed all-reduce (", h.spec().method, ") of ", count, " ",
                             dataTypeName(h.dtype())));

@@ -56,6 +56,9 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->p2pRecvd_.assign(nranks, 0);
   self.hostId = localHostId();
   self.pid = getpid();
+  // Before the rendezvous: no rank of this job can have a call in flight yet, so what may wait
+  // for the whole device (a stream, pinned counters, the kernels' fixed scratch) is made now.
+  if (config.device >= 0) comm->setUpDevice();
   RendezvousResult table = joinRendezvous(id, rank, nranks, self, config.timeoutMs);
   comm->commHash_ = id.commHash(table.round);
   comm->peers_ = connectPeers(rank, table.peers, comm->listener_, id.secret, comm->commHash_,
@@ -75,6 +78,16 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->buildTuner(manyHosts ? "net" : anyNetwork ? "tcp" : "shm",
                    manyHosts ? config.netModel : anyNetwork ? config.tcpModel : config.shmModel,
                    tunerFile ? &*tunerFile : nullptr, table.peers);
+  // The cuda_ipc rings were allocated while connecting: a rank done with that must not start a
+  // device call that another rank's allocation in this process would then wait for. Like the
+  // calibration's, the barrier leaves no trace: the first user call is call 0.
+  if (config.device >= 0 && nranks > 1) {
+    comm->barrier();
+    comm->calibrationBytes_ = comm->executor_.payloadBytesSent();
+    comm->seq_ = 0;
+    comm->lastAlgorithm_ = "";
+    comm->loggedChoice_ = false;
+  }
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)
@@ -129,7 +142,7 @@ void Communicator::buildTuner(const char* transport, const CostModel& configured
 }
 
 Communicator::~Communicator() {
-  deviceQueue_.reset();  // its enqueued calls complete first, so the count below includes them
+  callQueue_.reset();  // its enqueued calls complete first, so the count below includes them
   // Traffic, for users comparing runs with and without a codec (SQZ_DEBUG=INFO).
   SQZ_INFO(kInit, "rank ", rank_, ": communicator ", toHex(&commHash_, 8), " closed after ", seq_,
            " calls; sent ", executor_.payloadBytesSent() - calibrationBytes_, " payload bytes");
@@ -154,10 +167,7 @@ std::optional<Error> Communicator::asyncError() const {
 void Communicator::abort() {
   aborted_ = true;
   fail(Error(ErrorCode::kRemote, strCat("rank ", rank_, ": the communicator was aborted")));
-  {
-    std::lock_guard<std::mutex> lock(queueMu_);
-    if (deviceQueue_) deviceQueue_->abort();
-  }
+  if (callQueue_) callQueue_->abort();
   std::lock_guard<std::mutex> wait(callMu_);  // a call in flight notices and returns
 }
 
@@ -168,53 +178,54 @@ void Communicator::throwIfFailed() const {
 }
 
 void Communicator::drainDevice() {
-  DeviceQueue* q;
-  {
-    std::lock_guard<std::mutex> lock(queueMu_);
-    q = deviceQueue_.get();
-  }
-  if (q) q->drain();
+  if (callQueue_) callQueue_->drain();
 }
 
-DeviceQueue& Communicator::deviceQueue() {
-  std::lock_guard<std::mutex> lock(queueMu_);
-  if (!deviceQueue_) {
-    SQZ_ENFORCE(config_.device >= 0, "a device call on a communicator without a GPU");
-    deviceQueue_ = std::make_unique<DeviceQueue>(config_.device, rank_,
-                                                 [this](const Error& e) { fail(e); });
-  }
-  return *deviceQueue_;
+void Communicator::setUpDevice() {
+  deviceCtx_ = nullptr;
+  callQueue_ = std::make_unique<device::CallQueue>(
+      config_.device, rank_, [this](const Error& e) { fail(e); },
+      [this](device::GpuStream internal) {
+        deviceCtx_ = device::makeCudaContext(config_.device, internal);
+        deviceCtx_->prepareThread();
+      });
+}
+
+device::CallQueue& Communicator::callQueue() {
+  SQZ_ENFORCE(callQueue_ && deviceCtx_, "rank ", rank_,
+              ": a device call on a communicator without a GPU");
+  return *callQueue_;
 }
 
 void Communicator::collective(const CollRequest& req) {
-  DeviceQueue* q;
-  {
-    std::lock_guard<std::mutex> lock(queueMu_);
-    q = deviceQueue_.get();
-  }
-  if (q && q->onProgressThread()) {  // inside an enqueued task: a device call, at once
-    run(req, nullptr, q->stream());
+  if (callQueue_ && callQueue_->onProgressThread()) {  // inside an enqueued task: a device call
+    run(req, nullptr, deviceCtx_.get());
     return;
   }
-  if (q) q->drain();
+  drainDevice();
   run(req, nullptr);
 }
 
-void Communicator::enqueueTask(void* stream, std::function<void(device::GpuStream)> task,
+void Communicator::hostCollective(const CollRequest& req) {
+  if (!callQueue_ || !callQueue_->onProgressThread()) drainDevice();
+  run(req, nullptr);
+}
+
+void Communicator::enqueueTask(void* stream, std::function<void(device::Context&)> task,
                                std::string what) {
   throwIfFailed();
-  DeviceQueue& q = deviceQueue();
+  device::CallQueue& q = callQueue();
   q.enqueue(static_cast<device::GpuStream>(stream),
-            [task = std::move(task), &q] { task(q.stream()); }, std::move(what));
+            [task = std::move(task), this] { task(*deviceCtx_); }, std::move(what));
 }
 
 void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
-  enqueueTask(stream, [this, req](device::GpuStream internal) { run(req, nullptr, internal); },
+  enqueueTask(stream, [this, req](device::Context& ctx) { run(req, nullptr, &ctx); },
               strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype)));
 }
 
 void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {
-  enqueueTask(stream, [this, calls](device::GpuStream internal) { runSendRecv(calls, internal); },
+  enqueueTask(stream, [this, calls](device::Context& ctx) { runSendRecv(calls, &ctx); },
               strCat("a group of ", calls.size(), " sends and receives"));
 }
 
@@ -223,7 +234,7 @@ void Communicator::sendRecv(const std::vector<P2pCall>& calls) {
   runSendRecv(calls, nullptr);
 }
 
-void Communicator::runSendRecv(const std::vector<P2pCall>& calls, device::GpuStream stream) {
+void Communicator::runSendRecv(const std::vector<P2pCall>& calls, device::Context* ctx) {
   CollRequest req;
   req.kind = CollKind::kSendRecv;
   req.dtype = DataType::kUint8;
@@ -232,7 +243,7 @@ void Communicator::runSendRecv(const std::vector<P2pCall>& calls, device::GpuStr
       raise(ErrorCode::kInvalidArgument, "rank ", rank_, ": peer ", c.peer,
             " is out of range for a communicator of ", nranks_, " ranks.");
   Schedule sched = buildSendRecv(calls, rank_, p2pSent_, p2pRecvd_);
-  run(req, &sched, stream);
+  run(req, &sched, ctx);
 }
 
 void Communicator::barrier() {
@@ -285,7 +296,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
   return child;
 }
 
-void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::GpuStream stream) {
+void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Context* ctx) {
   std::lock_guard<std::mutex> lock(callMu_);
   setLogRank(rank_);
   throwIfFailed();
@@ -322,15 +333,15 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Gpu
   base.seq = seq;
   base.count = req.count;
   base.root = req.root;
-  ExecContext ctx{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_, stream};
+  CallEnv env{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_, ctx ? *ctx : *hostCtx_};
   try {
     if (config_.fullCheck && !prebuilt && nranks_ > 1) {
       CollRequest agree = req;  // the same call, its description on empty dense messages
       agree.codec = &denseCodec();
       agree.codecCall = nullptr;
-      executor_.run(agree, agreementSchedule(rank_, nranks_), base, ctx);
+      executor_.run(agree, agreementSchedule(rank_, nranks_), base, env);
     }
-    executor_.run(req, sched, base, ctx);
+    executor_.run(req, sched, base, env);
   } catch (const Error& e) {
     fail(e);
     throw;

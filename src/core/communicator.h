@@ -20,9 +20,10 @@
 #include "bootstrap/unique_id.h"
 #include "compress/codec_comm.h"
 #include "core/config.h"
-#include "core/device_queue.h"
 #include "core/executor.h"
 #include "core/peer_setup.h"
+#include "device/call_queue.h"
+#include "device/context.h"
 
 namespace squeeze {
 
@@ -38,19 +39,23 @@ class Communicator final : public CodecComm {
   const CommConfig& config() const { return config_; }
   const CodecSettings& codecSettings() const override { return config_; }
 
-  // Any collective but send/recv; req.kind says which. Host buffers: runs now.
+  // Any collective but send/recv; req.kind says which. Host buffers: runs now. On the progress
+  // thread (inside a device call): on device buffers, in the CUDA context.
   void collective(const CollRequest& req) override;
+  // On host buffers, also on the progress thread (a codec handle's figures inside a device call).
+  void hostCollective(const CollRequest& req) override;
   // One group's queued sends and receives, all posted at once. Host buffers: runs now.
   void sendRecv(const std::vector<P2pCall>& calls);
   // The same on device buffers (CUDA builds): enqueued on `stream` (a cudaStream_t of
-  // config().device), run by the progress thread (core/device_queue.h); returns at once.
+  // config().device), run by the progress thread (device/call_queue.h) in the communicator's
+  // CUDA execution context; returns at once.
   void enqueueCollective(const CollRequest& req, void* stream);
   void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
   // Any work on device buffers that makes calls on this communicator (a compressed all-reduce:
   // its codec handle's passes and its collectives): enqueued on `stream` like a collective;
-  // task(internal) runs on the progress thread, where collective() runs at once as a device
-  // call on the internal stream (passed to the task for its own kernels).
-  void enqueueTask(void* stream, std::function<void(device::GpuStream internal)> task,
+  // task(ctx) runs on the progress thread, where collective() runs at once as a device call in
+  // ctx, the communicator's CUDA context (passed to the task for its own kernels).
+  void enqueueTask(void* stream, std::function<void(device::Context& ctx)> task,
                    std::string what);
   // Waits for every device call enqueued so far (host calls come after them: ranks number calls
   // in issue order). Not on the progress thread.
@@ -71,10 +76,13 @@ class Communicator final : public CodecComm {
 
  private:
   Communicator(int rank, int nranks, const CommConfig& config)
-      : rank_(rank), nranks_(nranks), config_(config) {}
-  // Runs one call on this thread; stream: the internal stream of a device call (else null).
-  void run(const CollRequest& req, Schedule* prebuilt, device::GpuStream stream = nullptr);
-  void runSendRecv(const std::vector<P2pCall>& calls, device::GpuStream stream);
+      : rank_(rank), nranks_(nranks), config_(config), hostCtx_(device::makeHostContext()) {}
+  // Runs one call on this thread in ctx (null: the host context).
+  void run(const CollRequest& req, Schedule* prebuilt, device::Context* ctx = nullptr);
+  void runSendRecv(const std::vector<P2pCall>& calls, device::Context* ctx);
+  // Device communicators: the progress thread, its CUDA context, and an end-of-init barrier
+  // (no rank's device call may start while another still sets up device memory). Collective.
+  void setUpDevice();
   void fail(const Error& e);
   // Builds tuner_ for the communicator's slowest transport ("shm", "tcp" or "net"): `configured`
   // with the efficiency rows of `file` (SQZ_TUNER_FILE) or the built-in ones, its alpha, beta and
@@ -84,7 +92,8 @@ class Communicator final : public CodecComm {
                   const std::vector<PeerInfo>& peers);
   // Throws the error that put the communicator in error state, if any.
   void throwIfFailed() const;
-  DeviceQueue& deviceQueue();
+  // The progress thread of device calls (throws when the communicator has no GPU).
+  device::CallQueue& callQueue();
 
   int rank_;
   int nranks_;
@@ -104,10 +113,12 @@ class Communicator final : public CodecComm {
   std::mutex callMu_;              // held for the duration of a collective
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;
-  std::mutex queueMu_;             // protects the creation of deviceQueue_
-  // Device calls (created with the first). Last member: destroyed first, while what its
-  // progress thread uses still exists.
-  std::unique_ptr<DeviceQueue> deviceQueue_;
+  std::unique_ptr<device::Context> hostCtx_;  // host calls' execution context
+  // Device communicators (config().device >= 0), made at init: the CUDA execution context of
+  // device calls, on the queue's internal stream, and the queue. Last members: the queue is
+  // destroyed first, while what its progress thread uses still exists.
+  std::unique_ptr<device::Context> deviceCtx_;
+  std::unique_ptr<device::CallQueue> callQueue_;
 };
 
 }  // namespace squeeze

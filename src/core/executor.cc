@@ -1,33 +1,26 @@
-// Executor (see executor.h).
+// Executor (see executor.h). One call is a CallRun: its state, and one named step for each thing
+// the loop does (post sends, post receives, finish transfers, run local ops, retire device work).
 #include "core/executor.h"
 
 #include <algorithm>
 #include <chrono>
-#include <unordered_map>
-#include <cstring>
 #include <deque>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
 
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "compress/codec.h"
-#include "device/reduce.h"
 #include "transports/shm/doorbell.h"
 
 namespace squeeze {
 namespace {
 
-struct Pending {
-  uint32_t op;
-  TransferRequest req;
-  int scratch = -1;  // a CallMemory buffer released when the transfer is done
-};
-
-struct PeerQueues {
-  std::vector<uint32_t> sends, recvs;  // op indices in schedule order
-  size_t nextSend = 0, nextRecv = 0;
-  std::deque<Pending> sending, receiving;  // deque: stable TransferRequest addresses
-};
+using device::Space;
+using Mark = device::Context::Mark;
 
 const char* opName(OpKind k) {
   switch (k) {
@@ -42,317 +35,482 @@ const char* opName(OpKind k) {
   return "?";
 }
 
-}  // namespace
+// A transfer handed to a connection; `buf` (a pooled buffer, or -1) is released when it is done.
+struct Transfer {
+  uint32_t op;
+  TransferRequest req;
+  int buf = -1;
+};
 
-void Executor::run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
-                   ExecContext& ctx) {
-  Codec& codec = *req.codec;
-  // raw: payloads are the values, sent from and received into the buffers. Otherwise every
-  // send is encoded, every receive lands in a payload buffer, and final payloads are kept per
-  // piece (finals) so they can be forwarded unchanged and decoded once.
-  const bool raw = codec.rawWire();
-  CodecCall* const cc = req.codecCall;
-  const size_t esz = dataTypeSize(req.dtype);
-  mem_.begin(ctx.stream);
-  const bool dev = mem_.onDevice();
-  char* const bufs[] = {static_cast<char*>(const_cast<void*>(req.sendbuf)),
-                        static_cast<char*>(req.recvbuf), mem_.work(sched.scratchElems * esz)};
-  // Device calls: the peers whose connection reads only host memory (asked once per call).
-  std::vector<uint8_t> hostOnly(dev ? ctx.nranks : 0, 0);
-  bool anyHostOnly = false;
-  for (size_t q = 0; q < hostOnly.size(); ++q)
-    if (ctx.conns[q] && !ctx.conns[q]->readsDeviceMemory()) {
-      hostOnly[q] = 1;
-      anyHostOnly = true;
-    }
-  // Whether `bytes` of device memory to or from peer p go through a pinned buffer.
-  auto staged = [&](int p, size_t bytes) { return dev && bytes > 0 && hostOnly[p]; };
-  // Where a payload to or from peer p lives: host memory for host calls; for device calls
-  // device memory when p's connection reads it, else pinned host memory. Payloads with no one
-  // peer (a finalized piece, forwarded to any) go where every connection reads them.
-  auto spaceFor = [&](int p) {
-    if (!dev) return Space::kHost;
-    return (p >= 0 ? hostOnly[p] : anyHostOnly) ? Space::kPinned : Space::kDevice;
-  };
-  auto at = [&](const Span& span) {
-    char* base = span.buf == BufferRole::kUser ? sched.userBuffers[span.user]
-                                               : bufs[static_cast<int>(span.buf)];
-    return base + span.offset * esz;
-  };
-  const auto& ops = sched.ops;
-  std::vector<uint8_t> done(ops.size(), 0);
-  size_t remaining = ops.size();
-  auto ready = [&](const Op& op) {
-    for (uint32_t d : op.deps)
-      if (d != kNoDep && !done[d]) return false;
-    return true;
-  };
-  auto finish = [&](uint32_t i) {
-    done[i] = 1;
-    --remaining;
-  };
+// A payload to send once the context has reached `mark` (it made or copied the payload).
+struct Outgoing {
+  uint32_t op;
+  WireHeader header;
+  const char* from;
+  int buf;  // released when the send is done (-1: none)
+  Mark mark;
+};
 
-  auto chunkAt = [&](const Op& op) {
-    // op.peer is the sender on receive ops: a malformed payload's error names it.
-    return ChunkInfo{op.wireOffset, cc ? cc->call : 0, ctx.rank, op.peer, ctx.stream};
-  };
-  using Clock = SteadyClock;
-  // Encodes src of op, with error feedback, into a new payload buffer in `space`; returns the
-  // buffer and sets bytes to the payload's size.
-  auto encodeInto = [&](const Op& op, const Span& src, Space space, size_t& bytes) {
-    auto t0 = Clock::now();
-    const size_t bound = codec.maxEncodedBytes(op.count, req.dtype);
-    const int buf = mem_.acquire(bound, space);
-    float* residual = cc && cc->residual ? cc->residual + op.wireOffset : nullptr;
-    bytes = codec.encodeFeedback(at(src), op.count, req.dtype, chunkAt(op), mem_.data(buf),
-                                 residual, cc ? &cc->norms : nullptr);
-    mem_.synchronize("encoding a payload on the GPU");
-    SQZ_ENFORCE(bytes <= bound, "codec ", codec.name(), " wrote ", bytes, " bytes for ",
-                op.count, " values, over its bound ", bound);
-    if (cc) cc->encodeSeconds += secondsSince(t0);
-    return buf;
-  };
-  // What connection p can send from: ptr itself, or (a device span to a connection that reads
-  // only host memory) a pinned copy in a new buffer, returned in staged (-1: none).
-  auto sendable = [&](int p, const char* ptr, size_t bytes, bool deviceMemory, int& pinned) {
-    pinned = -1;
-    if (!deviceMemory || !staged(p, bytes)) return ptr;
-    pinned = mem_.acquire(bytes, Space::kPinned);
-    mem_.copy(mem_.data(pinned), ptr, bytes);
-    mem_.synchronize("staging a device buffer for sending");
-    return static_cast<const char*>(mem_.data(pinned));
-  };
-  // Final payloads by wire offset: every final message carries one finalized piece.
-  struct Final {
-    int buf;
-    size_t bytes, count;
-  };
-  std::unordered_map<size_t, Final> finals;
-  auto decodeFinal = [&](const Op& op, const Final& f) {
-    auto t0 = Clock::now();
-    codec.decode(mem_.data(f.buf), f.bytes, op.count, req.dtype, chunkAt(op), at(op.dst));
-    if (req.op == RedOp::kAvg) mem_.divide(at(op.dst), op.count, req.dtype, ctx.nranks);
-    mem_.synchronize("decoding a payload on the GPU");
-    if (cc) cc->decodeSeconds += secondsSince(t0);
-  };
-  // A send that only waits for a receive-reduce of the same span is encoded as soon as that
-  // combine finishes, while the chunk is hot: the fused decode-reduce-encode.
-  std::vector<uint32_t> fusedSend(raw ? 0 : ops.size(), kNoDep);
-  std::vector<int> parked(raw ? 0 : ops.size(), -1);
-  std::vector<size_t> parkedBytes(raw ? 0 : ops.size(), 0);
-  if (!raw)
-    for (uint32_t i = 0; i < ops.size(); ++i) {
-      const Op& op = ops[i];
-      if (op.kind != OpKind::kSend || op.deps[0] == kNoDep || op.deps[1] != kNoDep) continue;
-      const Op& prod = ops[op.deps[0]];
-      if (prod.kind == OpKind::kRecvReduce && prod.dst.buf == op.src.buf &&
-          prod.dst.offset == op.src.offset && prod.count == op.count && op.src.buf != BufferRole::kUser)
-        fusedSend[op.deps[0]] = i;
-    }
-  if (cc)
-    for (const Op& op : ops)
-      if (op.kind == OpKind::kSend || op.kind == OpKind::kSendFinal) cc->denseBytes += op.count * esz;
+// An op whose device work finishes at `mark`, and the buffer that work reads (-1: none),
+// released then: a connection may write a released buffer from its own stream or the host.
+struct Landing {
+  uint32_t op;
+  Mark mark;
+  int buf = -1;
+};
 
-  std::vector<PeerQueues> peers(ctx.nranks);
-  std::vector<uint32_t> locals;
-  for (uint32_t i = 0; i < ops.size(); ++i) {
-    switch (ops[i].kind) {
-      case OpKind::kSend: case OpKind::kSendFinal: peers[ops[i].peer].sends.push_back(i); break;
-      case OpKind::kRecvReduce: case OpKind::kRecvFinal: peers[ops[i].peer].recvs.push_back(i); break;
-      default: locals.push_back(i);
+struct PeerQueues {
+  std::vector<uint32_t> sends, recvs;  // op indices in schedule order
+  size_t nextSend = 0, nextRecv = 0;
+  std::deque<Outgoing> preparing;           // in send order
+  std::deque<Transfer> sending, receiving;  // deque: stable TransferRequest addresses
+};
+
+// A final payload (a finalized or received piece), kept in the context's memory so it can be
+// forwarded unchanged and decoded once.
+struct Final {
+  int buf;
+  size_t bytes, count;
+};
+
+class CallRun {
+ public:
+  CallRun(const CollRequest& req, const Schedule& sched, const WireHeader& base, CallEnv& env,
+          uint64_t& payloadBytesSent)
+      : req_(req), sched_(sched), base_(base), env_(env), ctx_(env.ctx), codec_(*req.codec),
+        raw_(codec_.rawWire()), cc_(req.codecCall), esz_(dataTypeSize(req.dtype)),
+        dev_(ctx_.onDevice()), ops_(sched.ops), payloadBytesSent_(payloadBytesSent) {}
+
+  void execute() {
+    setUp();
+    Deadline idleDeadline = deadlineAfterMs(env_.timeoutMs);
+    auto pause = std::chrono::microseconds(2);
+    while (remaining_ > 0) {
+      if (env_.aborted.load(std::memory_order_relaxed))
+        raise(ErrorCode::kRemote, "rank ", env_.rank, ": ", describeCall(base_),
+              " was interrupted: the communicator was aborted");
+      const uint32_t bell = doorbell_ ? doorbell_->snapshot() : 0;
+      bool moved = false;
+      for (int p = 0; p < env_.nranks; ++p) moved |= postSends(p) | postRecvs(p);
+      for (Connection* c : active_) moved |= c->progress();
+      for (int p = 0; p < env_.nranks; ++p) moved |= finishSends(p) | finishRecvs(p);
+      moved |= runLocals();
+      moved |= retireDeviceWork();
+      if (moved) {
+        idleDeadline = deadlineAfterMs(env_.timeoutMs);
+        pause = std::chrono::microseconds(2);
+        continue;
+      }
+      if (remainingMs(idleDeadline) == 0) raiseStalled();
+      if (deviceWorkPending()) {  // poll the context as a socket, briefly
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(200));
+        continue;
+      }
+      sleepOnConnections(bell, idleDeadline);
     }
   }
-  std::vector<Connection*> active;
-  for (int p = 0; p < ctx.nranks; ++p)
-    if (!peers[p].sends.empty() || !peers[p].recvs.empty()) {
-      SQZ_ENFORCE(ctx.conns[p] != nullptr, "no connection to rank ", p);
-      active.push_back(ctx.conns[p].get());
-    }
-  WaitSources ws;
-  for (Connection* c : active) c->addWaitSources(ws);
-  Doorbell* const doorbell = ws.doorbell;
 
-  auto header = [&](const Op& op, int src) {
-    WireHeader h = base;
-    h.srcRank = src;
-    h.step = op.step;
-    h.offset = op.wireOffset;
-    h.payloadBytes = op.count * esz;
-    if (req.kind == CollKind::kSendRecv) {
-      h.seq = op.step;
-      h.count = op.count;
-    }
-    return h;
-  };
+ private:
+  using Clock = SteadyClock;
 
-  Deadline idleDeadline = deadlineAfterMs(ctx.timeoutMs);
-  while (remaining > 0) {
-    if (ctx.aborted.load(std::memory_order_relaxed))
-      raise(ErrorCode::kRemote, "rank ", ctx.rank, ": ", describeCall(base),
-            " was interrupted: the communicator was aborted");
-    const uint32_t bell = doorbell ? doorbell->snapshot() : 0;
+  // ---- set-up ----------------------------------------------------------------------------------
+
+  void setUp() {
+    ctx_.beginCall();
+    bufs_[0] = static_cast<char*>(const_cast<void*>(req_.sendbuf));
+    bufs_[1] = static_cast<char*>(req_.recvbuf);
+    bufs_[2] = ctx_.scratch(device::Context::Slot::kSchedule, sched_.scratchElems * esz_);
+    // Device calls: the peers whose connection reads only host memory (asked once per call).
+    hostOnly_.assign(env_.nranks, 0);
+    for (int q = 0; q < env_.nranks; ++q)
+      if (dev_ && env_.conns[q] && !env_.conns[q]->readsDeviceMemory()) hostOnly_[q] = 1;
+    done_.assign(ops_.size(), 0);
+    remaining_ = ops_.size();
+    planFusedSends();
+    if (cc_)
+      for (const Op& op : ops_)
+        if (op.kind == OpKind::kSend || op.kind == OpKind::kSendFinal)
+          cc_->denseBytes += op.count * esz_;
+    peers_.resize(env_.nranks);
+    for (uint32_t i = 0; i < ops_.size(); ++i) {
+      switch (ops_[i].kind) {
+        case OpKind::kSend: case OpKind::kSendFinal: peers_[ops_[i].peer].sends.push_back(i); break;
+        case OpKind::kRecvReduce: case OpKind::kRecvFinal: peers_[ops_[i].peer].recvs.push_back(i); break;
+        default: locals_.push_back(i);
+      }
+    }
+    for (int p = 0; p < env_.nranks; ++p)
+      if (!peers_[p].sends.empty() || !peers_[p].recvs.empty()) {
+        SQZ_ENFORCE(env_.conns[p] != nullptr, "no connection to rank ", p);
+        active_.push_back(env_.conns[p].get());
+      }
+    WaitSources ws;
+    for (Connection* c : active_) c->addWaitSources(ws);
+    doorbell_ = ws.doorbell;
+  }
+
+  // A send that only waits for a receive-reduce of the same span is encoded as soon as that
+  // combine is enqueued, while the chunk is hot: the fused decode-reduce-encode.
+  void planFusedSends() {
+    if (raw_) return;
+    fusedSend_.assign(ops_.size(), kNoDep);
+    parked_.assign(ops_.size(), std::nullopt);
+    for (uint32_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = ops_[i];
+      if (op.kind != OpKind::kSend || op.deps[0] == kNoDep || op.deps[1] != kNoDep) continue;
+      const Op& prod = ops_[op.deps[0]];
+      if (prod.kind == OpKind::kRecvReduce && prod.dst.buf == op.src.buf &&
+          prod.dst.offset == op.src.offset && prod.count == op.count &&
+          op.src.buf != BufferRole::kUser)
+        fusedSend_[op.deps[0]] = i;
+    }
+  }
+
+  // ---- the steps -------------------------------------------------------------------------------
+
+  // Takes peer p's next sends whose dependencies are done, has their payloads made (encoded,
+  // staged), and posts those the context has finished, in order.
+  bool postSends(int p) {
+    PeerQueues& q = peers_[p];
     bool moved = false;
-
-    for (int p = 0; p < ctx.nranks; ++p) {
-      PeerQueues& q = peers[p];
-      while (q.nextSend < q.sends.size() && ready(ops[q.sends[q.nextSend]])) {
-        const uint32_t i = q.sends[q.nextSend++];
-        const Op& op = ops[i];
-        WireHeader h = header(op, ctx.rank);
-        if (raw) {
-          int pinned;
-          const char* from = sendable(p, at(op.src), h.payloadBytes, dev, pinned);
-          q.sending.push_back(Pending{i, {}, pinned});
-          ctx.conns[p]->isend(h, from, &q.sending.back().req);
-        } else if (op.kind == OpKind::kSendFinal) {
-          auto f = finals.find(op.wireOffset);
-          SQZ_ENFORCE(f != finals.end() && f->second.count == op.count, "rank ", ctx.rank,
-                      ": no final payload for elements ", op.wireOffset, "+", op.count,
-                      " (the schedule forwards a piece it never finalized or received)");
-          h.payloadBytes = f->second.bytes;
-          int pinned;
-          const char* from = sendable(p, mem_.data(f->second.buf), h.payloadBytes,
-                                      mem_.space(f->second.buf) == Space::kDevice, pinned);
-          q.sending.push_back(Pending{i, {}, pinned});
-          ctx.conns[p]->isend(h, from, &q.sending.back().req);
-        } else {
-          int buf = parked[i];
-          if (buf >= 0) {
-            h.payloadBytes = parkedBytes[i];
-          } else {
-            size_t bytes;
-            buf = encodeInto(op, op.src, spaceFor(p), bytes);
-            h.payloadBytes = bytes;
-          }
-          q.sending.push_back(Pending{i, {}, buf});
-          ctx.conns[p]->isend(h, mem_.data(buf), &q.sending.back().req);
-        }
-        if (cc) cc->wireBytes += h.payloadBytes;
-        payloadBytesSent_ += h.payloadBytes;
-        moved = true;
-      }
-      while (q.nextRecv < q.recvs.size() && q.receiving.size() < kRecvWindow) {
-        const uint32_t i = q.recvs[q.nextRecv];
-        const Op& op = ops[i];
-        const size_t bytes = raw ? op.count * esz : codec.maxEncodedBytes(op.count, req.dtype);
-        if (op.kind == OpKind::kRecvFinal && raw && !staged(p, bytes)) {
-          if (!ready(op)) break;
-          q.receiving.push_back(Pending{i, {}});
-          ctx.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
-        } else {
-          // Into a payload buffer: to combine, to decode, or (raw, device dst, host-only
-          // connection) to copy to the GPU on arrival.
-          if (op.kind == OpKind::kRecvFinal && !ready(op)) break;
-          int s = mem_.acquire(bytes, spaceFor(p));
-          q.receiving.push_back(Pending{i, {}, s});
-          ctx.conns[p]->irecv(header(op, p), mem_.data(s), bytes, &q.receiving.back().req);
-        }
-        ++q.nextRecv;
-        moved = true;
-      }
+    while (q.nextSend < q.sends.size() && ready(ops_[q.sends[q.nextSend]])) {
+      q.preparing.push_back(prepareSend(p, q.sends[q.nextSend++]));
+      moved = true;
     }
-
-    for (Connection* c : active) moved |= c->progress();
-
-    for (int p = 0; p < ctx.nranks; ++p) {
-      PeerQueues& q = peers[p];
-      while (!q.sending.empty() && q.sending.front().req.done) {
-        if (q.sending.front().scratch >= 0) mem_.release(q.sending.front().scratch);
-        finish(q.sending.front().op);
-        q.sending.pop_front();
-        moved = true;
-      }
-      while (!q.receiving.empty() && q.receiving.front().req.done) {
-        Pending& pend = q.receiving.front();
-        const Op& op = ops[pend.op];
-        const size_t bytes = raw ? op.count * esz : pend.req.bytes;
-        if (raw && pend.req.bytes != bytes)
-          raise(ErrorCode::kInvalidUsage, "rank ", p, " sent ", pend.req.bytes, " bytes where rank ",
-                ctx.rank, " expected ", bytes, " in ", describeCall(base));
-        if (op.kind == OpKind::kRecvReduce) {
-          if (!ready(op)) break;
-          auto t0 = Clock::now();
-          codec.combine(at(op.dst), at(op.src), mem_.data(pend.scratch), bytes, op.count,
-                        req.dtype, req.op, chunkAt(op));
-          mem_.synchronize("combining a payload on the GPU");
-          if (cc) cc->combineSeconds += secondsSince(t0);
-          mem_.release(pend.scratch);
-          if (!raw && fusedSend[pend.op] != kNoDep) {
-            const uint32_t si = fusedSend[pend.op];
-            parked[si] = encodeInto(ops[si], ops[si].src, spaceFor(ops[si].peer), parkedBytes[si]);
-          }
-        } else if (raw) {
-          if (pend.scratch >= 0) {  // staged: a device dst behind a host-memory connection
-            mem_.copy(at(op.dst), mem_.data(pend.scratch), bytes);
-            mem_.synchronize("copying a received piece to the GPU");
-            mem_.release(pend.scratch);
-          }
-        } else {  // a final payload: keep it for forwarding, decode it once
-          Final f{pend.scratch, bytes, op.count};
-          decodeFinal(op, f);
-          finals[op.wireOffset] = f;
-        }
-        finish(pend.op);
-        q.receiving.pop_front();
-        moved = true;
-      }
+    while (!q.preparing.empty() && ctx_.reached(q.preparing.front().mark)) {
+      Outgoing& o = q.preparing.front();
+      q.sending.push_back(Transfer{o.op, {}, o.buf});
+      env_.conns[p]->isend(o.header, o.from, &q.sending.back().req);
+      if (cc_) cc_->wireBytes += o.header.payloadBytes;
+      payloadBytesSent_ += o.header.payloadBytes;
+      q.preparing.pop_front();
+      moved = true;
     }
+    return moved;
+  }
 
-    for (auto it = locals.begin(); it != locals.end();) {
-      const Op& op = ops[*it];
+  // Posts peer p's next receives, up to kRecvWindow in flight.
+  bool postRecvs(int p) {
+    PeerQueues& q = peers_[p];
+    bool moved = false;
+    while (q.nextRecv < q.recvs.size() && q.receiving.size() < Executor::kRecvWindow) {
+      const uint32_t i = q.recvs[q.nextRecv];
+      const Op& op = ops_[i];
+      const size_t bytes = raw_ ? op.count * esz_ : codec_.maxEncodedBytes(op.count, req_.dtype);
+      // A final piece lands where the call's result goes: its dependencies first.
+      if (op.kind == OpKind::kRecvFinal && !ready(op)) break;
+      if (op.kind == OpKind::kRecvFinal && raw_ && !hostOnly_[p]) {
+        q.receiving.push_back(Transfer{i, {}});
+        env_.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
+      } else {  // into a payload buffer: to combine, to decode, or to copy to the GPU
+        const int s = ctx_.acquire(bytes, wireSpace(p));
+        q.receiving.push_back(Transfer{i, {}, s});
+        env_.conns[p]->irecv(header(op, p), ctx_.data(s), bytes, &q.receiving.back().req);
+      }
+      ++q.nextRecv;
+      moved = true;
+    }
+    return moved;
+  }
+
+  bool finishSends(int p) {
+    PeerQueues& q = peers_[p];
+    bool moved = false;
+    while (!q.sending.empty() && q.sending.front().req.done) {
+      if (q.sending.front().buf >= 0) ctx_.release(q.sending.front().buf);
+      finish(q.sending.front().op);
+      q.sending.pop_front();
+      moved = true;
+    }
+    return moved;
+  }
+
+  // Hands each arrived payload, in order, to its op: combine, decode, or copy.
+  bool finishRecvs(int p) {
+    PeerQueues& q = peers_[p];
+    bool moved = false;
+    while (!q.receiving.empty() && q.receiving.front().req.done) {
+      Transfer& t = q.receiving.front();
+      const Op& op = ops_[t.op];
+      if (op.kind == OpKind::kRecvReduce && !ready(op)) break;
+      const size_t bytes = raw_ ? op.count * esz_ : t.req.bytes;
+      if (raw_ && t.req.bytes != bytes)
+        raise(ErrorCode::kInvalidUsage, "rank ", p, " sent ", t.req.bytes, " bytes where rank ",
+              env_.rank, " expected ", bytes, " in ", describeCall(base_));
+      if (op.kind == OpKind::kRecvReduce) {
+        combineArrived(t, bytes);
+      } else if (raw_) {
+        if (t.buf >= 0) {  // a device dst behind a host-memory connection
+          ctx_.copy(at(op.dst), ctx_.data(t.buf), bytes);
+          ctx_.release(t.buf);
+        }
+        landAfterDeviceWork(t.op);
+      } else {  // a final payload: keep it for forwarding, decode it once
+        Final f{toWorkSpace(t.buf, bytes), bytes, op.count};
+        decodeFinal(op, f);
+        finals_[op.wireOffset] = f;
+        landAfterDeviceWork(t.op);
+      }
+      q.receiving.pop_front();
+      moved = true;
+    }
+    return moved;
+  }
+
+  bool runLocals() {
+    bool moved = false;
+    for (auto it = locals_.begin(); it != locals_.end();) {
+      const Op& op = ops_[*it];
       if (!ready(op)) {
         ++it;
         continue;
       }
       if (op.kind == OpKind::kCopy) {
-        mem_.copy(at(op.dst), at(op.src), op.count * esz);
-        mem_.synchronize("a local copy on the GPU");
-      } else if (op.kind == OpKind::kJoin) {
-        // nothing to do: its dependencies are done
-      } else if (op.kind == OpKind::kFinalize && !raw) {
+        ctx_.copy(at(op.dst), at(op.src), op.count * esz_);
+      } else if (op.kind == OpKind::kFinalize && !raw_) {
         // Encode once; this rank keeps the payload's values, as every other rank will.
         Final f{-1, 0, op.count};
-        f.buf = encodeInto(op, op.dst, spaceFor(-1), f.bytes);
+        f.buf = encodeInto(op, op.dst, f.bytes);
         decodeFinal(op, f);
-        finals[op.wireOffset] = f;
+        finals_[op.wireOffset] = f;
       } else if (op.kind == OpKind::kFinalize) {
-        if (req.op == RedOp::kAvg) {
-          mem_.divide(at(op.dst), op.count, req.dtype, ctx.nranks);
-          mem_.synchronize("avg's division on the GPU");
-        }
-      } else {
+        if (req_.op == RedOp::kAvg) ctx_.divide(at(op.dst), op.count, req_.dtype, env_.nranks);
+      } else if (op.kind != OpKind::kJoin) {  // a join only waits for its dependencies
         raise(ErrorCode::kInternal, "op ", opName(op.kind), " is not a local op");
       }
-      finish(*it);
-      it = locals.erase(it);
+      landAfterDeviceWork(*it);
+      it = locals_.erase(it);
       moved = true;
     }
+    return moved;
+  }
 
-    if (moved) {
-      idleDeadline = deadlineAfterMs(ctx.timeoutMs);
-      continue;
+  // Finishes the ops whose device work the context has reached.
+  bool retireDeviceWork() {
+    bool moved = false;
+    while (!landing_.empty() && ctx_.reached(landing_.front().mark)) {
+      if (landing_.front().buf >= 0) ctx_.release(landing_.front().buf);
+      finish(landing_.front().op);
+      landing_.pop_front();
+      moved = true;
     }
-    if (remainingMs(idleDeadline) == 0) {
-      std::string waiting;
-      for (int p = 0; p < ctx.nranks; ++p) {
-        const PeerQueues& q = peers[p];
-        size_t outSend = q.sends.size() - q.nextSend + q.sending.size();
-        size_t outRecv = q.recvs.size() - q.nextRecv + q.receiving.size();
-        if (outSend || outRecv)
-          waiting += strCat(waiting.empty() ? "" : ", ", "rank ", p, " (", outSend, " sends, ",
-                            outRecv, " receives left)");
+    return moved;
+  }
+
+  // ---- payloads --------------------------------------------------------------------------------
+
+  // Peer p's next send: its payload, made now, and the mark after which it may go.
+  Outgoing prepareSend(int p, uint32_t i) {
+    const Op& op = ops_[i];
+    WireHeader h = header(op, env_.rank);
+    int buf = -1;
+    const char* from;
+    if (raw_) {
+      from = forWire(p, at(op.src), h.payloadBytes, buf);
+    } else if (op.kind == OpKind::kSendFinal) {
+      auto f = finals_.find(op.wireOffset);
+      SQZ_ENFORCE(f != finals_.end() && f->second.count == op.count, "rank ", env_.rank,
+                  ": no final payload for elements ", op.wireOffset, "+", op.count,
+                  " (the schedule forwards a piece it never finalized or received)");
+      h.payloadBytes = f->second.bytes;
+      from = forWire(p, ctx_.data(f->second.buf), h.payloadBytes, buf);
+    } else {
+      if (parked_[i]) {  // encoded when its combine ran
+        buf = parked_[i]->first;
+        h.payloadBytes = parked_[i]->second;
+      } else {
+        size_t bytes = 0;
+        buf = encodeInto(op, op.src, bytes);
+        h.payloadBytes = bytes;
       }
-      raise(ErrorCode::kTimeout, "rank ", ctx.rank, ": ", describeCall(base), " made no progress"
-            " for ", ctx.timeoutMs, " ms (SQZ_TIMEOUT_MS) waiting on ", waiting,
-            ". A peer is stuck, dead, or making a different call.");
+      int staged = -1;
+      from = forWire(p, ctx_.data(buf), h.payloadBytes, staged);
+      if (staged >= 0) {
+        ctx_.release(buf);  // the copy came from it, in the stream's order
+        buf = staged;
+      }
     }
-    ws.fds.clear();
-    for (Connection* c : active) c->addWaitSources(ws);
-    SQZ_ENFORCE(!ws.fds.empty() || ws.doorbell, "rank ", ctx.rank, ": ", describeCall(base),
-                " stalled with nothing to wait on (", remaining, " ops left)");
+    return Outgoing{i, h, from, buf, ctx_.mark()};
+  }
+
+  // What connection p can send `bytes` at ptr (in the context's memory) from: ptr itself, or,
+  // on a device call to a connection that reads only host memory, a host copy in a new buffer
+  // (returned in staged).
+  const char* forWire(int p, const char* ptr, size_t bytes, int& staged) {
+    staged = -1;
+    if (!dev_ || !hostOnly_[p] || bytes == 0) return ptr;
+    staged = ctx_.acquire(bytes, Space::kHost);
+    ctx_.copy(ctx_.data(staged), ptr, bytes);
+    return ctx_.data(staged);
+  }
+
+  // A received payload in the context's own memory: buf itself, or (a host copy from a
+  // host-memory connection on a device call) a device copy that replaces it.
+  int toWorkSpace(int buf, size_t bytes) {
+    if (ctx_.space(buf) == ctx_.workSpace()) return buf;
+    const int moved = ctx_.acquire(bytes, ctx_.workSpace());
+    ctx_.copy(ctx_.data(moved), ctx_.data(buf), bytes);
+    ctx_.release(buf);  // the copy has taken a pageable source when it returns
+    return moved;
+  }
+
+  // Encodes src of op, with error feedback, into a new payload buffer in the context's memory;
+  // returns the buffer and sets bytes to the payload's size.
+  int encodeInto(const Op& op, const Span& src, size_t& bytes) {
+    auto t0 = Clock::now();
+    const size_t bound = codec_.maxEncodedBytes(op.count, req_.dtype);
+    const int buf = ctx_.acquire(bound, ctx_.workSpace());
+    float* residual = cc_ && cc_->residual ? cc_->residual + op.wireOffset : nullptr;
+    bytes = codec_.encodeFeedback(at(src), op.count, req_.dtype, chunkAt(op), ctx_.data(buf),
+                                  residual, cc_ ? &cc_->norms : nullptr);
+    SQZ_ENFORCE(bytes <= bound, "codec ", codec_.name(), " wrote ", bytes, " bytes for ",
+                op.count, " values, over its bound ", bound);
+    if (cc_) cc_->encodeSeconds += secondsSince(t0);
+    return buf;
+  }
+
+  void decodeFinal(const Op& op, const Final& f) {
+    auto t0 = Clock::now();
+    codec_.decode(ctx_.data(f.buf), f.bytes, op.count, req_.dtype, chunkAt(op), at(op.dst));
+    if (req_.op == RedOp::kAvg) ctx_.divide(at(op.dst), op.count, req_.dtype, env_.nranks);
+    if (cc_) cc_->decodeSeconds += secondsSince(t0);
+  }
+
+  // out = local (op) payload, and the fused send's payload encoded at once.
+  void combineArrived(Transfer& t, size_t bytes) {
+    const Op& op = ops_[t.op];
+    auto t0 = Clock::now();
+    const int payload = toWorkSpace(t.buf, bytes);
+    codec_.combine(at(op.dst), at(op.src), ctx_.data(payload), bytes, op.count, req_.dtype,
+                   req_.op, chunkAt(op));
+    if (cc_) cc_->combineSeconds += secondsSince(t0);
+    if (!raw_ && fusedSend_[t.op] != kNoDep) {
+      const uint32_t si = fusedSend_[t.op];
+      size_t sentBytes = 0;
+      const int buf = encodeInto(ops_[si], ops_[si].src, sentBytes);
+      parked_[si] = std::make_pair(buf, sentBytes);
+    }
+    landAfterDeviceWork(t.op, payload);
+  }
+
+  // ---- bookkeeping -----------------------------------------------------------------------------
+
+  bool ready(const Op& op) const {
+    for (uint32_t d : op.deps)
+      if (d != kNoDep && !done_[d]) return false;
+    return true;
+  }
+  void finish(uint32_t i) {
+    done_[i] = 1;
+    --remaining_;
+  }
+  // Op i is done once the context has run what was enqueued for it (at once on the host); buf,
+  // which that work reads, is released then.
+  void landAfterDeviceWork(uint32_t i, int buf = -1) {
+    if (!dev_) {
+      if (buf >= 0) ctx_.release(buf);
+      finish(i);
+      return;
+    }
+    landing_.push_back(Landing{i, ctx_.mark(), buf});
+  }
+  bool deviceWorkPending() const {
+    if (!landing_.empty()) return true;
+    for (const PeerQueues& q : peers_)
+      if (!q.preparing.empty()) return true;
+    return false;
+  }
+
+  char* at(const Span& span) const {
+    char* base = span.buf == BufferRole::kUser ? sched_.userBuffers[span.user]
+                                               : bufs_[static_cast<int>(span.buf)];
+    return base + span.offset * esz_;
+  }
+  ChunkInfo chunkAt(const Op& op) const {
+    // op.peer is the sender on receive ops: a malformed payload's error names it.
+    ChunkInfo info{op.wireOffset, cc_ ? cc_->call : 0, env_.rank, op.peer};
+    info.ctx = &ctx_;
+    return info;
+  }
+  // Where payloads to and from peer p live: the context's memory, or host memory when p's
+  // connection reads only that.
+  Space wireSpace(int p) const { return dev_ && !hostOnly_[p] ? Space::kDevice : Space::kHost; }
+  WireHeader header(const Op& op, int src) const {
+    WireHeader h = base_;
+    h.srcRank = src;
+    h.step = op.step;
+    h.offset = op.wireOffset;
+    h.payloadBytes = op.count * esz_;
+    if (req_.kind == CollKind::kSendRecv) {
+      h.seq = op.step;
+      h.count = op.count;
+    }
+    return h;
+  }
+
+  void sleepOnConnections(uint32_t bell, const Deadline& idleDeadline) {
+    WaitSources ws;
+    for (Connection* c : active_) c->addWaitSources(ws);
+    SQZ_ENFORCE(!ws.fds.empty() || ws.doorbell, "rank ", env_.rank, ": ", describeCall(base_),
+                " stalled with nothing to wait on (", remaining_, " ops left)");
     // Sliced so an abort from another thread is noticed promptly.
     waitForActivity(ws, bell, std::min(remainingMs(idleDeadline), 200));
   }
+
+  [[noreturn]] void raiseStalled() const {
+    std::string waiting;
+    for (int p = 0; p < env_.nranks; ++p) {
+      const PeerQueues& q = peers_[p];
+      const size_t outSend = q.sends.size() - q.nextSend + q.preparing.size() + q.sending.size();
+      const size_t outRecv = q.recvs.size() - q.nextRecv + q.receiving.size();
+      if (outSend || outRecv)
+        waiting += strCat(waiting.empty() ? "" : ", ", "rank ", p, " (", outSend, " sends, ",
+                          outRecv, " receives left)");
+    }
+    if (deviceWorkPending())
+      waiting += strCat(waiting.empty() ? "" : ", ", "the GPU (", landing_.size(),
+                        " steps not finished)");
+    raise(ErrorCode::kTimeout, "rank ", env_.rank, ": ", describeCall(base_), " made no progress"
+          " for ", env_.timeoutMs, " ms (SQZ_TIMEOUT_MS) waiting on ", waiting,
+          ". A peer is stuck, dead, or making a different call.");
+  }
+
+  const CollRequest& req_;
+  const Schedule& sched_;
+  const WireHeader& base_;
+  CallEnv& env_;
+  device::Context& ctx_;
+  Codec& codec_;
+  // raw: payloads are the values, sent from and received into the buffers. Otherwise every
+  // send is encoded, every receive lands in a payload buffer, and final payloads are kept per
+  // piece (finals_) so they can be forwarded unchanged and decoded once.
+  const bool raw_;
+  CodecCall* const cc_;
+  const size_t esz_;
+  const bool dev_;
+  const std::vector<Op>& ops_;
+  uint64_t& payloadBytesSent_;
+
+  char* bufs_[3] = {};  // by BufferRole: input, output, scratch
+  std::vector<uint8_t> hostOnly_;
+  std::vector<uint8_t> done_;
+  size_t remaining_ = 0;
+  std::vector<uint32_t> fusedSend_;
+  std::vector<std::optional<std::pair<int, size_t>>> parked_;  // fused sends' payloads
+  std::vector<PeerQueues> peers_;
+  std::vector<uint32_t> locals_;
+  std::vector<Connection*> active_;
+  Doorbell* doorbell_ = nullptr;
+  std::unordered_map<size_t, Final> finals_;  // by wire offset
+  std::deque<Landing> landing_;
+};
+
+}  // namespace
+
+void Executor::run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
+                   CallEnv& env) {
+  CallRun(req, sched, base, env, payloadBytesSent_).execute();
 }
 
 }  // namespace squeeze

@@ -2,18 +2,19 @@
 //
 // Per peer it keeps the schedule's sends and receives in order (the transport contract pairs the
 // k-th send with the k-th receive), posts each as soon as its dependencies are done, keeps up to
-// kRecvWindow receives in flight per peer (into scratch, for combining), and runs local ops
-// (copy, finalize) when they become ready. When nothing can move it sleeps on the connections'
-// wait sources; a stretch of timeoutMs without progress is an Error(kTimeout) naming the call,
-// the peers and what was outstanding.
+// kRecvWindow receives in flight per peer (into payload buffers, for combining), and runs local
+// ops (copy, finalize) when they become ready. When nothing can move it sleeps on the
+// connections' wait sources; a stretch of timeoutMs without progress is an Error(kTimeout)
+// naming the call, the peers and what was outstanding.
 //
-// Device calls (ExecContext::stream set): spans are device memory and go through unchanged; the
-// codec runs its GPU kernels (ChunkInfo::stream); payloads sit in CallMemory's device or pinned
-// buffers, whichever the peer's connection reads; a device span sent over, or received from, a
-// connection that does not read device memory is staged through a pinned buffer, one pipeline
-// piece at a time, so the copy of one piece overlaps the transfer of the pieces around it. Each
-// local stage (combine, encode, decode, copy) synchronizes the stream before its result is sent
-// or counted done.
+// Where the bytes are and where the work runs is the call's execution context (device/context.h):
+// the executor asks it for payload buffers, copies and the codec's kernels, and treats its work
+// as it treats a socket: post, then test. A step that hands work to the context (encode,
+// combine, decode, a local copy) records a mark; the op counts as done, and a payload it made is
+// sent, only once the context has reached the mark, so on a GPU the progress thread never waits
+// for the device in the executor itself. On a device call, a connection that does not read device
+// memory (tcp, shm) gets and gives host copies of payloads: the codec's kernels always read and
+// write the context's own memory.
 #pragma once
 
 #include <atomic>
@@ -23,19 +24,20 @@
 #include "base/schedule.h"
 #include "base/types.h"
 #include "base/wire.h"
-#include "core/call_memory.h"
+#include "device/context.h"
 #include "transports/transport.h"
 
 namespace squeeze {
 
-struct ExecContext {
+// What one call runs with: this rank, its connections, its limits, and the execution context
+// (the communicator's host context, or its CUDA context for a call on device buffers).
+struct CallEnv {
   int rank;
   int nranks;
   std::vector<std::unique_ptr<Connection>>& conns;  // by rank
   int timeoutMs;
   const std::atomic<bool>& aborted;
-  // Device calls: the communicator's internal stream (null: the call's buffers are host memory).
-  device::GpuStream stream = nullptr;
+  device::Context& ctx;
 };
 
 class Executor {
@@ -44,15 +46,13 @@ class Executor {
 
   // `base` carries the call's identity (comm hash, seq, collective, count, dtype, op, root,
   // codec); the executor fills in source rank, step, offset and size per message.
-  void run(const CollRequest& req, const Schedule& sched, const WireHeader& base,
-           ExecContext& ctx);
+  void run(const CollRequest& req, const Schedule& sched, const WireHeader& base, CallEnv& env);
 
   // Payload bytes (headers not counted) this executor has handed to its connections, over
   // every call: what a codec saves shows here.
   uint64_t payloadBytesSent() const { return payloadBytesSent_; }
 
  private:
-  CallMemory mem_;  // payload buffers and BufferRole::kScratch, reused across calls
   uint64_t payloadBytesSent_ = 0;
 };
 

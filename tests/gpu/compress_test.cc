@@ -20,12 +20,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "../collective/test_util.h"
 #include "base/error.h"
 #include "compress/codecs.h"
+#include "device/context.h"
 
 namespace sqztest {
 namespace {
@@ -56,21 +58,32 @@ std::vector<float> inputs(int rank, int call, size_t count) {
 
 // ---- device memory ---------------------------------------------------------------------------
 
-// Device memory, or pinned mapped host memory (what the executor's tcp/shm payloads are).
+// Device memory, or pinned mapped host memory. With a stream (ranks as threads sharing one
+// GPU), device memory is allocated and freed stream-ordered and copied on that non-blocking
+// stream, which the rank synchronizes alone: nothing a rank does waits for the whole device
+// while another rank's stream is held by its call (NCCL's rule holds for tests too).
 class GpuBytes {
  public:
-  explicit GpuBytes(size_t bytes, bool pinned = false) : pinned_(pinned) {
+  explicit GpuBytes(size_t bytes, bool pinned = false, cudaStream_t stream = nullptr)
+      : pinned_(pinned), stream_(pinned ? nullptr : stream) {
     const size_t n = std::max<size_t>(bytes, 1);
     const cudaError_t rc =
-        pinned ? cudaHostAlloc(&ptr_, n, cudaHostAllocMapped | cudaHostAllocPortable)
-               : cudaMalloc(&ptr_, n);
+        pinned    ? cudaHostAlloc(&ptr_, n, cudaHostAllocMapped | cudaHostAllocPortable)
+        : stream_ ? cudaMallocAsync(&ptr_, n, stream_)
+                  : cudaMalloc(&ptr_, n);
     if (rc != cudaSuccess) {
       ADD_FAILURE() << "allocating " << n << " bytes: " << cudaGetErrorString(rc);
       ptr_ = nullptr;
     }
   }
   ~GpuBytes() {
-    if (ptr_) (void)(pinned_ ? cudaFreeHost(ptr_) : cudaFree(ptr_));
+    if (!ptr_) return;
+    if (pinned_)
+      (void)cudaFreeHost(ptr_);
+    else if (stream_)
+      (void)cudaFreeAsync(ptr_, stream_);
+    else
+      (void)cudaFree(ptr_);
   }
   GpuBytes(const GpuBytes&) = delete;
   GpuBytes& operator=(const GpuBytes&) = delete;
@@ -80,9 +93,7 @@ class GpuBytes {
     return static_cast<T*>(ptr_);
   }
   void put(const void* src, size_t bytes) {
-    if (bytes) {
-      EXPECT_EQ(cudaMemcpy(ptr_, src, bytes, cudaMemcpyDefault), cudaSuccess);
-    }
+    if (bytes) copy(ptr_, src, bytes);
   }
   template <class T>
   void put(const std::vector<T>& v) {
@@ -91,14 +102,22 @@ class GpuBytes {
   template <class T>
   std::vector<T> get(size_t count) const {
     std::vector<T> v(count);
-    if (count) {
-      EXPECT_EQ(cudaMemcpy(v.data(), ptr_, count * sizeof(T), cudaMemcpyDefault), cudaSuccess);
-    }
+    if (count) copy(v.data(), ptr_, count * sizeof(T));
     return v;
   }
 
  private:
+  void copy(void* dst, const void* src, size_t bytes) const {
+    if (!stream_) {
+      EXPECT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+      return;
+    }
+    EXPECT_EQ(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  }
+
   bool pinned_;
+  cudaStream_t stream_;
   void* ptr_ = nullptr;
 };
 
@@ -386,7 +405,7 @@ void runSpec(sqzComm_t comm, sqzComm_t hostComm, int rank, const SpecCase& c, si
     return;
   }
   const size_t bytes = count * sizeof(float);
-  GpuBytes din(bytes), dout(bytes);
+  GpuBytes din(bytes, false, stream), dout(bytes, false, stream);
   for (int call = 0; call <= kCalls; ++call) {
     const std::string key = base + " call " + std::to_string(call);
     const sqzRedOp_t op = call % 2 ? sqzAvg : sqzSum;
@@ -448,8 +467,10 @@ TEST_P(DeviceCompressed, EveryCodecMatchesTheHostPath) {
         fails.push_back(std::string("sqzCommSplit: ") + sqzGetLastError(comm));
         return;
       }
+      // Non-blocking: another rank's synchronous copies (the legacy stream) must not wait for
+      // this rank's stream while its call holds it.
       cudaStream_t stream;
-      cudaStreamCreate(&stream);
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
       for (const auto& method : squeeze::codecMethods())
         for (const SpecCase& c : casesFor(method.name))
           for (size_t count : kCounts)
@@ -546,8 +567,13 @@ void checkCodec(const std::string& spec, size_t count, bool pinned, cudaStream_t
   const std::vector<float> x = inputs(1, 0, count), local = inputs(2, 1, count);
   std::vector<float> residual0(count);
   for (size_t i = 0; i < count; ++i) residual0[i] = 0.01f * inputValue(3, 2, i);
-  const ChunkInfo atHost{4096, 3, 1, 2, nullptr};
-  const ChunkInfo atDev{4096, 3, 1, 2, stream};
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  const std::unique_ptr<squeeze::device::Context> gpu =
+      squeeze::device::makeCudaContext(device, stream);
+  gpu->prepareThread();
+  const ChunkInfo atHost{4096, 3, 1, 2};
+  const ChunkInfo atDev{4096, 3, 1, 2, gpu.get()};
   const size_t bound = codec.maxEncodedBytes(count, DataType::kFloat32);
   const size_t bytes = count * sizeof(float);
 
@@ -574,7 +600,9 @@ void checkCodec(const std::string& spec, size_t count, bool pinned, cudaStream_t
   EXPECT_TRUE(sameBits(rd, rh)) << "residual: " << firstDifference(rd, rh);
   EXPECT_TRUE(nearRel(nd.inputSq, nh.inputSq, 1e-9)) << nd.inputSq << " vs " << nh.inputSq;
   EXPECT_TRUE(nearRel(nd.sentSq, nh.sentSq, 1e-9)) << nd.sentSq << " vs " << nh.sentSq;
-  EXPECT_EQ(cudaMemset(dpay.ptr(), 0, bound), cudaSuccess);
+  // Stream-ordered: cudaMemset of device memory may return before it has run, on the legacy
+  // stream, which a non-blocking stream does not wait for (it raced the encode on the H100).
+  EXPECT_EQ(cudaMemsetAsync(dpay.ptr(), 0, bound, stream), cudaSuccess);
   const size_t be = codec.encode(dx.ptr(), count, DataType::kFloat32, atDev, dpay.ptr());
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   ASSERT_EQ(be, bh);

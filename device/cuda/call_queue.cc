@@ -1,17 +1,13 @@
-// DeviceQueue (see device_queue.h). A build without CUDA has the class too (the communicator
-// holds one), but it cannot be made: its constructor says why, so nothing else in it runs.
-#include "core/device_queue.h"
-
-#include "squeeze_config.h"
-
-#if SQZ_HAVE_CUDA
+// CallQueue (see device/call_queue.h) over the CUDA runtime: compiled for the CUDA build and
+// the CUDA stand-in (device/no_cuda.cc says why a build without CUDA has none).
+#include "device/call_queue.h"
 
 #include <chrono>
 
 #include "base/logging.h"
 #include "device/cuda/runtime.h"
 
-namespace squeeze {
+namespace squeeze::device {
 
 namespace {
 
@@ -40,7 +36,7 @@ volatile uint32_t* newCounter() {
 
 }  // namespace
 
-struct DeviceQueue::Cuda {
+struct CallQueue::Cuda {
   cuda::Stream stream;
   volatile uint32_t* const counter = newCounter();
   // The host-function fallback waits here for its ticket.
@@ -58,7 +54,7 @@ struct HostWait {
 };
 
 // The queue whose progress thread this is (null on every other thread).
-thread_local const DeviceQueue* tlsProgressOf = nullptr;
+thread_local const CallQueue* tlsProgressOf = nullptr;
 
 bool reached(const volatile uint32_t* counter, uint32_t ticket) {
   return static_cast<int32_t>(__atomic_load_n(counter, __ATOMIC_ACQUIRE) - ticket) >= 0;
@@ -72,13 +68,26 @@ void CUDART_CB waitForTicket(void* data) {
 
 }  // namespace
 
-DeviceQueue::DeviceQueue(int device, int rank, std::function<void(const Error&)> fail)
+CallQueue::CallQueue(int device, int rank, std::function<void(const Error&)> fail,
+                     std::function<void(GpuStream)> onStart)
     : device_(device), rank_(rank), fail_(std::move(fail)) {
-  cuda::DeviceGuard guard(device_);
-  cuda_ = std::make_unique<Cuda>();
+  {
+    cuda::DeviceGuard guard(device_);
+    cuda_ = std::make_unique<Cuda>();
+  }
+  thread_ = std::thread([this, onStart = std::move(onStart)] { loop(onStart); });
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return started_; });
+  if (startError_) {
+    stop_ = true;
+    lock.unlock();
+    cv_.notify_all();
+    thread_.join();
+    std::rethrow_exception(startError_);
+  }
 }
 
-DeviceQueue::~DeviceQueue() {
+CallQueue::~CallQueue() {
   drain();  // calls already enqueued complete (or fail within the timeout), as the user expects
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -90,11 +99,11 @@ DeviceQueue::~DeviceQueue() {
   release(issued_);
 }
 
-bool DeviceQueue::onProgressThread() const { return tlsProgressOf == this; }
+bool CallQueue::onProgressThread() const { return tlsProgressOf == this; }
 
-device::GpuStream DeviceQueue::stream() const { return cuda_->stream.get(); }
+GpuStream CallQueue::stream() const { return cuda_->stream.get(); }
 
-void DeviceQueue::enqueue(device::GpuStream stream, std::function<void()> task, std::string what) {
+void CallQueue::enqueue(GpuStream stream, std::function<void()> task, std::string what) {
   cuda::DeviceGuard guard(device_);
   auto start = std::make_shared<cuda::Event>();
   std::lock_guard<std::mutex> lock(mu_);
@@ -110,16 +119,15 @@ void DeviceQueue::enqueue(device::GpuStream stream, std::function<void()> task, 
   }
   issued_ = ticket;
   tasks_.push_back(Task{ticket, std::move(task), std::move(what), std::move(start)});
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   cv_.notify_all();
 }
 
-void DeviceQueue::drain() {
+void CallQueue::drain() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return (tasks_.empty() && !running_) || stop_; });
 }
 
-void DeviceQueue::abort() {
+void CallQueue::abort() {
   aborted_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -130,7 +138,7 @@ void DeviceQueue::abort() {
   cv_.notify_all();
 }
 
-void DeviceQueue::release(uint32_t ticket) {
+void CallQueue::release(uint32_t ticket) {
   {
     std::lock_guard<std::mutex> lock(cuda_->mu);
     __atomic_store_n(cuda_->counter, ticket, __ATOMIC_RELEASE);
@@ -138,10 +146,23 @@ void DeviceQueue::release(uint32_t ticket) {
   cuda_->released.notify_all();
 }
 
-void DeviceQueue::loop() {
+void CallQueue::loop(const std::function<void(GpuStream)>& onStart) {
   setLogRank(rank_);
   tlsProgressOf = this;
-  cudaSetDevice(device_);
+  std::exception_ptr error;
+  try {
+    cuda::check(cudaSetDevice(device_), "cudaSetDevice on the progress thread");
+    onStart(cuda_->stream.get());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+    startError_ = error;
+  }
+  cv_.notify_all();
+  if (error) return;
   for (;;) {
     Task task;
     {
@@ -181,26 +202,4 @@ void DeviceQueue::loop() {
   }
 }
 
-}  // namespace squeeze
-
-#else  // !SQZ_HAVE_CUDA
-
-namespace squeeze {
-
-struct DeviceQueue::Cuda {};
-
-DeviceQueue::DeviceQueue(int device, int rank, std::function<void(const Error&)> fail)
-    : device_(device), rank_(rank), fail_(std::move(fail)) {
-  raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": a call on device buffers, but this build of "
-        "Squeeze has no CUDA support (rebuild with the CUDA toolkit installed).");
-}
-DeviceQueue::~DeviceQueue() = default;
-device::GpuStream DeviceQueue::stream() const { return nullptr; }
-void DeviceQueue::enqueue(device::GpuStream, std::function<void()>, std::string) {}
-bool DeviceQueue::onProgressThread() const { return false; }
-void DeviceQueue::drain() {}
-void DeviceQueue::abort() {}
-
-}  // namespace squeeze
-
-#endif  // SQZ_HAVE_CUDA
+}  // namespace squeeze::device

@@ -1,6 +1,11 @@
-// DeviceQueue: NCCL's stream semantics for one communicator's calls on device buffers. A call is
+// CallQueue: NCCL's stream semantics for one communicator's calls on device buffers. A call is
 // enqueued on the caller's stream and returns at once; the communicator's progress thread runs
 // it when the stream reaches it, and the stream goes on only once it has finished.
+//
+//   create    (at communicator init, before any rank of the job can have a call in flight)
+//             makes the internal stream and the pinned completion counter, starts the progress
+//             thread and runs `onStart` there (the execution context's prepareThread): all that
+//             may wait for the whole device is done here, never while a caller's stream waits.
 //
 //   enqueue   records a start event on the caller's stream, then makes the stream wait for the
 //             call's ticket: cuStreamWaitValue32 on a 32-bit completion counter in pinned host
@@ -31,29 +36,32 @@
 #include "base/error.h"
 #include "device/hd.h"
 
-namespace squeeze {
-
-namespace cuda {
+namespace squeeze::cuda {
 class Event;  // device/cuda/runtime.h
-}  // namespace cuda
+}  // namespace squeeze::cuda
 
-class DeviceQueue {
+namespace squeeze::device {
+
+class CallQueue {
  public:
   // `device`: the GPU the communicator's device calls run on. Creates the internal stream and
-  // the completion counter; the progress thread starts with the first call.
-  // `fail` records an error of an enqueued call on the communicator (called on the progress
-  // thread; the call's own errors reach it through the communicator as well).
-  DeviceQueue(int device, int rank, std::function<void(const Error&)> fail);
+  // the completion counter, starts the progress thread and waits until it has run
+  // onStart(internal stream) (whose exception it rethrows). `fail` records an error of an
+  // enqueued call on the communicator (called on the progress thread; the call's own errors
+  // reach it through the communicator as well). Throws Error(kInvalidUsage) in a build without
+  // CUDA.
+  CallQueue(int device, int rank, std::function<void(const Error&)> fail,
+            std::function<void(GpuStream)> onStart);
   // Lets the calls already enqueued run (each bounded by the timeout; after abort() none is
   // left), releases every stream and joins the thread.
-  ~DeviceQueue();
+  ~CallQueue();
 
   // The internal stream the executor's copies and kernels run on.
-  device::GpuStream stream() const;
+  GpuStream stream() const;
 
   // Enqueues `task` on `stream` (a cudaStream_t of this device; null: the legacy default
   // stream). `what` names the call in logs. Throws Error(kCuda) when CUDA refuses the stream.
-  void enqueue(device::GpuStream stream, std::function<void()> task, std::string what);
+  void enqueue(GpuStream stream, std::function<void()> task, std::string what);
   // True on the progress thread (inside a task).
   bool onProgressThread() const;
   // Waits until every enqueued call has run (a host call on the same communicator must come
@@ -70,7 +78,7 @@ class DeviceQueue {
     std::string what;
     std::shared_ptr<cuda::Event> startEvent;  // recorded on the caller's stream
   };
-  void loop();
+  void loop(const std::function<void(GpuStream)>& onStart);
   void release(uint32_t ticket);
 
   int device_;
@@ -83,9 +91,11 @@ class DeviceQueue {
   std::deque<Task> tasks_;
   uint32_t issued_ = 0;        // the last ticket handed out
   bool running_ = false;       // a task is being run
+  bool started_ = false;       // the thread has run onStart
+  std::exception_ptr startError_;
   bool stop_ = false;
   std::atomic<bool> aborted_{false};
   std::thread thread_;
 };
 
-}  // namespace squeeze
+}  // namespace squeeze::device

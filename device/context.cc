@@ -1,0 +1,54 @@
+// What every execution context shares (see context.h): the pool of call buffers and the scratch
+// slots, over the backend's allocate().
+#include "device/context.h"
+
+#include "base/error.h"
+
+namespace squeeze::device {
+
+Context::~Context() = default;
+
+void Context::reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space) {
+  if (a && a->size() >= bytes) return;
+  a.reset();  // a device allocation is freed stream-ordered, after the work that used it
+  a = allocate(bytes, space);
+}
+
+void Context::beginCall() {
+  free_.clear();
+  for (size_t i = 0; i < pool_.size(); ++i) free_.push_back(static_cast<int>(i));
+}
+
+int Context::acquire(size_t bytes, Space space) {
+  SQZ_ENFORCE(onDevice() || space == Space::kHost, "device memory asked for on the host");
+  // Reuse a free buffer of the same space, preferring one already large enough.
+  int pick = -1;
+  for (size_t k = 0; k < free_.size(); ++k) {
+    const Pooled& e = pool_[free_[k]];
+    if (e.space != space) continue;
+    if (pick < 0 || (e.memory->size() >= bytes && pool_[free_[pick]].memory->size() < bytes))
+      pick = static_cast<int>(k);
+  }
+  int index;
+  if (pick >= 0) {
+    index = free_[pick];
+    free_.erase(free_.begin() + pick);
+  } else {
+    index = static_cast<int>(pool_.size());
+    pool_.push_back(Pooled{space, nullptr});
+  }
+  reserve(pool_[index].memory, bytes, space);
+  return index;
+}
+
+char* Context::data(int index) const { return pool_[index].memory->data(); }
+
+Space Context::space(int index) const { return pool_[index].space; }
+
+char* Context::scratch(Slot slot, size_t bytes) {
+  std::unique_ptr<Allocation>& a = slots_[static_cast<int>(slot)];
+  reserve(a, bytes, workSpace());
+  return a->data();
+}
+
+}  // namespace squeeze::device

@@ -1,0 +1,192 @@
+// The execution context of a call: where its payload bytes live, how they move, which kernels
+// run on them and how completion is told (DESIGN.md, "One execution context per call"; UCC's
+// memory and execution components are the model). Two backends, one interface:
+//   host   ordinary memory, memcpy and the cpu* kernels; everything is done when it returns;
+//   CUDA   one CUDA stream of one GPU: device memory allocated stream-ordered on the stream,
+//          copies and the gpu* kernels enqueued on it, completion by events that are polled.
+// Codecs, codec handles and the executor call a Context and never ask where a buffer lives or
+// whether the build has CUDA; only device/ knows.
+//
+// The rule a CUDA context keeps (NCCL's): nothing it does during a call waits for the whole
+// device (no cudaMalloc, cudaFree, cudaHostAlloc or synchronous copy): a caller's stream may be
+// held waiting for the call, and would then wait for itself. Memory grows stream-ordered;
+// what is made once (the kernels' pinned slots, cuBLAS) is made by prepareThread() before any
+// stream waits.
+//
+// Thread safety: a context is used by one thread at a time (a communicator's calls are
+// serialized); contexts on one GPU may be used from several threads at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/types.h"
+#include "device/cast.h"
+#include "device/hd.h"
+#include "device/quantize.h"
+
+namespace squeeze::device {
+
+// Where a buffer is: host memory (pageable), or the context's GPU.
+enum class Space : uint8_t { kHost, kDevice };
+
+// Memory owned by its holder, in one space, freed without waiting for the device.
+class Allocation {
+ public:
+  virtual ~Allocation() = default;
+  virtual char* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+// Host memory of `bytes` (pageable), as the host context allocates it.
+std::unique_ptr<Allocation> hostAllocation(size_t bytes);
+
+class Context {
+ public:
+  // A point in the context's work: everything enqueued before it (see mark()).
+  using Mark = uint64_t;
+
+  virtual ~Context();
+
+  // ---- where ---------------------------------------------------------------------------------
+  virtual bool onDevice() const = 0;
+  // The GPU (-1: host).
+  virtual int device() const = 0;
+  // The space the context's kernels read and write: kDevice for a CUDA context.
+  Space workSpace() const { return onDevice() ? Space::kDevice : Space::kHost; }
+  // Makes what the calling thread needs to run this context's kernels without waiting for the
+  // device later (CUDA: the kernels' fixed scratch, cuBLAS; host: nothing). A communicator's
+  // progress thread calls it when it starts.
+  virtual void prepareThread() {}
+
+  // ---- memory ----------------------------------------------------------------------------------
+  // Memory of at least `bytes` in `space` that the caller owns (a codec handle's state).
+  // Device memory is usable by work enqueued on this context from now on.
+  virtual std::unique_ptr<Allocation> allocate(size_t bytes, Space space) = 0;
+  // Grows `a` (made by allocate in `space`, or null) to at least `bytes`; contents are lost.
+  void reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space);
+
+  // Buffers pooled across calls, by index: beginCall frees them all; an index stays valid
+  // until released or the next beginCall.
+  void beginCall();
+  int acquire(size_t bytes, Space space);
+  char* data(int index) const;
+  Space space(int index) const;
+  void release(int index) { free_.push_back(index); }
+  // Scratch in workSpace() by slot (the schedule's scratch, a codec's decoded values, ...),
+  // grown and kept across calls; valid until the same slot is asked again.
+  enum class Slot : int { kSchedule, kDecoded, kIndices, kCodec0, kCodec1, kCodec2, kCount };
+  char* scratch(Slot slot, size_t bytes);
+
+  // ---- data movement -------------------------------------------------------------------------
+  // dst = src (bytes), between any memory the context reads (host memory, its device's); src
+  // may be a host local: it has been taken when the call returns. Nothing for bytes == 0.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // host dst = src (bytes), then waits, so the host may use what it read at once.
+  virtual void read(void* dst, const void* src, size_t bytes) = 0;
+  // dst[0..bytes) = 0.
+  virtual void zero(void* dst, size_t bytes) = 0;
+  // host dst[j] = src[j * stride] for j < count, then waits: a sample of a tensor.
+  virtual void gatherStrided(float* dst, const float* src, size_t count, size_t stride) = 0;
+
+  // ---- completion ------------------------------------------------------------------------------
+  // Marks the work enqueued so far; reached(m) says, without blocking, whether it has all run
+  // (a failed kernel or copy throws Error(kCuda)). Host: always reached.
+  virtual Mark mark() = 0;
+  virtual bool reached(Mark m) = 0;
+  // Blocks until the work enqueued so far has run; a failure throws naming `what`.
+  virtual void wait(const char* what) = 0;
+
+  // ---- kernels: each runs device::cpu<Name> or its gpu twin (device/*.h) ---------------------
+  // reduce.h
+  virtual void reduce(DataType dtype, RedOp op, void* out, const void* a, const void* b,
+                      size_t n) = 0;
+  virtual void divide(void* buf, size_t n, DataType dtype, int divisor) = 0;
+  // cast.h
+  virtual void narrow(Narrow kind, const float* in, uint16_t* out, size_t n) = 0;
+  virtual void widen(Narrow kind, const uint16_t* in, float* out, size_t n) = 0;
+  virtual void widenAdd(Narrow kind, float* out, const float* local, const uint16_t* in,
+                        size_t n) = 0;
+  // quantize.h (feedback: null, or its residual in the context's space; norms on the host)
+  virtual void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                          Feedback* feedback) = 0;
+  virtual void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                          float* out) = 0;
+  virtual void int8DecodeAdd(float* out, const float* local, const void* scales,
+                             const uint8_t* codes, size_t n, size_t block) = 0;
+  virtual void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
+                          uint64_t key, uint64_t index0, void* scales, uint8_t* codes,
+                          Feedback* feedback) = 0;
+  virtual void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                          int levels, int bits, float* out) = 0;
+  virtual void qsgdDecodeAdd(float* out, const float* local, const void* scales,
+                             const uint8_t* codes, size_t n, size_t block, int levels,
+                             int bits) = 0;
+  virtual void onebitEncode(const float* x, size_t n, size_t block, void* scales,
+                            uint8_t* codes, Feedback* feedback) = 0;
+  virtual void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                            float* out) = 0;
+  virtual void onebitDecodeAdd(float* out, const float* local, const void* scales,
+                               const uint8_t* codes, size_t n, size_t block) = 0;
+  virtual void terngradEncode(const float* x, size_t n, size_t block, uint64_t key,
+                              uint64_t index0, void* scales, uint8_t* codes,
+                              Feedback* feedback) = 0;
+  virtual void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                              float* out) = 0;
+  virtual void terngradDecodeAdd(float* out, const float* local, const void* scales,
+                                 const uint8_t* codes, size_t n, size_t block) = 0;
+  // sparse.h (counts and indices the host needs come back to the host: these wait)
+  virtual size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) = 0;
+  virtual size_t selectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
+                               size_t cap) = 0;
+  virtual void gather(const float* x, const uint32_t* idx, size_t k, float* out) = 0;
+  virtual void densify(const uint32_t* idx, const float* vals, size_t k, float* dst,
+                       size_t n) = 0;
+  virtual void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx,
+                          const float* vals, size_t k) = 0;
+  virtual void sparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k,
+                              float* residual, double* inputSq, double* sentSq) = 0;
+  virtual void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
+                            uint32_t* idx) = 0;
+  // linalg.h
+  virtual void matMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q,
+                            size_t r, float* p) = 0;
+  virtual void matTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p,
+                             size_t r, float* q) = 0;
+  virtual void lowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r,
+                            size_t count, const float* x, float scale, float* out,
+                            float* residual) = 0;
+  virtual void orthonormalize(float* p, size_t n, size_t r) = 0;
+  virtual double squaredNorm(const float* x, size_t n) = 0;
+  // handle_kernels.h
+  virtual void addResidual(const float* g, float* e, float* x, size_t n) = 0;
+  virtual void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                          uint8_t* nonzero, size_t n) = 0;
+  virtual void dgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) = 0;
+  virtual void feedbackPass(const float* x, const float* d, size_t n, float* residual,
+                            double* inputSq, double* sentSq) = 0;
+  virtual size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) = 0;
+
+ private:
+  struct Pooled {
+    Space space;
+    std::unique_ptr<Allocation> memory;
+  };
+  std::vector<Pooled> pool_;
+  std::vector<int> free_;
+  std::unique_ptr<Allocation> slots_[static_cast<int>(Slot::kCount)];
+};
+
+// The calling thread's host context (ChunkInfo's default, for codecs called outside a
+// communicator); makeHostContext() makes a communicator's own.
+Context& hostContext();
+std::unique_ptr<Context> makeHostContext();
+
+// A CUDA context on `stream`, a non-blocking stream of GPU `device` that outlives the context;
+// null: the context makes and owns a non-blocking stream of its own. Throws Error(kInvalidUsage)
+// in a build without CUDA, saying so.
+std::unique_ptr<Context> makeCudaContext(int device, GpuStream stream);
+
+}  // namespace squeeze::device

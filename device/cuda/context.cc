@@ -1,0 +1,309 @@
+// The CUDA execution context (see device/context.h): one stream of one GPU. Memory in the
+// device space is allocated stream-ordered on the stream (cudaMallocAsync), copies and the gpu*
+// kernels are enqueued on it, and marks are events polled with cudaEventQuery. Every entry
+// makes the context's GPU current for its duration, so a context may be used from any thread.
+// Compiled for the CUDA build and for the CUDA stand-in (where the gpu* entry points run their
+// CPU twins on an emulated stream).
+#include <deque>
+#include <optional>
+
+#include "base/error.h"
+#include "device/context.h"
+#include "device/cuda/runtime.h"
+#include "device/handle_kernels.h"
+#include "device/linalg.h"
+#include "device/memory.h"
+#include "device/reduce.h"
+#include "device/sparse.h"
+
+namespace squeeze::device {
+namespace {
+
+// Stream-ordered device memory; freed (cudaFreeAsync) with its GPU current, from any thread.
+class DeviceAllocation final : public Allocation {
+ public:
+  DeviceAllocation(int device, size_t bytes, cudaStream_t stream) : device_(device) {
+    buffer_.reserve(bytes, stream);
+  }
+  ~DeviceAllocation() override {
+    try {
+      cuda::DeviceGuard guard(device_);
+      buffer_ = cuda::DeviceBuffer();
+    } catch (const Error&) {  // the device is gone: nothing left to free on it
+    }
+  }
+  char* data() const override { return static_cast<char*>(buffer_.data()); }
+  size_t size() const override { return buffer_.size(); }
+
+ private:
+  int device_;
+  cuda::DeviceBuffer buffer_;
+};
+
+class CudaContext final : public Context {
+ public:
+  CudaContext(int device, cudaStream_t stream) : device_(device), stream_(stream) {
+    if (!stream_) {
+      cuda::DeviceGuard guard(device_);
+      own_.emplace();
+      stream_ = own_->get();
+    }
+  }
+  ~CudaContext() override {
+    try {
+      cuda::DeviceGuard guard(device_);
+      events_.clear();
+      idle_.clear();
+      own_.reset();
+    } catch (const Error&) {  // the device is gone: nothing left to free on it
+    }
+  }
+
+  bool onDevice() const override { return true; }
+  int device() const override { return device_; }
+  void prepareThread() override {
+    cuda::DeviceGuard guard(device_);
+    gpuPrepareThread(stream_);
+  }
+
+  std::unique_ptr<Allocation> allocate(size_t bytes, Space space) override {
+    if (space == Space::kHost) return hostAllocation(bytes);
+    cuda::DeviceGuard guard(device_);
+    return std::make_unique<DeviceAllocation>(device_, bytes, stream_);
+  }
+
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return;
+    cuda::DeviceGuard guard(device_);
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
+  }
+  void read(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    copy(dst, src, bytes);
+    wait("reading bytes back from the GPU");
+  }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes == 0) return;
+    cuda::DeviceGuard guard(device_);
+    cuda::check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+  }
+  void gatherStrided(float* dst, const float* src, size_t count, size_t stride) override {
+    if (count == 0) return;
+    cuda::DeviceGuard guard(device_);
+    cuda::check(cudaMemcpy2DAsync(dst, sizeof(float), src, stride * sizeof(float), sizeof(float),
+                                  count, cudaMemcpyDefault, stream_),
+                "cudaMemcpy2DAsync (a strided sample)");
+    wait("sampling a tensor on the GPU");
+  }
+
+  Mark mark() override {
+    cuda::DeviceGuard guard(device_);
+    std::unique_ptr<cuda::Event> e;
+    if (idle_.empty()) {
+      e = std::make_unique<cuda::Event>();
+    } else {
+      e = std::move(idle_.back());
+      idle_.pop_back();
+    }
+    e->record(stream_);
+    events_.push_back({++marked_, std::move(e)});
+    return marked_;
+  }
+  bool reached(Mark m) override {
+    if (m <= reached_) return true;
+    cuda::DeviceGuard guard(device_);
+    while (!events_.empty() && events_.front().event->query()) {
+      reached_ = events_.front().mark;
+      idle_.push_back(std::move(events_.front().event));
+      events_.pop_front();
+    }
+    return m <= reached_;
+  }
+  void wait(const char* what) override {
+    cuda::DeviceGuard guard(device_);
+    cuda::check(cudaStreamSynchronize(stream_), what);
+    reached_ = marked_;
+    for (auto& e : events_) idle_.push_back(std::move(e.event));
+    events_.clear();
+  }
+
+  void reduce(DataType dtype, RedOp op, void* out, const void* a, const void* b,
+              size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuReduce(dtype, op, out, a, b, n, stream_);
+  }
+  void divide(void* buf, size_t n, DataType dtype, int divisor) override {
+    cuda::DeviceGuard guard(device_);
+    gpuDivide(buf, n, dtype, divisor, stream_);
+  }
+  void narrow(Narrow kind, const float* in, uint16_t* out, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuNarrow(kind, in, out, n, stream_);
+  }
+  void widen(Narrow kind, const uint16_t* in, float* out, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuWiden(kind, in, out, n, stream_);
+  }
+  void widenAdd(Narrow kind, float* out, const float* local, const uint16_t* in,
+                size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuWidenAdd(kind, out, local, in, n, stream_);
+  }
+  void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                  Feedback* feedback) override {
+    cuda::DeviceGuard guard(device_);
+    gpuInt8Encode(x, n, block, scales, codes, feedback, stream_);
+  }
+  void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                  float* out) override {
+    cuda::DeviceGuard guard(device_);
+    gpuInt8Decode(scales, codes, n, block, out, stream_);
+  }
+  void int8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                     size_t n, size_t block) override {
+    cuda::DeviceGuard guard(device_);
+    gpuInt8DecodeAdd(out, local, scales, codes, n, block, stream_);
+  }
+  void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
+                  uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) override {
+    cuda::DeviceGuard guard(device_);
+    gpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback, stream_);
+  }
+  void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
+                  int bits, float* out) override {
+    cuda::DeviceGuard guard(device_);
+    gpuQsgdDecode(scales, codes, n, block, levels, bits, out, stream_);
+  }
+  void qsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                     size_t n, size_t block, int levels, int bits) override {
+    cuda::DeviceGuard guard(device_);
+    gpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits, stream_);
+  }
+  void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                    Feedback* feedback) override {
+    cuda::DeviceGuard guard(device_);
+    gpuOnebitEncode(x, n, block, scales, codes, feedback, stream_);
+  }
+  void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                    float* out) override {
+    cuda::DeviceGuard guard(device_);
+    gpuOnebitDecode(scales, codes, n, block, out, stream_);
+  }
+  void onebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                       size_t n, size_t block) override {
+    cuda::DeviceGuard guard(device_);
+    gpuOnebitDecodeAdd(out, local, scales, codes, n, block, stream_);
+  }
+  void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                      void* scales, uint8_t* codes, Feedback* feedback) override {
+    cuda::DeviceGuard guard(device_);
+    gpuTerngradEncode(x, n, block, key, index0, scales, codes, feedback, stream_);
+  }
+  void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
+                      float* out) override {
+    cuda::DeviceGuard guard(device_);
+    gpuTerngradDecode(scales, codes, n, block, out, stream_);
+  }
+  void terngradDecodeAdd(float* out, const float* local, const void* scales,
+                         const uint8_t* codes, size_t n, size_t block) override {
+    cuda::DeviceGuard guard(device_);
+    gpuTerngradDecodeAdd(out, local, scales, codes, n, block, stream_);
+  }
+  size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) override {
+    cuda::DeviceGuard guard(device_);
+    return gpuSelectTopk(x, n, k, sampled, idx, stream_);
+  }
+  size_t selectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
+                       size_t cap) override {
+    cuda::DeviceGuard guard(device_);
+    return gpuSelectAtLeast(x, n, minKey, idx, cap, stream_);
+  }
+  void gather(const float* x, const uint32_t* idx, size_t k, float* out) override {
+    cuda::DeviceGuard guard(device_);
+    gpuGather(x, idx, k, out, stream_);
+  }
+  void densify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuDensify(idx, vals, k, dst, n, stream_);
+  }
+  void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx,
+                  const float* vals, size_t k) override {
+    cuda::DeviceGuard guard(device_);
+    gpuScatterAdd(out, local, n, idx, vals, k, stream_);
+  }
+  void sparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
+                      double* inputSq, double* sentSq) override {
+    cuda::DeviceGuard guard(device_);
+    gpuSparseFeedback(x, n, idx, k, residual, inputSq, sentSq, stream_);
+  }
+  void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
+                    uint32_t* idx) override {
+    cuda::DeviceGuard guard(device_);
+    gpuRandomStrata(seed, call, offset, n, k, idx, stream_);
+  }
+  void matMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
+                    float* p) override {
+    cuda::DeviceGuard guard(device_);
+    gpuMatMulPanels(M, count, n, m, q, r, p, stream_);
+  }
+  void matTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
+                     float* q) override {
+    cuda::DeviceGuard guard(device_);
+    gpuMatTMulPanels(M, count, n, m, p, r, q, stream_);
+  }
+  void lowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r, size_t count,
+                    const float* x, float scale, float* out, float* residual) override {
+    cuda::DeviceGuard guard(device_);
+    gpuLowRankApply(p, q, n, m, r, count, x, scale, out, residual, stream_);
+  }
+  void orthonormalize(float* p, size_t n, size_t r) override {
+    cuda::DeviceGuard guard(device_);
+    gpuOrthonormalize(p, n, r, stream_);
+  }
+  double squaredNorm(const float* x, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    return gpuSquaredNorm(x, n, stream_);
+  }
+  void addResidual(const float* g, float* e, float* x, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuAddResidual(g, e, x, n, stream_);
+  }
+  void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                  uint8_t* nonzero, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuDgcPrepare(g, scale, m, u, v, x, nonzero, n, stream_);
+  }
+  void dgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) override {
+    cuda::DeviceGuard guard(device_);
+    gpuDgcMask(u, v, nonzero, n, stream_);
+  }
+  void feedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                    double* sentSq) override {
+    cuda::DeviceGuard guard(device_);
+    gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, stream_);
+  }
+  size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) override {
+    cuda::DeviceGuard guard(device_);
+    return gpuFirstBadIndex(idx, m, count, stream_);
+  }
+
+ private:
+  struct Marked {
+    Mark mark;
+    std::unique_ptr<cuda::Event> event;
+  };
+  int device_;
+  cudaStream_t stream_;
+  std::optional<cuda::Stream> own_;  // when the context made its stream
+  std::deque<Marked> events_;        // recorded, not yet seen reached, in order
+  std::vector<std::unique_ptr<cuda::Event>> idle_;
+  Mark marked_ = 0, reached_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Context> makeCudaContext(int device, GpuStream stream) {
+  return std::make_unique<CudaContext>(device, stream);
+}
+
+}  // namespace squeeze::device
