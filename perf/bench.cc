@@ -22,9 +22,8 @@
 // then synchronizes the stream, as nccl-tests does: the time is the host clock around both. The
 // driver's own host-buffer calls (its barrier, the timing and #wrong reductions) come after a
 // synchronization too, so none starts while device calls are still queued.
-// -d cuda without a usable GPU, or in a build without CUDA, exits 2; -d cuda with -z is refused:
-// the codec columns (relative error) are computed on host buffers only in this driver, although
-// the library's compressed all-reduce takes device buffers too.
+// -d cuda without a usable GPU, or in a build without CUDA, exits 2. -d cuda with -z times the
+// compressed all-reduce on device buffers (bench_codec.cc).
 //
 // With -J FILE, every rank keeps the rows it computed (each printed row is an out-of-place and an
 // in-place JSON row), the ranks' host names are gathered once after the header, and at the end

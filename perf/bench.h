@@ -69,6 +69,7 @@ class Bench {
   sqzCodec_t createCodec(const char* spec);
   void destroyCodec(sqzCodec_t* codec);
   void initGradient(bool inPlace, uint64_t seed);
+  void refreshInPlaceInput();
   double timeCompressed(sqzRedOp_t op, bool inPlace);
   int64_t checkCompressed(sqzRedOp_t op, bool inPlace, double* relErr);
   void benchCompressed(sqzRedOp_t op, bool inPlace);

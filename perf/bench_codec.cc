@@ -12,7 +12,10 @@
 // codec on fresh data and measure ||out - exact|| / ||exact|| against the float64 sum (or avg)
 // of every rank's input, computed locally; the lossy result is not counted as wrong, but the
 // replicas must agree bit for bit (DESIGN.md), so #wrong counts the elements on which the ranks'
-// results differ.
+// results differ. With -d cuda the calls get device buffers (the host buffers' device copies,
+// uploaded before and downloaded after, untimed), the codec runs its GPU kernels, and a timed
+// loop is the host clock around the enqueued calls and the stream's synchronization, as for
+// dense calls; the fresh in-place gradient is a device-to-device copy.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -66,16 +69,25 @@ void Bench::initGradient(bool inPlace, uint64_t seed) {
   if (inPlace)
     std::memcpy(static_cast<char*>(recv_.ptr) + counts_.sendInplaceOffset * sizeof(float) * rank_,
                 send_.ptr, counts_.sendCount * sizeof(float));
+  if (onGpu()) upload(sizeof(float));
+}
+
+// In place: a fresh copy of the gradient (kept in the send buffer) into the receive buffer.
+void Bench::refreshInPlaceInput() {
+  const size_t bytes = counts_.sendCount * sizeof(float);
+  char* to = callRecv() + counts_.sendInplaceOffset * sizeof(float) * rank_;
+  if (onGpu())
+    checkCuda(gpuCopy(to, callSend(), bytes, gpu_.stream));
+  else
+    std::memcpy(to, callSend(), bytes);
 }
 
 // Seconds per call (this rank's average); adds the timed calls' codec statistics to codecSums_
 // and records the algorithm.
 double Bench::timeCompressed(sqzRedOp_t op, bool inPlace) {
-  const size_t bytes = counts_.sendCount * sizeof(float);
-  char* inPlaceInput =
-      static_cast<char*>(recv_.ptr) + counts_.sendInplaceOffset * sizeof(float) * rank_;
   initGradient(inPlace, 0);
   startColl(sqzFloat32, op, inPlace);  // untimed: brings every rank to this call
+  syncCalls();
   barrier();
 
   sqzCodecStats_t before, after;
@@ -84,13 +96,15 @@ double Bench::timeCompressed(sqzRedOp_t op, bool inPlace) {
   if (!inPlace) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) startColl(sqzFloat32, op, false);
+    syncCalls();
     auto t1 = std::chrono::steady_clock::now();
     sec = std::chrono::duration<double>(t1 - t0).count();
   } else {
     for (int i = 0; i < o_.iters; ++i) {
-      std::memcpy(inPlaceInput, send_.ptr, bytes);  // a fresh gradient, untimed
+      refreshInPlaceInput();  // a fresh gradient, untimed
       auto t0 = std::chrono::steady_clock::now();
       startColl(sqzFloat32, op, true);
+      syncCalls();
       auto t1 = std::chrono::steady_clock::now();
       sec += std::chrono::duration<double>(t1 - t0).count();
     }
@@ -117,6 +131,10 @@ int64_t Bench::checkCompressed(sqzRedOp_t op, bool inPlace, double* relErr) {
   const uint64_t seed = ++seed_;
   initGradient(inPlace, seed);
   startColl(sqzFloat32, op, inPlace);
+  if (onGpu()) {
+    syncCalls();
+    download(sizeof(float));
+  }
   destroyCodec(&codec_);
   codec_ = timed;
 

@@ -162,10 +162,6 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   if (o->stepFactor > 1 && o->minBytes == 0)
     return bad("-b 0 never grows with -f; start at -b 1 or more, or step with -i");
   if (!coll.usesOp) o->ops.assign(1, sqzSum);
-  if (!o->codecs.empty() && o->memory == Memory::kCuda)
-    return bad(
-        "-z with -d cuda: this driver times compressed calls on host buffers only (its codec "
-        "columns are computed there); drop -d cuda to time -z on host memory");
   if (!o->codecs.empty()) {
     if (o->types.size() != 1 || o->types[0] != sqzFloat32)
       return bad("-z compresses float32 gradients: drop -d or pass -d float");

@@ -76,7 +76,11 @@ std::string DeviceBuffer::allocate(size_t bytes) {
     return cudaFailure("cudaMalloc", rc);
   }
   rc = cudaMemset(ptr, 0, rounded);
-  return rc == cudaSuccess ? "" : cudaFailure("cudaMemset", rc);
+  if (rc != cudaSuccess) return cudaFailure("cudaMemset", rc);
+  // The memset returns before it has run, on the legacy stream, which a non-blocking stream's
+  // later calls would not wait for.
+  rc = cudaStreamSynchronize(cudaStreamLegacy);
+  return rc == cudaSuccess ? "" : cudaFailure("cudaStreamSynchronize after cudaMemset", rc);
 #else
   (void)bytes;
   return "no CUDA in this build";
