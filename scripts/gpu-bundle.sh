@@ -1,0 +1,647 @@
+#!/usr/bin/env bash
+# gpu-bundle.sh: "build on a login node, run on a GPU node". Packs a CUDA build of Squeeze into
+# one folder (and a .tar.gz of it) that a GPU machine without build tools, Debian packages or
+# network can run: the GPU test binaries, the benchmarks, sqzrun, the NCCL shim and its device
+# program, libsqueeze, all in the build tree's layout (their $ORIGIN-relative RUNPATHs hold),
+# the shared libraries a CUDA base image lacks (libcrypto, hwloc, numa, udev, UCX and its
+# plugins, ...) in lib/, and run.sh, which runs the checks there and writes summary.md and
+# gpu-logs.tar.gz (see the comment at the top of run.sh). cudart and cuBLAS are not bundled:
+# run.sh takes the GPU machine's own (a CUDA install, or PyTorch's nvidia/*/lib wheels).
+#
+# Usage: scripts/gpu-bundle.sh [-B BUILD] [-o BUNDLE] [-j JOBS] [--no-build]
+#   -B BUILD    the CUDA build to pack (default build, as scripts/build.sh makes it); it must be
+#               a real CUDA build (squeeze_config.h: SQZ_HAVE_CUDA 1), not a -Dcuda-standin one
+#   -o BUNDLE   the folder to write (default gpu-bundle at the repository root; replaced), and
+#               BUNDLE.tar.gz beside it
+#   -j JOBS     ninja's -j (default: ninja's own)
+#   --no-build  pack the build as it is, without running ninja first
+# Then: copy BUNDLE.tar.gz to the GPU node, `tar xzf gpu-bundle.tar.gz && gpu-bundle/run.sh OUT`.
+# The build tree is never modified: copies are stripped, not the originals.
+set -euo pipefail
+
+die() { echo "gpu-bundle: $*" >&2; exit 1; }
+build=build bundle="" jobs="" do_build=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    -B) build=${2:?-B needs a build directory}; shift 2 ;;
+    -o) bundle=${2:?-o needs a folder}; shift 2 ;;
+    -j) jobs=${2:?-j needs a number}; shift 2 ;;
+    --no-build) do_build=0; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=$(realpath -m "$build")
+bundle=$(realpath -m "${bundle:-$root/gpu-bundle}")
+tarball="$bundle.tar.gz"
+marker=.squeeze-gpu-bundle
+[ -f "$build/build.ninja" ] || die "$build has no build.ninja: configure it first (scripts/build.sh)"
+config="$build/squeeze_config.h"
+grep -q '^#define SQZ_HAVE_CUDA 1' "$config" 2>/dev/null ||
+  die "$build is not a CUDA build ($config lacks '#define SQZ_HAVE_CUDA 1'): build with nvcc on PATH (scripts/build.sh) or -Dcuda=enabled"
+if grep -q '^#define SQZ_CUDA_STANDIN 1' "$config"; then
+  die "$build is a -Dcuda-standin=true build (an emulated GPU): a GPU node needs the real CUDA build"
+fi
+case $bundle/ in "$build"/* | "$root"/) die "the bundle folder $bundle would overwrite the build or the repository" ;; esac
+if [ -e "$bundle" ] && [ ! -f "$bundle/$marker" ]; then
+  die "$bundle exists and is not a bundle this script wrote: remove it or pick another -o"
+fi
+
+# ---- build: current binaries (after any ninja already running on this build finishes) -------
+if [ $do_build = 1 ]; then
+  pattern="ninja( .*)? -C ($build|$(realpath --relative-to="$root" "$build"))/?( |$)"
+  waited=0
+  while pgrep -f -- "$pattern" >/dev/null; do
+    [ $((waited % 60)) = 0 ] && echo "gpu-bundle: waiting for the ninja already building $build (${waited}s)"
+    sleep 10
+    waited=$((waited + 10))
+  done
+  echo "gpu-bundle: ninja -C $build ${jobs:+-j $jobs}"
+  ninja -C "$build" ${jobs:+-j "$jobs"} || die "ninja -C $build failed"
+fi
+
+# ---- what goes in: the binaries, in the build tree's layout ----------------------------------
+is_elf() { [ -f "$1" ] && [ ! -L "$1" ] && [ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; }
+need() { [ -e "$build/$1" ] || die "$build/$1 is missing: is the build complete (tests, perf and the NCCL shim enabled)?"; }
+files=()
+for t in "$build"/tests/gpu/*_test; do
+  name=${t##*/}
+  case $name in *standin*) continue ;; esac  # built only for the CUDA stand-in
+  if is_elf "$t"; then files+=("tests/gpu/$name"); fi
+done
+[ ${#files[@]} -gt 0 ] || die "$build/tests/gpu has no *_test binaries (is gtest installed?)"
+for f in perf/sqz-allreduce-perf perf/sqz-codec-bench src/launcher/sqzrun src/info/sqz-info \
+  tests/nccl_shim/nccl_program; do
+  need "$f"
+  files+=("$f")
+done
+need src/nccl_shim/libsqueeze-nccl.so.2
+need libsqueeze.so.0
+for f in "$build"/libsqueeze.so* "$build"/src/nccl_shim/lib*.so*; do
+  [ -d "$f" ] || files+=("${f#"$build"/}")  # libsqueeze.so.0.1.0.p is a folder of objects
+done
+
+rm -rf "$bundle" "$tarball"
+mkdir -p "$bundle/build" "$bundle/lib" "$bundle/check"
+touch "$bundle/$marker"
+for f in "${files[@]}"; do
+  mkdir -p "$bundle/build/$(dirname "$f")"
+  cp -P "$build/$f" "$bundle/build/$f"  # symlinks stay symlinks (libnccl.so.2 -> ...)
+done
+
+# Shared libraries the binaries load from the build tree through a RUNPATH: bundled too.
+runpaths=$(for f in "${files[@]}"; do
+  if is_elf "$build/$f"; then
+    readelf -d "$build/$f" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p' | tr : '\n'
+  fi
+done | sort -u)
+echo "gpu-bundle: RUNPATHs of the binaries: ${runpaths//$'\n'/ }"
+for f in "${files[@]}"; do
+  is_elf "$build/$f" || continue
+  { ldd "$build/$f" 2>/dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | while read -r lib; do
+    real=$(realpath "$lib")
+    case $real in
+      "$build"/*)
+        rel=${real#"$build"/}
+        if [ ! -e "$bundle/build/$rel" ]; then
+          echo "gpu-bundle: also bundling $rel (loaded from the build tree)"
+          mkdir -p "$bundle/build/$(dirname "$rel")"
+          cp "$real" "$bundle/build/$rel"
+          # The loader looks for the soname, which may be a symlink beside it.
+          lib_rel=${lib#"$build"/}
+          if [ "$lib_rel" != "$lib" ] && [ ! -e "$bundle/build/$lib_rel" ]; then
+            ln -s "$(basename "$rel")" "$bundle/build/$lib_rel"
+          fi
+        fi
+        ;;
+    esac
+  done
+done
+# Copies only, stripped: the build tree keeps its symbols.
+while IFS= read -r -d '' f; do
+  if is_elf "$f"; then strip --strip-unneeded "$f"; fi
+done < <(find "$bundle/build" -type f -print0)
+
+# ---- the system libraries a CUDA base image lacks ----------------------------------------------
+# Not bundled: glibc's, the C++ runtime (the GPU node's is as new or newer), the CUDA runtime
+# and libraries, and the driver's (the node's own).
+system_lib='^(linux-vdso|linux-gate|ld-linux[^/]*|libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s)\.so'
+cuda_lib='^(libcuda|libcudart|libcublas|libcublasLt|libnvidia-[^/]*|libnvrtc[^/]*|libnvJitLink|libcufft|libcurand|libcusparse|libcusolver)\.so'
+bundle_ldpath="$bundle/lib:$bundle/build/src/nccl_shim"
+elves() {  # the bundle's ELF files, one a line
+  find "$bundle/build" "$bundle/lib" -type f -print0 | while IFS= read -r -d '' f; do
+    if is_elf "$f"; then printf '%s\n' "$f"; fi
+  done
+}
+# ldd_outside FILE: "NAME PATH" of each library FILE loads from outside the bundle.
+ldd_outside() {
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$bundle_ldpath" ldd "$1" 2>/dev/null |
+    awk -v b="$bundle/" '$2 == "=>" && index($3, b) != 1 {print $1, $3}'
+}
+copy_deps() {  # copies each non-system, non-CUDA library the bundle's ELF files load into lib/
+  local f name path copied=0
+  while IFS= read -r f; do
+    while read -r name path; do
+      [[ $name =~ $system_lib || $name =~ $cuda_lib ]] && continue
+      [ "$path" = "not" ] && continue  # "not found": reported by the check below
+      if [ ! -e "$bundle/lib/$name" ]; then
+        cp -L "$path" "$bundle/lib/$name"
+        echo "gpu-bundle: lib/$name <- $path"
+        copied=1
+      fi
+    done < <(ldd_outside "$f")
+  done < <(elves)
+  return $((1 - copied))
+}
+# UCX loads its transports as plugins from <libucs's folder>/ucx: bundle that folder too.
+ucx_dir=""
+while IFS= read -r f; do
+  ucs=$(ldd_outside "$f" | awk '$1 ~ /^libucs\.so/ && !done {print $2; done = 1}')
+  if [ -n "$ucs" ]; then ucx_dir="$(dirname "$(realpath "$ucs")")/ucx"; break; fi
+done < <(elves)
+if [ -n "$ucx_dir" ] && [ -d "$ucx_dir" ]; then
+  mkdir -p "$bundle/lib/ucx"
+  for f in "$ucx_dir"/*.so*; do cp -P "$f" "$bundle/lib/ucx/"; done
+  echo "gpu-bundle: lib/ucx/ <- $ucx_dir: $(find "$bundle/lib/ucx" -type f -printf '%f ')"
+fi
+while copy_deps; do :; done  # until no new library appears (the plugins' own dependencies)
+
+# ---- check: nothing outside the bundle but glibc's, the C++ runtime's and CUDA's ---------------
+bad=0 cuda_needed=""
+while IFS= read -r f; do
+  while read -r name path; do
+    if [[ $name =~ $cuda_lib ]]; then
+      cuda_needed+="$name "
+    elif ! [[ $name =~ $system_lib ]]; then
+      echo "gpu-bundle: ${f#"$bundle"/} loads $name from ${path/not/nowhere (not found)}, outside the bundle" >&2
+      bad=1
+    fi
+  done < <(ldd_outside "$f")
+done < <(elves)
+[ $bad = 0 ] || die "libraries outside the bundle (above)"
+cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | grep -v '^libcuda\.so' | grep . | sort -u | tr '\n' ' ')
+echo "gpu-bundle: ldd check passed; left to the GPU node: ${cuda_needed}libcuda.so.1 (the driver)"
+
+# ---- the run script, the reference programs, what the bundle is ------------------------------
+shared_check=/work/shared/gpu-runs/2026-11-26-h100/check
+if [ -d "$shared_check" ]; then
+  cp "$shared_check"/*.py "$bundle/check/"
+else
+  echo "gpu-bundle: $shared_check not found: no torch reference programs in the bundle" >&2
+fi
+cp tests/nccl_shim/nccl_shim_test.sh "$bundle/check/"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit+=" (with local changes)"
+{
+  printf 'BUNDLE_COMMIT=%q\n' "$commit"
+  printf 'BUNDLE_DATE=%q\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  printf 'BUNDLE_HOST=%q\n' "$(hostname)"
+  printf 'BUNDLE_NVCC=%q\n' "nvcc $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) |
+    sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  printf 'BUNDLE_CUDA_LIBS=%q\n' "${cuda_needed% }"
+} >"$bundle/bundle.env"
+cat >"$bundle/run.sh" <<'RUN_SH'
+#!/usr/bin/env bash
+# run.sh [OUT_DIR]: Squeeze's GPU checks from a bundle written by scripts/gpu-bundle.sh, on a
+# GPU machine that has a driver and a CUDA runtime (a CUDA install's lib64, or PyTorch's
+# nvidia/*/lib wheels) but no build tools. OUT_DIR: the first argument, or $OUT, or ./gpu-run.
+#
+# Runs, each under `timeout` and in parallel where independent (16 cores):
+#   phase 1 (up to 240 s): every tests/gpu binary (collective_test and compress_test in 4 gtest
+#     shards each), beside sqz-codec-bench -d cuda (90 s), the NCCL shim's program on device
+#     buffers (nccl_shim_test.sh sqzrun and codec 120 s, initall 60 s) and torch's
+#     ProcessGroupNCCL over the shim (LD_PRELOAD, 2 ranks, 90 s);
+#   phase 2 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
+#     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
+#     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each);
+#   phase 3: torch references (device copy, torch.topk, torch's NCCL DDP on 1 rank), if a
+#     python3 imports torch with CUDA; never failures.
+# Every step's log is in OUT_DIR/logs/, summary.md has a table of the steps and the
+# benchmark tables, and after every step both are packed into OUT_DIR/gpu-logs.tar.gz, so a
+# run stopped from outside still leaves them. The whole run stays within RUN_BUDGET_S seconds
+# (default 470): a step that no longer fits is SKIPped. RUN_BENCH_SERIAL=1 runs phase 2's lanes
+# one after another (cleaner timings, longer). PYTHON names the interpreter for the torch steps;
+# SQZ_CUDA_LIB_DIRS (colon-separated) overrides where cudart and cuBLAS are looked for.
+# Exits 1 when a step failed or timed out (or no GPU was usable), 0 otherwise.
+set -uo pipefail
+B=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BB=$B/build
+out=${1:-${OUT:-./gpu-run}}
+mkdir -p "$out" || exit 2
+O=$(cd "$out" && pwd)
+L=$O/logs S=$O/.steps
+if [ -d "$L" ] && [ ! -d "$S" ]; then
+  echo "run.sh: $L exists and is not from an earlier run.sh: pick another OUT_DIR" >&2
+  exit 2
+fi
+rm -rf "$L" "$S" "$O/summary.md" "$O/gpu-logs.tar.gz"
+mkdir -p "$L" "$S" || exit 2
+BUDGET=${RUN_BUDGET_S:-470}
+T0=$SECONDS
+# shellcheck source=/dev/null
+. "$B/bundle.env"
+ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+
+# ---- summary and packing ------------------------------------------------------------------
+# Each step leaves $S/KEY.row (its line of the table), maybe KEY.perf (a benchmark table row),
+# KEY.sec (a Markdown section) and KEY.bad (it failed); summary.md is rebuilt from them.
+write_summary() {
+  local f n_bad
+  n_bad=$(find "$S" -name '*.bad' | wc -l)
+  {
+    printf '# Squeeze GPU run (bundle)\n\n'
+    printf -- '- date: %s; host: %s; elapsed: %ss of a %ss budget\n' \
+      "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(hostname)" $((SECONDS - T0)) "$BUDGET"
+    printf -- '- bundle: commit %s, built %s on %s (%s)\n' "$BUNDLE_COMMIT" "$BUNDLE_DATE" \
+      "$BUNDLE_HOST" "$BUNDLE_NVCC"
+    printf -- '- GPU: %s\n' "$(cat "$S/gpu.txt" 2>/dev/null || echo unknown)"
+    printf -- '- CUDA libraries from: %s\n' "$(cat "$S/cudalibs.txt" 2>/dev/null || echo '?')"
+    printf -- '- torch: %s\n' "$(cat "$S/torch.txt" 2>/dev/null || echo '?')"
+    printf -- '- result: %s\n' "$([ "$n_bad" = 0 ] && echo PASS || echo "FAIL ($n_bad steps)")"
+    printf '\n| step | status | s | note |\n|---|---|---|---|\n'
+    for f in "$S"/*.row; do [ -e "$f" ] && cat "$f"; done
+    if compgen -G "$S/*.perf" >/dev/null; then
+      printf '\n## sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1: the largest size, and the average\n\n'
+      printf '| SQZ_TRANSPORT | ranks | codec | busbw out-of-place (GB/s) | busbw in-place (GB/s) |'
+      printf ' avg busbw (GB/s) | #wrong | status |\n|---|---|---|---|---|---|---|---|\n'
+      cat "$S"/*.perf
+      [ "${RUN_BENCH_SERIAL:-0}" = 1 ] ||
+        printf '\nThe seven lanes ran side by side (one GPU, 16 cores): correctness first; timings are rough.\n'
+    fi
+    for f in "$S"/*.sec; do [ -e "$f" ] && cat "$f"; done
+    printf '\nLogs: logs/ (and gpu-logs.tar.gz).\n'
+  } >"$O/.summary.md.$BASHPID"
+  mv -f "$O/.summary.md.$BASHPID" "$O/summary.md"
+}
+pack_now() {
+  write_summary
+  tar -czf "$O/.gpu-logs.tar.gz.$BASHPID" -C "$O" logs summary.md 2>/dev/null
+  mv -f "$O/.gpu-logs.tar.gz.$BASHPID" "$O/gpu-logs.tar.gz"
+}
+pack() {  # the lanes run side by side: one packer at a time
+  if command -v flock >/dev/null; then
+    (flock 9 && pack_now) 9>"$O/.lock"
+  else
+    pack_now
+  fi
+}
+# record KEY NAME STATUS SECONDS NOTE: a line of the table; FAIL and TIMEOUT make the run fail.
+record() {
+  local note=${5//|/\\|}
+  note=${note//$'\n'/ }
+  printf '| %s | %s | %s | %s |\n' "$2" "$3" "$4" "${note:0:300}" >"$S/$1.row"
+  case $3 in FAIL | TIMEOUT) touch "$S/$1.bad" ;; *) rm -f "$S/$1.bad" ;; esac
+  printf '== %-44s %-7s %4ss  %s\n' "$2" "$3" "$4" "${note:0:160}"
+  pack
+}
+# section KEY TITLE LOG [MAXLINES]: a Markdown section with the log's first lines.
+section() {
+  local max=${4:-80} lines
+  lines=$(wc -l <"$3" 2>/dev/null || echo 0)
+  {
+    printf '\n## %s\n\n```\n' "$2"
+    head -n "$max" "$3"
+    [ "$lines" -gt "$max" ] && printf '... (%d more lines in logs/%s)\n' $((lines - max)) "${3##*/}"
+    printf '```\n'
+  } >"$S/$1.sec"
+}
+# clip LIMIT: prints LIMIT cut to what is left of the budget; fails when under 10 s are left.
+clip() {
+  local left=$((BUDGET - (SECONDS - T0) - 5))
+  [ "$left" -ge 10 ] || return 1
+  echo $(($1 < left ? $1 : left))
+}
+# run KEY NAME LIMIT LOG COMMAND...: runs it under timeout (the limit clipped to the budget),
+# output to LOG; sets rc and secs, and lim. Returns 1 (after recording SKIP) when out of time.
+run() {
+  local key=$1 name=$2 limit=$3 log=$4 t0=$SECONDS
+  shift 4
+  if ! lim=$(clip "$limit"); then
+    record "$key" "$name" SKIP 0 "no time left in the ${BUDGET}s budget"
+    return 1
+  fi
+  printf '| %s | RUNNING | | started at %ss, limit %ss |\n' "$name" $((SECONDS - T0)) "$lim" >"$S/$key.row"
+  timeout -k 10 "$lim" "$@" >"$log" 2>&1 &
+  local pid=$!
+  echo "$pid" >"$S/$key.pid"  # for on_signal
+  wait "$pid"
+  rc=$?
+  rm -f "$S/$key.pid"
+  secs=$((SECONDS - t0))
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "(run.sh: stopped after ${lim}s)" >>"$log"; fi
+  return 0
+}
+# Stopped from outside: no new steps, the running ones stopped (timeout passes the signal on),
+# and what there is packed.
+on_signal() {
+  trap - TERM INT
+  local f
+  # shellcheck disable=SC2046
+  kill $(jobs -p) 2>/dev/null
+  for f in "$S"/*.pid; do [ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
+  for f in "$S"/*.row; do
+    if grep -q '| RUNNING |' "$f"; then
+      sed -i 's/| RUNNING |/| STOPPED |/' "$f"
+      touch "${f%.row}.bad"
+    fi
+  done
+  pack
+  exit 143
+}
+trap on_signal TERM INT
+
+# ---- probe: the GPU, the CUDA libraries, python with torch ------------------------------------
+probe=$L/probe.log
+{
+  echo "run.sh in $B, output in $O"
+  date -u; uname -a; nproc; free -g 2>/dev/null; grep PRETTY /etc/os-release 2>/dev/null
+  echo "bundle: $BUNDLE_COMMIT, $BUNDLE_DATE, $BUNDLE_NVCC; needs $BUNDLE_CUDA_LIBS"
+} >"$probe" 2>&1
+gpu_ok=0
+if smi=$(timeout 30 nvidia-smi -L 2>&1) && [ -n "$smi" ]; then
+  gpu_desc=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
+    --format=csv,noheader 2>/dev/null | head -1)
+  printf '%s\n' "${gpu_desc:-$smi}" >"$S/gpu.txt"
+  { echo "$smi"; timeout 30 nvidia-smi; } >>"$probe" 2>&1
+  record 00-gpu gpu PASS 0 "${gpu_desc:-$smi}"
+  gpu_ok=1
+else
+  why=${smi:-nvidia-smi -L listed nothing}
+  echo "no GPU: $why" >>"$probe"
+  echo "none ($why)" >"$S/gpu.txt"
+  record 00-gpu gpu FAIL 0 "no usable GPU: $(tail -1 <<<"$why")"
+fi
+
+# Where cudart and cuBLAS are: SQZ_CUDA_LIB_DIRS, then the nvidia/*/lib wheels of any python3
+# (PyTorch's: what torch itself loads on this machine), then a CUDA install.
+pythons=()
+for p in "${PYTHON:-}" python3 /opt/*/.venv/bin/python3 /opt/*/venv/bin/python3 /opt/*/bin/python3 \
+  /opt/conda/bin/python3 /usr/local/bin/python3 /usr/bin/python3 "$HOME"/.venv/bin/python3; do
+  if [ -z "$p" ] || ! command -v "$p" >/dev/null 2>&1; then continue; fi
+  p=$(command -v "$p")
+  [[ " ${pythons[*]} " == *" $p "* ]] || pythons+=("$p")
+done
+cand=()
+IFS=: read -r -a cand <<<"${SQZ_CUDA_LIB_DIRS:-}"
+sites=$(for p in "${pythons[@]}"; do
+  timeout 30 "$p" -c 'import site
+print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null
+done; ls -d /opt/*/.venv/lib/python3*/site-packages /usr/local/lib/python3*/dist-packages 2>/dev/null)
+while IFS= read -r sp; do
+  for d in "$sp"/nvidia/*/lib; do [ -d "$d" ] && cand+=("$d"); done
+done <<<"$sites"
+for d in ${CUDA_HOME:+"$CUDA_HOME"/lib64} /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 \
+  /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && cand+=("$d")
+done
+cuda_dirs=() missing=()
+for so in $BUNDLE_CUDA_LIBS; do
+  found=""
+  for d in "${cand[@]}"; do
+    if [ -e "$d/$so" ]; then found=$d; break; fi
+  done
+  if [ -z "$found" ]; then missing+=("$so"); continue; fi
+  [[ " ${cuda_dirs[*]} " == *" $found "* ]] || cuda_dirs+=("$found")
+done
+# The driver's libcuda.so.1 where a container puts it beside the system's.
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/wsl/lib; do
+  [ -e "$d/libcuda.so.1" ] && cuda_dirs+=("$d")
+done
+printf '%s\n' "${cuda_dirs[*]:-none}" >"$S/cudalibs.txt"
+ldpath=$B/lib
+for d in "${cuda_dirs[@]}"; do ldpath+=":$d"; done
+export LD_LIBRARY_PATH=$ldpath${ORIG_LD_LIBRARY_PATH:+:$ORIG_LD_LIBRARY_PATH}
+export SQZ_SOCKET_IFNAME=lo SQZ_TIMEOUT_MS=60000 SQZ_CODEC_AUTO_DENSE=0
+unset SQZ_TRANSPORT
+{
+  echo "looked for $BUNDLE_CUDA_LIBS in: ${cand[*]}"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  env | grep -E '^(SQZ_|NCCL_|CUDA_|UCX_)' | sort
+  echo "--- sqz-info"; timeout 30 "$BB"/src/info/sqz-info 2>&1 | head -150
+} >>"$probe" 2>&1
+for f in "$BB"/libsqueeze.so.0 "$BB"/src/nccl_shim/libsqueeze-nccl.so.2 "$BB"/src/launcher/sqzrun \
+  "$BB"/perf/* "$BB"/tests/gpu/*_test; do
+  echo "--- ldd ${f#"$B"/}"; ldd "$f" 2>&1
+done >"$L/ldd.log"
+notfound=$(grep '=> not found' "$L/ldd.log" | awk '{print $1}' | sort -u | tr '\n' ' ')
+if [ ${#missing[@]} = 0 ] && [ -z "$notfound" ]; then
+  record 01-libraries "libraries (cudart, cuBLAS)" PASS 0 "${cuda_dirs[*]}"
+else
+  record 01-libraries "libraries (cudart, cuBLAS)" FAIL 0 \
+    "not found: ${missing[*]} ${notfound}(set SQZ_CUDA_LIB_DIRS); searched ${cand[*]:-nothing}"
+fi
+torch_py="" torch_why="no python3 found"
+for p in "${pythons[@]}"; do
+  if why=$(LD_LIBRARY_PATH=$ORIG_LD_LIBRARY_PATH timeout 60 "$p" -c 'import sys, torch
+if not torch.cuda.is_available():
+    sys.exit("torch %s sees no CUDA device" % torch.__version__)
+try:
+    nccl = torch.cuda.nccl.version()
+except Exception as e:
+    nccl = "? (%s)" % e
+print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", nccl)' 2>&1); then
+    torch_py=$p
+    echo "$p: $why" >>"$probe"
+    break
+  fi
+  torch_why="$p: $(tail -1 <<<"${why:-did not start}")"
+done
+if [ -n "$torch_py" ]; then echo "$torch_py: $(tail -1 <<<"$why")"; else echo "none: $torch_why"; fi >"$S/torch.txt"
+pack
+
+# ---- the steps ------------------------------------------------------------------------------
+# gtest_step KEY NAME BINARY [SHARD TOTAL]: one GPU test binary (or one shard of it).
+gtest_step() {
+  local key=$1 name=$2 bin=$3 shard=${4:-} total=${5:-} st note ok nfail nskip names last
+  local log=$L/test-$name.log
+  local shard_env=()
+  [ -n "$total" ] && shard_env=(GTEST_TOTAL_SHARDS="$total" GTEST_SHARD_INDEX="$shard")
+  run "$key" "$name" 240 "$log" env "${shard_env[@]}" "$bin" --gtest_output="xml:$L/test-$name.xml" || return
+  ok=$(grep -c '^\[       OK \]' "$log")
+  nfail=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log")
+  nskip=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$log")
+  names=$(grep -E '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log" | sed 's/^\[  FAILED  \] //; s/ (.*//' |
+    head -3 | paste -sd, -)
+  note="$ok passed, $nfail failed, $nskip skipped${names:+; failed: $names}"
+  case $rc in
+    0) st=PASS ;;
+    77) st=SKIP note=$(grep -m1 '^SKIP' "$log" || tail -1 "$log") ;;
+    124 | 137)
+      st=TIMEOUT
+      last=$(grep '^\[ RUN      \]' "$log" | tail -1 | sed 's/^\[ RUN      \] //')
+      note="stopped at ${lim}s in ${last:-?}; $note" ;;
+    *) st=FAIL note="exit $rc; $note" ;;
+  esac
+  record "$key" "$name" $st "$secs" "$note"
+  if [ $st = FAIL ] || [ $st = TIMEOUT ]; then
+    grep -E -A6 'Failure|FAILED|WARN|error' "$log" | head -60 >"$L/test-$name.failures"
+    section "$key" "$name: $st (failures and warnings; full log logs/test-$name.log)" \
+      "$L/test-$name.failures" 60
+  fi
+}
+# first_message LOG: the line that says most about a failure.
+first_message() {
+  local p line
+  for p in '^sqz-[a-z-]+: ' 'SQZ (WARN|ERROR)' 'FAIL|refus|not supported|differs|error|Error'; do
+    line=$(grep -m1 -E "$p" "$1")
+    [ -n "$line" ] && break
+  done
+  [ -n "$line" ] || line=$(grep -v '^\s*$' "$1" | tail -1)
+  echo "${line:0:220}"
+}
+codec_bench() {
+  local log=$L/codec-bench.log
+  run 30-codec-bench "sqz-codec-bench -d cuda" 90 "$log" \
+    "$BB/perf/sqz-codec-bench" -d cuda -J "$L/codec-bench.json" || return
+  case $rc in
+    0) record 30-codec-bench "sqz-codec-bench -d cuda" PASS "$secs" "" ;;
+    124 | 137) record 30-codec-bench "sqz-codec-bench -d cuda" TIMEOUT "$secs" \
+      "stopped at ${lim}s after: $(grep -v '^\s*$' "$log" | tail -2 | head -1 | cut -c1-120)" ;;
+    *) record 30-codec-bench "sqz-codec-bench -d cuda" FAIL "$secs" "exit $rc: $(first_message "$log")" ;;
+  esac
+  section 30-codec-bench "sqz-codec-bench -d cuda" "$log" 80
+}
+# shim_step KEY CASE LIMIT: tests/nccl_shim/nccl_shim_test.sh CASE over the bundled program.
+shim_step() {
+  local key=$1 c=$2 log=$L/nccl-shim-$2.log name="NCCL shim: nccl_program $2"
+  run "$key" "$name" "$3" "$log" bash "$B/check/nccl_shim_test.sh" "$c" "$BB/src/launcher/sqzrun" \
+    "$BB/tests/nccl_shim/nccl_program" "$BB/src/nccl_shim" || return
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")"
+  elif [ "$rc" != 0 ]; then
+    record "$key" "$name" FAIL "$secs" "exit $rc: $(first_message "$log")"
+  elif [ "$c" = sqzrun ] && ! grep -q 'device buffers' "$log"; then
+    record "$key" "$name" FAIL "$secs" "ran on host buffers: no GPU seen"
+  else
+    record "$key" "$name" PASS "$secs" "$(grep -m1 -o '[0-9]* ranks, [a-z]* buffers' "$log")"
+  fi
+  section "$key" "$name" "$log" 40
+}
+torch_shim() {  # torch's ProcessGroupNCCL over the shim: ours, so a failure is a failure
+  local key=33-torch-shim name="torch DDP over the NCCL shim (LD_PRELOAD), 2 ranks" log=$L/torch-shim-n2.log
+  if [ -z "$torch_py" ]; then record $key "$name" SKIP 0 "$torch_why"; return; fi
+  run $key "$name" 90 "$log" env LD_PRELOAD="$BB/src/nccl_shim/libsqueeze-nccl.so.2" \
+    "$torch_py" "$B/check/torch_nccl_shim.py" 2 20 || return
+  case $rc in
+    0) record $key "$name" PASS "$secs" "$(grep -m1 -o 'DDP.*' "$log")" ;;
+    124 | 137) record $key "$name" TIMEOUT "$secs" "$(first_message "$log")" ;;
+    *) record $key "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'undefined symbol|Error|WRONG' "$log" || tail -1 "$log")" ;;
+  esac
+  section $key "$name" "$log" 40
+}
+# allreduce KEY TRANSPORT N CODEC: one sqz-allreduce-perf run (TRANSPORT default: unset).
+allreduce() {
+  local key=$1 tr=$2 n=$3 codec=$4 tag=${4%%:*} limit=45 st note wrong last avg cells
+  [ -z "$codec" ] && tag=dense limit=60
+  local name="allreduce $tr n=$n $tag" log=$L/allreduce-$tr-n$n-$tag.log
+  local envs=(SQZ_TIMEOUT_MS="${BENCH_SQZ_TIMEOUT_MS:-20000}")
+  [ "$tr" != default ] && envs+=(SQZ_TRANSPORT="$tr")
+  local zopt=()
+  [ -n "$codec" ] && zopt=(-z "$codec")
+  lim=$(clip $limit) || { record "$key" "$name" SKIP 0 "no time left in the ${BUDGET}s budget"; return; }
+  run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" --timeout $((lim > 15 ? lim - 5 : lim)) \
+    -n "$n" "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e 16M -f 4 -c 1 \
+    -J "$L/allreduce-$tr-n$n-$tag.json" "${zopt[@]}" || return
+  # A table row starts with the size and the count; #wrong is columns 9 (out of place) and
+  # 13 (in place); -z adds its columns after them.
+  # shellcheck disable=SC2016
+  local rows='$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 14'
+  wrong=$(awk "$rows"' {w += $9 + $13} END {print w + 0}' "$log")
+  last=$(awk "$rows"' {row = $0} END {print row}' "$log")
+  avg=$(sed -n 's/^# Avg bus bandwidth *: *\([^ ]*\).*/\1/p' "$log" | tail -1)
+  if [ "$rc" = 0 ] && [ "$wrong" = 0 ] && grep -q '^# Out of bounds values : 0 OK' "$log"; then
+    st=PASS note="#wrong 0; $(awk "$rows" "$log" | wc -l) sizes"
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    st=TIMEOUT note="stopped at ${lim}s; #wrong $wrong; $(first_message "$log")"
+  else
+    st=FAIL note="exit $rc, #wrong $wrong: $(first_message "$log")"
+  fi
+  read -r -a cells <<<"$last"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$tr" "$n" "${codec:-dense}" "${cells[7]:--}" \
+    "${cells[11]:--}" "${avg:--}" "$wrong" "$st" >"$S/$key.perf"
+  record "$key" "$name" $st "$secs" "$note"
+}
+ar_lane() {  # ar_lane INDEX TRANSPORT N: dense, then the three codecs
+  local i=0 codec
+  for codec in "" topk:ratio=0.01 int8 powersgd:rank=4; do
+    allreduce "4$1-$i" "$2" "$3" "$codec"
+    i=$((i + 1))
+  done
+}
+torch_ref() {  # torch_ref KEY NAME LIMIT LOG LINE ARGS...: a reference point, never a failure
+  local key=$1 name=$2 limit=$3 log=$4 line=$5  # LINE: a regex for the log's line to quote
+  shift 5
+  if [ -z "$torch_py" ]; then record "$key" "$name" SKIP 0 "$torch_why"; return; fi
+  run "$key" "$name" "$limit" "$log" env LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" "$torch_py" "$@" || return
+  if [ "$rc" = 0 ]; then
+    record "$key" "$name" PASS "$secs" "reference: $(grep -m1 -E "$line" "$log" | cut -c1-150)"
+  else
+    record "$key" "$name" SKIP "$secs" "reference, exit $rc: $(grep -v '^\s*$' "$log" | tail -1 | cut -c1-150)"
+  fi
+  section "$key" "$name (reference)" "$log" 20
+}
+
+# ---- phase 1: the tests, beside the codec bench and the NCCL shim ------------------------------
+pids=()
+for bin in "$BB"/tests/gpu/*_test; do
+  t=${bin##*/}
+  case $t in
+    collective_test | compress_test)
+      for s in 0 1 2 3; do
+        gtest_step "10-$t.$s" "$t.$s" "$bin" $s 4 &
+        pids+=($!)
+      done ;;
+    *) gtest_step "10-$t" "$t" "$bin" & pids+=($!) ;;
+  esac
+done
+(codec_bench; shim_step 31-shim-initall initall 60; torch_shim) & pids+=($!)
+(shim_step 32a-shim-sqzrun sqzrun 120; shim_step 32b-shim-codec codec 120) & pids+=($!)
+wait "${pids[@]}"
+
+# ---- phase 2: sqz-allreduce-perf -d cuda ------------------------------------------------------
+pids=()
+lane=0
+for cfg in "default 1" "cuda_ipc 2" "cuda_ipc 4" "shm 2" "shm 4" "tcp 2" "tcp 4"; do
+  # shellcheck disable=SC2086
+  if [ "${RUN_BENCH_SERIAL:-0}" = 1 ]; then
+    ar_lane $lane $cfg
+  else
+    ar_lane $lane $cfg & pids+=($!)
+  fi
+  lane=$((lane + 1))
+done
+[ ${#pids[@]} = 0 ] || wait "${pids[@]}"
+
+# ---- phase 3: torch's numbers, for reference ----------------------------------------------------
+torch_ref 50-membw "device copy 1 GiB (torch)" 60 "$L/torch-membw.log" 'GB/s' "$B/check/membw.py"
+torch_ref 51-topk "torch.topk 64M float32 (torch)" 60 "$L/torch-topk.log" 'ratio 0.001' \
+  "$B/check/topk_ref.py"
+torch_ref 52-nccl-n1 "torch's NCCL DDP, 1 rank" 90 "$L/torch-nccl-n1.log" 'DDP' \
+  "$B/check/torch_nccl_shim.py" 1 20
+
+pack
+n_bad=$(find "$S" -name '*.bad' | wc -l)
+echo "run.sh: $([ "$n_bad" = 0 ] && echo PASS || echo "FAIL ($n_bad steps)") in $((SECONDS - T0))s; summary $O/summary.md, logs $O/gpu-logs.tar.gz"
+[ "$n_bad" = 0 ] && [ $gpu_ok = 1 ]
+RUN_SH
+chmod +x "$bundle/run.sh"
+{
+  echo "Squeeze GPU bundle: commit $commit, built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $build on $(hostname)."
+  echo "Run on a GPU node: tar xzf $(basename "$tarball") && $(basename "$bundle")/run.sh OUT_DIR"
+  echo "(see the comment at the top of run.sh). CUDA libraries taken from the node: ${cuda_needed}libcuda.so.1."
+  echo
+  echo "Contents:"
+  (cd "$bundle" && find . -type f -o -type l | sort | while read -r f; do
+    if [ -L "$f" ]; then echo "  $f -> $(readlink "$f")"; else echo "  $f ($(du -k "$f" | cut -f1) KiB)"; fi
+  done)
+} >"$bundle/README.txt"
+bash -n "$bundle/run.sh" || die "run.sh does not parse"
+
+tar -czf "$tarball" -C "$(dirname "$bundle")" "$(basename "$bundle")"
+size_dir=$(du -sm "$bundle" | cut -f1) size_tar=$(du -m "$tarball" | cut -f1)
+echo "gpu-bundle: $bundle: ${size_dir} MiB; $tarball: ${size_tar} MiB"
+if [ "$size_dir" -ge 50 ] || [ "$size_tar" -ge 50 ]; then
+  die "the bundle is over 50 MiB"
+fi
