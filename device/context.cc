@@ -10,7 +10,7 @@ Context::~Context() = default;
 
 void Context::reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space) {
   if (a && a->size() >= bytes) return;
-  a.reset();  // a device allocation is freed stream-ordered, after the work that used it
+  if (a) retire(std::move(a));  // work enqueued before may still use it
   a = allocate(bytes, space);
 }
 

@@ -63,10 +63,15 @@ class Context {
 
   // ---- memory ----------------------------------------------------------------------------------
   // Memory of at least `bytes` in `space` that the caller owns (a codec handle's state).
-  // Device memory is usable by work enqueued on this context from now on.
+  // Device memory is usable by work enqueued on this context from now on. Destroyed, it is
+  // freed without waiting for the device: its owner has waited for the work that used it.
   virtual std::unique_ptr<Allocation> allocate(size_t bytes, Space space) = 0;
   // Grows `a` (made by allocate in `space`, or null) to at least `bytes`; contents are lost.
+  // The old memory is freed after the work enqueued so far (retire).
   void reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space);
+  // Frees `a` once the work enqueued on this context so far has run (CUDA: stream-ordered;
+  // host: at once), since that work may still read or write it.
+  virtual void retire(std::unique_ptr<Allocation> a) { a.reset(); }
 
   // Buffers pooled across calls, by index: beginCall frees them all; an index stays valid
   // until released or the next beginCall.

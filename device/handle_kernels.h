@@ -83,11 +83,6 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
 // Reads idx[0..m) only. Synchronizes.
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream);
 
-// Device memory of at least `bytes` for the calling thread on the current device, one buffer per
-// slot (grown stream-ordered on `stream`, never shrunk); valid until the next request of the
-// same slot on this thread.
-enum class ScratchSlot : int { kDecoded, kIndices, kCount };
-void* gpuScratch(ScratchSlot slot, size_t bytes, GpuStream stream);
 #endif
 
 }  // namespace squeeze::device

@@ -12,7 +12,7 @@
 #include "device/cuda/runtime.h"
 #include "device/handle_kernels.h"
 #include "device/linalg.h"
-#include "device/memory.h"
+#include "device/cuda/launch.cuh"
 #include "device/reduce.h"
 #include "device/sparse.h"
 
@@ -34,6 +34,11 @@ class DeviceAllocation final : public Allocation {
   }
   char* data() const override { return static_cast<char*>(buffer_.data()); }
   size_t size() const override { return buffer_.size(); }
+  // Frees after the work enqueued on `stream` so far.
+  void releaseAfter(cudaStream_t stream) {
+    cuda::DeviceGuard guard(device_);
+    buffer_.releaseAfter(stream);
+  }
 
  private:
   int device_;
@@ -70,6 +75,10 @@ class CudaContext final : public Context {
     if (space == Space::kHost) return hostAllocation(bytes);
     cuda::DeviceGuard guard(device_);
     return std::make_unique<DeviceAllocation>(device_, bytes, stream_);
+  }
+
+  void retire(std::unique_ptr<Allocation> a) override {
+    if (auto* d = dynamic_cast<DeviceAllocation*>(a.get())) d->releaseAfter(stream_);
   }
 
   void copy(void* dst, const void* src, size_t bytes) override {

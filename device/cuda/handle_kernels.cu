@@ -19,10 +19,8 @@ namespace squeeze::device {
 namespace {
 
 
-// Per thread and device: the slots of gpuScratch, the flag of gpuFirstBadIndex and the norm
-// partials of gpuFeedbackPass.
+// Per thread and device: the flag of gpuFirstBadIndex and the norm partials of gpuFeedbackPass.
 struct Scratch {
-  cuda::DeviceBuffer slots[static_cast<int>(ScratchSlot::kCount)];
   cuda::DeviceBuffer flag, partials;
   std::vector<float> hostPartials;
 };
@@ -165,12 +163,6 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
               "cudaMemcpyAsync(index check)");
   syncStream(stream, "checking a sparse payload's indices on the GPU");
   return first == ~0ull ? SIZE_MAX : static_cast<size_t>(first);
-}
-
-void* gpuScratch(ScratchSlot slot, size_t bytes, GpuStream stream) {
-  cuda::DeviceBuffer& b = scratch().slots[static_cast<int>(slot)];
-  b.reserve(bytes, stream);
-  return b.data();
 }
 
 void gpuPrepareThread(GpuStream stream) {

@@ -1,5 +1,5 @@
 // What every kernel file of device/cuda/ shares on the host side of a launch: the block size,
-// the grid for a grid-stride loop (device/memory.h's syncStream waits), and scratch kept
+// the grid for a grid-stride loop, the wait for a result the host reads, and scratch kept
 // per calling thread and per device (ranks run as threads on one GPU, so no two callers may
 // share a kernel's scratch, and a thread may drive several devices).
 #pragma once
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "device/cuda/runtime.h"
-#include "device/memory.h"
+#include "device/hd.h"
 
 namespace squeeze::device {
 
@@ -36,8 +36,20 @@ T& perThreadDevice(Make make) {
   return *s;
 }
 
-// Each kernel file's per-thread scratch of fixed size (pinned result slots, cuBLAS's handle),
-// made by gpuPrepareThread (device/memory.h).
+// Waits for what was enqueued on `stream` (null: the legacy default stream) before the host
+// reads a kernel's result; a failed kernel or copy throws Error(kCuda) naming `what`.
+inline void syncStream(GpuStream stream, const char* what) {
+  cuda::check(cudaStreamSynchronize(stream), what);
+}
+
+// Makes the calling thread's kernel scratch on the current device that is made once and never
+// grown (pinned result slots, cuBLAS's handle and its workspace for `stream`). cudaHostAlloc and
+// cublasCreate may wait for the whole device, so a progress thread calls this when it starts,
+// before any caller's stream waits for it (DESIGN.md, "Memory, streams, threads"); the CUDA
+// execution context's prepareThread.
+void gpuPrepareThread(GpuStream stream);
+
+// Each kernel file's part of it (pinned result slots, cuBLAS's handle).
 void prepareSparseThread();
 void prepareQuantizeThread();
 void prepareLinalgThread(cudaStream_t stream);

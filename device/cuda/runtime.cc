@@ -162,6 +162,15 @@ void DeviceBuffer::release() noexcept {
   streamOrdered_ = false;
 }
 
+void DeviceBuffer::releaseAfter(cudaStream_t stream) noexcept {
+  if (!ptr_ || !streamOrdered_) return release();
+  (void)cudaFreeAsync(ptr_, stream);
+  (void)cudaGetLastError();
+  ptr_ = nullptr;
+  bytes_ = 0;
+  streamOrdered_ = false;
+}
+
 void DeviceBuffer::reserve(size_t bytes, cudaStream_t stream) {
   if (bytes <= bytes_) return;
   if (ptr_) {

@@ -90,6 +90,10 @@ class DeviceBuffer {
   // memory is freed once the work enqueued on `stream` before this call is done, and the new
   // memory is usable by work enqueued on `stream` from now on.
   void reserve(size_t bytes, cudaStream_t stream);
+  // Frees stream-ordered memory once the work enqueued on `stream` before this call is done
+  // (cudaFreeAsync there): for memory that work on `stream` may still use. Set-up memory is
+  // freed at once.
+  void releaseAfter(cudaStream_t stream) noexcept;
 
  private:
   void release() noexcept;

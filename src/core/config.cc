@@ -5,7 +5,6 @@
 
 #include "base/error.h"
 #include "base/strings.h"
-#include "squeeze_config.h"
 #include "transports/transport.h"
 
 namespace squeeze {
@@ -16,11 +15,12 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_TIMEOUT_MS=", p.timeoutMs,
           " is out of range; use 1 to 604800000 ms.");
   c.timeoutMs = static_cast<int>(p.timeoutMs);
+  const auto& known = availableTransports();
   for (const std::string& name : split(p.transport, ',')) {
     if (name.empty()) continue;
-    // The default list names cuda_ipc; a build without CUDA has nothing to reach a GPU with.
-    if (name == "cuda_ipc" && !SQZ_HAVE_CUDA) continue;
-    const auto& known = availableTransports();
+    // The default list names cuda_ipc; a build without CUDA has nothing to reach a GPU with
+    // (its transport table has no cuda_ipc).
+    if (name == "cuda_ipc" && std::find(known.begin(), known.end(), name) == known.end()) continue;
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
