@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds Squeeze and runs the whole test suite (meson test), then the fast tests again under
-# ASan+UBSan (scripts/sanitize.sh), and prints 'N passed, N failed, N skipped' for each stage
-# (suite:, sanitized:) and for both (total:). Exit status: non-zero when either stage failed.
+# Builds Squeeze and runs the whole test suite (meson test), then the GPU tests over the CUDA
+# stand-in, an emulated GPU (scripts/standin.sh), then the fast tests again under ASan+UBSan
+# (scripts/sanitize.sh), and prints 'N passed, N failed, N skipped' for each stage (suite:,
+# standin:, sanitized:) and for all (total:). Exit status: non-zero when any stage failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh || exit $?
@@ -19,13 +20,25 @@ meson test -C build --print-errorlogs --num-processes 2 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 suite=$(tally "$rc")
 read -r suite_ok _ suite_fail _ suite_skip _ <<< "$suite"
+# The device path over the CUDA stand-in; 77 (no CUDA headers) is a skipped stage.
+scripts/standin.sh 2>&1 | tee "$log"
+standin_rc=${PIPESTATUS[0]}
+if [ "$standin_rc" -eq 77 ]; then
+  standin="0 passed, 0 failed, 1 skipped"
+  standin_rc=0
+else
+  standin=$(tally "$standin_rc")
+fi
+read -r sti_ok _ sti_fail _ sti_skip _ <<< "$standin"
 scripts/sanitize.sh address,undefined 2>&1 | tee "$log"
 sanitize_rc=${PIPESTATUS[0]}
 sanitized=$(tally "$sanitize_rc")
 read -r san_ok _ san_fail _ san_skip _ <<< "$sanitized"
 echo "suite: $suite"
+echo "standin: $standin"
 echo "sanitized: $sanitized"
-echo "total: $(( suite_ok + san_ok )) passed, $(( suite_fail + san_fail )) failed," \
-  "$(( suite_skip + san_skip )) skipped"
+echo "total: $(( suite_ok + sti_ok + san_ok )) passed, $(( suite_fail + sti_fail + san_fail ))" \
+  "failed, $(( suite_skip + sti_skip + san_skip )) skipped"
 [ "$rc" -ne 0 ] && exit "$rc"
+[ "$standin_rc" -ne 0 ] && exit "$standin_rc"
 exit "$sanitize_rc"

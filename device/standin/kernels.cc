@@ -1,0 +1,518 @@
+// The CUDA stand-in's kernels (the cuda-standin build; device/standin/standin.h): every gpu*
+// entry point of device/*.h runs its cpu* twin on the stream through standin::launch, so a device
+// call returns the host call's bits. The host side of each entry point follows its
+// device/cuda/*.cu original: the same early returns, the same stream synchronizations, results
+// in the same kind of memory, and the same per-thread scratch allocated at the same points and
+// in the same way (cudaMalloc / cudaHostAlloc, which wait for the whole device, where it is made
+// once; cudaMallocAsync on the stream where it grows), so the device path's waits, and its hangs,
+// happen here as they do on a GPU.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "base/strings.h"
+#include "device/cast.h"
+#include "device/cuda/launch.cuh"
+#include "device/cuda/runtime.h"
+#include "device/handle_kernels.h"
+#include "device/linalg.h"
+#include "device/quantize.h"
+#include "device/reduce.h"
+#include "device/sparse.h"
+#include "device/standin/standin.h"
+
+namespace squeeze::device {
+namespace {
+
+// ---- launching -------------------------------------------------------------------------------
+
+// A pointer a kernel dereferences, and how many elements (or bytes) of it: checked only when
+// both are non-zero, since a kernel given nothing to do reads nothing.
+struct Arg {
+  template <class T>
+  Arg(const char* name, T* ptr, size_t count)
+      : name(name), ptr(ptr), count(count), writes(!std::is_const_v<T>) {}
+  const char* name;
+  const void* ptr;
+  size_t count;
+  bool writes;
+};
+
+// Enqueues `body` as kernel `kernel` on `stream`. An argument a GPU could not reach is found
+// here, at launch, as the real launch would be, but reported where a GPU reports it: the body
+// becomes one that throws, so the stream fails (sticky) when it gets there.
+void enqueue(GpuStream stream, const char* kernel, std::initializer_list<Arg> args,
+             std::function<void()> body) {
+  for (const Arg& a : args) {
+    if (!a.ptr || a.count == 0 || standin::isDeviceAccessible(a.ptr)) continue;
+    body = [message = strCat(kernel, ": argument `", a.name, "` (", a.ptr,
+                             ") is pageable host memory: a GPU kernel cannot ",
+                             a.writes ? "write" : "read", " it")] {
+      raise(ErrorCode::kCuda, message);
+    };
+    break;
+  }
+  cuda::check(standin::launch(stream, kernel, std::move(body)),
+              strCat("launching ", kernel).c_str());
+}
+
+
+// Copies a result the body left in device memory back to the host, on the stream.
+void copyBack(void* host, const void* device, size_t bytes, GpuStream stream) {
+  cuda::check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream),
+              "cudaMemcpyAsync (a kernel's result)");
+}
+
+// ---- scratch: each struct is its device/cuda/*.cu original's, made on first use (or by
+// gpuPrepareThread) with the same cudaMalloc / cudaHostAlloc, and grown stream-ordered ----------
+
+template <class T>
+T& scratchOf() {
+  return perThreadDevice<T>([](int dev) { return std::make_unique<T>(dev); });
+}
+
+// handle_kernels.cu: gpuFirstBadIndex's flag, gpuFeedbackPass's partials (device memory, grown
+// on demand) and the pageable host memory its norms are copied into.
+struct HandleScratch {
+  explicit HandleScratch(int) {}
+  cuda::DeviceBuffer flag, partials;
+  double hostNorms[2] = {};
+};
+
+// quantize.cu: the norms of an encode with feedback, on the device and pinned for the host.
+struct QuantizeNorms {
+  explicit QuantizeNorms(int) : device(2 * sizeof(double)), host(2 * sizeof(double)) {}
+  cuda::DeviceBuffer device;
+  cuda::PinnedBuffer host;
+};
+
+// linalg.cu: cuBLAS's workspace, one per stream the thread has multiplied on (cuBLAS's own
+// default size for the device), allocated on that stream when it is first seen. The stand-in
+// has no cuBLAS; the workspace is kept so the allocation happens where the real one's does.
+struct BlasScratch {
+  explicit BlasScratch(int dev) {
+    int major = 0;
+    cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+                "cudaDeviceGetAttribute(compute capability)");
+    workspaceBytes = size_t(major >= 9 ? 32 : 4) << 20;
+  }
+  size_t workspaceBytes = 0;
+  std::vector<std::pair<GpuStream, cuda::DeviceBuffer>> workspaces;
+};
+
+void blasWorkspace(GpuStream stream) {
+  BlasScratch& b = scratchOf<BlasScratch>();
+  for (const auto& w : b.workspaces)
+    if (w.first == stream) return;
+  b.workspaces.emplace_back(stream, cuda::DeviceBuffer());
+  b.workspaces.back().second.reserve(b.workspaceBytes, stream);
+}
+
+// linalg.cu's SGEMM launch: its dimensions must fit cuBLAS's ints, then the stream's workspace.
+void blasGemm(GpuStream stream, std::initializer_list<std::pair<size_t, const char*>> dims) {
+  for (const auto& [v, what] : dims)
+    if (v > size_t(INT_MAX))
+      raise(ErrorCode::kInvalidArgument, "low-rank product: ", what, " = ", v,
+            " exceeds cuBLAS's int dimensions");
+  blasWorkspace(stream);
+}
+
+// linalg.cu: gpuSquaredNorm's partial sums (device) and its result (pinned).
+struct LinalgNorm {
+  static constexpr size_t kSumBlocks = 1024;
+  explicit LinalgNorm(int) : partial(kSumBlocks * sizeof(double)), result(sizeof(double)) {}
+  cuda::DeviceBuffer partial;
+  cuda::PinnedBuffer result;
+};
+
+// sparse.cu: the selection state (device) and the pinned slots the host reads counts and sums
+// from; cand and candAlt are gpuSelectAtLeast's index buffers, sums the feedback's partials.
+struct SparseScratch {
+  static constexpr size_t kStateBytes = 6 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
+  struct Slots {
+    size_t count;
+    double sums[2];
+  };
+  explicit SparseScratch(int) : state(kStateBytes), slots(sizeof(Slots)) {}
+  Slots* slotsData() const { return static_cast<Slots*>(slots.data()); }
+  cuda::DeviceBuffer state, cand, candAlt, sums;
+  cuda::PinnedBuffer slots;
+};
+
+uint32_t* u32(cuda::DeviceBuffer& b, size_t count, GpuStream stream) {
+  b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t), stream);
+  return static_cast<uint32_t*>(b.data());
+}
+
+// ---- quantizer encode and decode -------------------------------------------------------------
+
+// quantize.cu's runEncode: encode(feedback) runs the cpu* encode; with feedback, the norms come
+// back through the device and pinned pair after a synchronize.
+template <class Encode>
+void runEncode(const char* kernel, const float* x, size_t n, size_t block, void* scales,
+               uint8_t* codes, Feedback* feedback, GpuStream stream, Encode encode) {
+  if (n == 0) return;
+  SQZ_ENFORCE(block > 0, kernel, ": block of 0 values");
+  if (!feedback) {
+    enqueue(stream, kernel, {{"x", x, n}, {"scales", scales, n}, {"codes", codes, n}},
+            [=] { encode(nullptr); });
+    return;
+  }
+  QuantizeNorms& s = scratchOf<QuantizeNorms>();
+  auto* norms = static_cast<double*>(s.device.data());
+  float* residual = feedback->residual;
+  enqueue(stream, kernel,
+          {{"x", x, n}, {"scales", scales, n}, {"codes", codes, n}, {"residual", residual, n}},
+          [=] {
+            Feedback fb;
+            fb.residual = residual;
+            encode(&fb);
+            norms[0] = fb.inputSq;
+            norms[1] = fb.sentSq;
+          });
+  copyBack(s.host.data(), norms, 2 * sizeof(double), stream);
+  syncStream(stream, kernel);
+  const double* h = static_cast<const double*>(s.host.data());
+  feedback->inputSq += h[0];
+  feedback->sentSq += h[1];
+}
+
+// quantize.cu's launchDecode; local is null for a plain decode.
+template <class Decode>
+void runDecode(const char* kernel, const void* scales, const uint8_t* codes, size_t n, size_t block,
+               float* out, const float* local, GpuStream stream, Decode decode) {
+  if (n == 0) return;
+  SQZ_ENFORCE(block > 0, kernel, ": block of 0 values");
+  enqueue(stream, kernel,
+          {{"scales", scales, n}, {"codes", codes, n}, {"out", out, n}, {"local", local, n}},
+          std::move(decode));
+}
+
+}  // namespace
+
+// ---- cast.h --------------------------------------------------------------------------------
+
+void gpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuNarrow", {{"in", in, n}, {"out", out, n}},
+          [=] { cpuNarrow(kind, in, out, n); });
+}
+
+void gpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuWiden", {{"in", in, n}, {"out", out, n}},
+          [=] { cpuWiden(kind, in, out, n); });
+}
+
+void gpuWidenAdd(Narrow kind, float* out, const float* local, const uint16_t* in, size_t n,
+                 GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuWidenAdd", {{"out", out, n}, {"local", local, n}, {"in", in, n}},
+          [=] { cpuWidenAdd(kind, out, local, in, n); });
+}
+
+// ---- reduce.h ------------------------------------------------------------------------------
+
+void gpuReduce(DataType dtype, RedOp op, void* out, const void* a, const void* b, size_t n,
+               GpuStream stream) {
+  if (n == 0) return;
+  const ReduceFn fn = cpuReduceFn(dtype, op);  // an unknown pair throws here, as on a GPU
+  enqueue(stream, "gpuReduce", {{"out", out, n}, {"a", a, n}, {"b", b, n}},
+          [=] { fn(out, a, b, n); });
+}
+
+void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream stream) {
+  if (n == 0) return;
+  SQZ_ENFORCE(visitElement(dtype, [](auto) { return true; }), "no division for dtype ", int(dtype));
+  enqueue(stream, "gpuDivide", {{"buf", buf, n}}, [=] { cpuDivide(buf, n, dtype, divisor); });
+}
+
+// ---- quantize.h ----------------------------------------------------------------------------
+
+void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                   Feedback* feedback, GpuStream stream) {
+  runEncode("gpuInt8Encode", x, n, block, scales, codes, feedback, stream,
+            [=](Feedback* fb) { cpuInt8Encode(x, n, block, scales, codes, fb); });
+}
+void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                   GpuStream stream) {
+  runDecode("gpuInt8Decode", scales, codes, n, block, out, nullptr, stream,
+            [=] { cpuInt8Decode(scales, codes, n, block, out); });
+}
+void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, GpuStream stream) {
+  runDecode("gpuInt8DecodeAdd", scales, codes, n, block, out, local, stream,
+            [=] { cpuInt8DecodeAdd(out, local, scales, codes, n, block); });
+}
+
+void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
+                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
+                   GpuStream stream) {
+  SQZ_ENFORCE(bits == 4 || bits == 8, "qsgd: ", bits, " bits per value");
+  runEncode("gpuQsgdEncode", x, n, block, scales, codes, feedback, stream, [=](Feedback* fb) {
+    cpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, fb);
+  });
+}
+void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
+                   int bits, float* out, GpuStream stream) {
+  runDecode("gpuQsgdDecode", scales, codes, n, block, out, nullptr, stream,
+            [=] { cpuQsgdDecode(scales, codes, n, block, levels, bits, out); });
+}
+void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                      size_t n, size_t block, int levels, int bits, GpuStream stream) {
+  runDecode("gpuQsgdDecodeAdd", scales, codes, n, block, out, local, stream,
+            [=] { cpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits); });
+}
+
+void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                     Feedback* feedback, GpuStream stream) {
+  runEncode("gpuOnebitEncode", x, n, block, scales, codes, feedback, stream,
+            [=](Feedback* fb) { cpuOnebitEncode(x, n, block, scales, codes, fb); });
+}
+void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                     GpuStream stream) {
+  runDecode("gpuOnebitDecode", scales, codes, n, block, out, nullptr, stream,
+            [=] { cpuOnebitDecode(scales, codes, n, block, out); });
+}
+void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                        size_t n, size_t block, GpuStream stream) {
+  runDecode("gpuOnebitDecodeAdd", scales, codes, n, block, out, local, stream,
+            [=] { cpuOnebitDecodeAdd(out, local, scales, codes, n, block); });
+}
+
+void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                       void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream) {
+  runEncode("gpuTerngradEncode", x, n, block, scales, codes, feedback, stream,
+            [=](Feedback* fb) { cpuTerngradEncode(x, n, block, key, index0, scales, codes, fb); });
+}
+void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+                       GpuStream stream) {
+  runDecode("gpuTerngradDecode", scales, codes, n, block, out, nullptr, stream,
+            [=] { cpuTerngradDecode(scales, codes, n, block, out); });
+}
+void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                          size_t n, size_t block, GpuStream stream) {
+  runDecode("gpuTerngradDecodeAdd", scales, codes, n, block, out, local, stream,
+            [=] { cpuTerngradDecodeAdd(out, local, scales, codes, n, block); });
+}
+
+// ---- sparse.h ------------------------------------------------------------------------------
+
+size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
+                     GpuStream stream) {
+  k = std::min(k, n);
+  if (k == 0) return 0;
+  SparseScratch& sc = scratchOf<SparseScratch>();
+  SparseScratch::Slots* slots = sc.slotsData();
+  enqueue(stream, "gpuSelectTopk", {{"x", x, n}, {"idx", idx, k}},
+          [=] { slots->count = cpuSelectTopk(x, n, k, sampled, idx); });
+  syncStream(stream, "top-k selection");
+  return slots->count;
+}
+
+size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
+                        GpuStream stream) {
+  // sparse.cu's atLeast: the indices go to scratch, then to idx by a copy.
+  SparseScratch& sc = scratchOf<SparseScratch>();
+  cap = std::min(cap, n);
+  // The CPU's vector stores need the slack.
+  uint32_t* cand = u32(sc.cand, cap + kSelectSlack, stream);
+  if (minKey == 0) minKey = 1;
+  if (minKey > 0x7fffffffu || n == 0) return 0;
+  u32(sc.candAlt, cap, stream);  // the real sort's second buffer
+  SparseScratch::Slots* slots = sc.slotsData();
+  enqueue(stream, "gpuSelectAtLeast", {{"x", x, n}},
+          [=] { slots->count = cpuSelectAtLeast(x, n, minKey, cand, cap); });
+  syncStream(stream, "select pass");
+  const size_t kept = slots->count;
+  if (kept == SIZE_MAX || kept == 0) return kept;
+  cuda::check(cudaMemcpyAsync(idx, cand, kept * sizeof(uint32_t), cudaMemcpyDefault, stream),
+              "cudaMemcpyAsync");
+  syncStream(stream, "select copy");
+  return kept;
+}
+
+void gpuGather(const float* x, const uint32_t* idx, size_t k, float* out, GpuStream stream) {
+  if (k == 0) return;
+  enqueue(stream, "gpuGather", {{"x", x, k}, {"idx", idx, k}, {"out", out, k}},
+          [=] { cpuGather(x, idx, k, out); });
+}
+
+void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n,
+                GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuDensify", {{"idx", idx, k}, {"vals", vals, k}, {"dst", dst, n}},
+          [=] { cpuDensify(idx, vals, k, dst, n); });
+}
+
+void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
+                   size_t k, GpuStream stream) {
+  if (n == 0) return;
+  if (out != local)
+    cuda::check(cudaMemcpyAsync(out, local, n * sizeof(float), cudaMemcpyDefault, stream),
+                "cudaMemcpyAsync");
+  if (k == 0) return;
+  enqueue(stream, "gpuScatterAdd", {{"out", out, n}, {"idx", idx, k}, {"vals", vals, k}},
+          [=] { cpuScatterAdd(out, out, n, idx, vals, k); });
+}
+
+void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
+                       double* inputSq, double* sentSq, GpuStream stream) {
+  const bool sums = inputSq || sentSq;
+  if (n == 0 || (!residual && !sums)) return;
+  const std::initializer_list<Arg> args = {{"x", x, n}, {"idx", idx, k}, {"residual", residual, n}};
+  if (!sums) {  // enqueue only, no scratch: as sparse.cu
+    enqueue(stream, "gpuSparseFeedback", args,
+            [=] { cpuSparseFeedback(x, n, idx, k, residual, nullptr, nullptr); });
+    return;
+  }
+  SparseScratch& sc = scratchOf<SparseScratch>();
+  constexpr size_t kTile = 4096, kSumBlocks = 1024;  // sparse.cu's partial sums, one per block
+  sc.sums.reserve(std::clamp<size_t>((n + kTile - 1) / kTile, 1, kSumBlocks) * 2 * sizeof(double),
+                  stream);
+  SparseScratch::Slots* slots = sc.slotsData();
+  const bool wantIn = inputSq != nullptr, wantSent = sentSq != nullptr;
+  enqueue(stream, "gpuSparseFeedback", args, [=] {
+    double in = 0, sent = 0;
+    cpuSparseFeedback(x, n, idx, k, residual, wantIn ? &in : nullptr, wantSent ? &sent : nullptr);
+    slots->sums[0] = in;
+    slots->sums[1] = sent;
+  });
+  syncStream(stream, "sparse feedback");
+  if (inputSq) *inputSq += slots->sums[0];
+  if (sentSq) *sentSq += slots->sums[1];
+}
+
+void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
+                     uint32_t* idx, GpuStream stream) {
+  if (k == 0) return;
+  enqueue(stream, "gpuRandomStrata", {{"idx", idx, k}},
+          [=] { cpuRandomStrata(seed, call, offset, n, k, idx); });
+}
+
+// ---- linalg.h ------------------------------------------------------------------------------
+
+void gpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
+                     float* p, GpuStream stream) {
+  if (n == 0 || r == 0) return;
+  const size_t full = m == 0 ? 0 : std::min(n, count / m);
+  if (full > 0) blasGemm(stream, {{full, "rows"}, {r, "rank"}, {m, "columns"}, {n, "n"}});
+  enqueue(stream, "gpuMatMulPanels", {{"M", M, count}, {"q", q, m * r}, {"p", p, n * r}},
+          [=] { cpuMatMulPanels(M, count, n, m, q, r, p); });
+}
+
+void gpuMatTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
+                      float* q, GpuStream stream) {
+  if (m == 0 || r == 0) return;
+  const size_t full = std::min(n, count / m);
+  if (full > 0) blasGemm(stream, {{m, "columns"}, {r, "rank"}, {full, "rows"}, {n, "n"}});
+  enqueue(stream, "gpuMatTMulPanels", {{"M", M, count}, {"p", p, n * r}, {"q", q, m * r}},
+          [=] { cpuMatTMulPanels(M, count, n, m, p, r, q); });
+}
+
+void gpuLowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r, size_t count,
+                     const float* x, float scale, float* out, float* residual, GpuStream stream) {
+  if (count == 0 || m == 0) return;
+  enqueue(stream, "gpuLowRankApply",
+          {{"p", p, n * r},
+           {"q", q, m * r},
+           {"x", x, count},
+           {"out", out, count},
+           {"residual", residual, count}},
+          [=] { cpuLowRankApply(p, q, n, m, r, count, x, scale, out, residual); });
+}
+
+void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream) {
+  if (n == 0 || r == 0) return;
+  enqueue(stream, "gpuOrthonormalize", {{"p", p, n * r}}, [=] { cpuOrthonormalize(p, n, r); });
+}
+
+double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
+  if (n == 0) return 0.0;
+  LinalgNorm& sc = scratchOf<LinalgNorm>();
+  auto* result = static_cast<double*>(sc.result.data());
+  enqueue(stream, "gpuSquaredNorm", {{"x", x, n}}, [=] { *result = cpuSquaredNorm(x, n); });
+  syncStream(stream, "squared norm");
+  return *result;
+}
+
+// ---- handle_kernels.h ----------------------------------------------------------------------
+
+void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuAddResidual", {{"g", g, n}, {"e", e, n}, {"x", x, n}},
+          [=] { cpuAddResidual(g, e, x, n); });
+}
+
+void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+                   uint8_t* nonzero, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuDgcPrepare",
+          {{"g", g, n}, {"u", u, n}, {"v", v, n}, {"x", x, n}, {"nonzero", nonzero, n}},
+          [=] { cpuDgcPrepare(g, scale, m, u, v, x, nonzero, n); });
+}
+
+void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuDgcMask", {{"u", u, n}, {"v", v, n}, {"nonzero", nonzero, n}},
+          [=] { cpuDgcMask(u, v, nonzero, n); });
+}
+
+void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq, GpuStream stream) {
+  if (n == 0) return;
+  const std::initializer_list<Arg> args = {{"x", x, n}, {"d", d, n}, {"residual", residual, n}};
+  if (!inputSq && !sentSq) {
+    if (residual)
+      enqueue(stream, "gpuFeedbackPass", args,
+              [=] { cpuFeedbackPass(x, d, n, residual, nullptr, nullptr); });
+    return;
+  }
+  // The real pass leaves float partials (two per lane) in device scratch of this size; here the
+  // body leaves the two sums there, and they come back the same way.
+  HandleScratch& sc = scratchOf<HandleScratch>();
+  sc.partials.reserve((n + kNormBlock - 1) / kNormBlock * kNormLanes * 2 * sizeof(float), stream);
+  auto* sums = static_cast<double*>(sc.partials.data());
+  enqueue(stream, "gpuFeedbackPass", args, [=] {
+    sums[0] = sums[1] = 0;
+    cpuFeedbackPass(x, d, n, residual, &sums[0], &sums[1]);
+  });
+  copyBack(sc.hostNorms, sums, sizeof sc.hostNorms, stream);
+  syncStream(stream, "error feedback on the GPU");
+  if (inputSq) *inputSq += sc.hostNorms[0];
+  if (sentSq) *sentSq += sc.hostNorms[1];
+}
+
+size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {
+  if (m == 0) return SIZE_MAX;
+  HandleScratch& sc = scratchOf<HandleScratch>();
+  sc.flag.reserve(sizeof(unsigned long long), stream);
+  auto* flag = static_cast<unsigned long long*>(sc.flag.data());
+  enqueue(stream, "gpuFirstBadIndex", {{"idx", idx, m}},
+          [=] { *flag = cpuFirstBadIndex(idx, m, count); });
+  unsigned long long first = 0;
+  copyBack(&first, flag, sizeof first, stream);
+  syncStream(stream, "checking a sparse payload's indices on the GPU");
+  return first == ~0ull ? SIZE_MAX : static_cast<size_t>(first);
+}
+
+// ---- launch.cuh ------------------------------------------------------------------------------
+
+void gpuPrepareThread(GpuStream stream) {
+  (void)scratchOf<HandleScratch>();
+  (void)scratchOf<SparseScratch>();
+  (void)scratchOf<QuantizeNorms>();
+  (void)scratchOf<LinalgNorm>();
+  blasWorkspace(stream);
+}
+
+}  // namespace squeeze::device
