@@ -16,20 +16,61 @@
 namespace sqztest {
 namespace {
 
-// A device copy of a host vector, and back.
+// A device copy of a host vector, and back. Ranks are threads sharing one GPU, so a rank's
+// memory work must not wait for the whole device while another rank's stream is held by its
+// call, which waits for this rank (NCCL's rule holds for tests too): with a stream, memory is
+// allocated and freed stream-ordered and copied on that (non-blocking) stream, which the rank then
+// synchronizes alone. Without one (single-rank tests), plain cudaMalloc and cudaMemcpy.
 struct DeviceBytes {
-  squeeze::cuda::DeviceBuffer memory;
-  void* ptr;
+  void* ptr = nullptr;
   size_t bytes;
-  explicit DeviceBytes(size_t n) : memory(n ? n : 1), ptr(memory.data()), bytes(n) {}
+  cudaStream_t stream;
+  explicit DeviceBytes(size_t n, cudaStream_t s = nullptr) : bytes(n), stream(s) {
+    const size_t size = n ? n : 1;
+    EXPECT_EQ(stream ? cudaMallocAsync(&ptr, size, stream) : cudaMalloc(&ptr, size), cudaSuccess);
+  }
+  ~DeviceBytes() {
+    if (stream)
+      cudaFreeAsync(ptr, stream);
+    else
+      cudaFree(ptr);
+  }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
   void upload(const std::vector<char>& h) {
-    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    if (!stream) {
+      EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      return;
+    }
+    EXPECT_EQ(cudaMemcpyAsync(ptr, h.data(), h.size(), cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   }
   std::vector<char> download() const {
     std::vector<char> h(bytes);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    if (!stream) {
+      EXPECT_EQ(cudaMemcpy(h.data(), ptr, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      return h;
+    }
+    EXPECT_EQ(cudaMemcpyAsync(h.data(), ptr, bytes, cudaMemcpyDeviceToHost, stream), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     return h;
   }
+};
+
+// A rank's stream: non-blocking, so the legacy default stream (another rank's synchronous
+// cudaMemcpy) does not wait for it while it is held by a call. Made before a rank's buffers, so
+// destroyed after them.
+class RankStream {
+ public:
+  RankStream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
+  ~RankStream() { cudaStreamDestroy(s_); }
+  RankStream(const RankStream&) = delete;
+  RankStream& operator=(const RankStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
 };
 
 std::vector<char> exactInput(sqzDataType_t t, sqzRedOp_t op, int rank, size_t count) {
@@ -53,8 +94,8 @@ TEST_P(DeviceCollectives, AllReduceMatchesTheHostPathBitForBit) {
   opts.chunkBytes = 8192;
   std::atomic<int> failures{0};
   RunResult run = runRanks(p.nranks, opts, [&](sqzComm_t& comm, int rank) {
-    cudaStream_t stream;
-    cudaStreamCreate(&stream);
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
     for (size_t count : {size_t(1), size_t(1000), size_t(65537)})
       for (sqzDataType_t t : kAllTypes)
         for (sqzRedOp_t op : kAllOps)
@@ -66,7 +107,7 @@ TEST_P(DeviceCollectives, AllReduceMatchesTheHostPathBitForBit) {
               ++failures;
               return;
             }
-            DeviceBytes send(in.size()), recv(in.size());
+            DeviceBytes send(in.size(), stream), recv(in.size(), stream);
             send.upload(in);
             void* dst = inPlace ? send.ptr : recv.ptr;
             if (sqzAllReduce(send.ptr, dst, count, t, op, comm, stream) != sqzSuccess) {
@@ -86,7 +127,6 @@ TEST_P(DeviceCollectives, AllReduceMatchesTheHostPathBitForBit) {
     sqzResult_t async = sqzSuccess;
     sqzCommGetAsyncError(comm, &async);
     EXPECT_EQ(async, sqzSuccess) << sqzGetLastError(comm);
-    cudaStreamDestroy(stream);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
   EXPECT_EQ(failures.load(), 0);
@@ -101,8 +141,8 @@ TEST_P(DeviceCollectives, OtherCollectivesMatchTheHostPath) {
   opts.chunkBytes = 8192;
   RunResult run = runRanks(p.nranks, opts, [&](sqzComm_t& comm, int rank) {
     const int n = p.nranks;
-    cudaStream_t stream;
-    cudaStreamCreate(&stream);
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
     const size_t count = 4099;
     const sqzDataType_t t = sqzFloat32;
     const size_t esz = 4;
@@ -137,14 +177,13 @@ TEST_P(DeviceCollectives, OtherCollectivesMatchTheHostPath) {
       std::vector<char> send(in.begin(), in.begin() + c.sendElems * esz);
       std::vector<char> host(c.recvElems * esz, 0);
       ASSERT_EQ(c.call(send.data(), host.data(), nullptr), sqzSuccess) << c.name << ": " << sqzGetLastError(comm);
-      DeviceBytes dsend(send.size()), drecv(host.size());
+      DeviceBytes dsend(send.size(), stream), drecv(host.size(), stream);
       dsend.upload(send);
       drecv.upload(std::vector<char>(host.size(), 0));
       ASSERT_EQ(c.call(dsend.ptr, drecv.ptr, stream), sqzSuccess) << c.name << ": " << sqzGetLastError(comm);
       cudaStreamSynchronize(stream);
       EXPECT_EQ(drecv.download(), host) << "rank " << rank << ": " << c.name;
     }
-    cudaStreamDestroy(stream);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
@@ -170,11 +209,11 @@ TEST(DeviceStreamSemantics, CallReturnsBeforeTheStreamReachesIt) {
   RunOptions opts;
   opts.transports = "cuda_ipc,shm,tcp";
   RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
-    cudaStream_t stream;
-    cudaStreamCreate(&stream);
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
     const size_t count = 1 << 20;
     std::vector<char> in = exactInput(sqzFloat32, sqzSum, rank, count);
-    DeviceBytes buf(in.size());
+    DeviceBytes buf(in.size(), stream);
     buf.upload(in);
     static int delayMs = 500;
     cudaLaunchHostFunc(stream, sleepOnStream, &delayMs);
@@ -186,7 +225,6 @@ TEST(DeviceStreamSemantics, CallReturnsBeforeTheStreamReachesIt) {
     std::vector<char> expect(in.size());
     for (size_t i = 0; i < count; ++i) storeExactResult(sqzFloat32, sqzSum, 2, i, expect.data());
     EXPECT_EQ(buf.download(), expect);
-    cudaStreamDestroy(stream);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
@@ -203,9 +241,9 @@ TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
       comm = nullptr;
       return;
     }
-    cudaStream_t stream;
-    cudaStreamCreate(&stream);
-    DeviceBytes buf(1024 * sizeof(float));
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    DeviceBytes buf(1024 * sizeof(float), stream);
     ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
         << sqzGetLastError(comm);
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // released, not hung
@@ -213,7 +251,6 @@ TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
     EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
     EXPECT_NE(async, sqzSuccess);
     EXPECT_NE(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess);
-    cudaStreamDestroy(stream);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }

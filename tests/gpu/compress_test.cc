@@ -460,6 +460,11 @@ TEST_P(DeviceCompressed, EveryCodecMatchesTheHostPath) {
       env.set("SQZ_ALGO", p.algo);
     else
       env.unset("SQZ_ALGO");
+    // The device communicator and its split host twin must pick the same algorithm for a lossy
+    // codec's results to match bit for bit; the tuner's calibration measures each one on its
+    // own, so on a busy machine they could price differently (seen on the stand-in: fp16 at
+    // 4099 values, 1 run in 3).
+    env.set("SQZ_TUNER_CALIBRATE", "0");
     run = runRanks(p.nranks, opts, [&](sqzComm_t& comm, int rank) {
       std::vector<std::string>& fails = failures[rank];
       sqzComm_t hostComm = nullptr;

@@ -39,6 +39,10 @@ class Dev {
     EXPECT_EQ(cudaMalloc(&raw, bytes), cudaSuccess);
     ptr_ = static_cast<T*>(raw);
     EXPECT_EQ(cudaMemset(ptr_, 0xab, bytes), cudaSuccess);
+    // cudaMemset of device memory returns before it has run, on the legacy default stream, which
+    // the kernels' non-blocking stream does not wait for: on the H100 it overwrote densify's
+    // zeros (n = 100003, k = 0) after the kernel had written them.
+    EXPECT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
   }
   explicit Dev(const std::vector<T>& h, size_t offset = 0) : Dev(h.size(), offset) {
     put(h, offset);
