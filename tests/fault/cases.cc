@@ -41,9 +41,16 @@ struct Totals {
   double minMs = 1e300;
 };
 
-// One kill or stop repetition; prints its line and returns whether it met every bound.
-bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::mt19937_64& rng,
-                      Totals& totals) {
+// "tcp", or "tcp -d cuda" for the device variant: how the lines name a case's setting.
+std::string settingName(const char* transport, bool cuda) {
+  return std::string(transport) + (cuda ? " -d cuda" : "");
+}
+
+// One kill or stop repetition; prints its line and returns whether it met every bound. cuda: the
+// ranks' calls are on device buffers, enqueued on a stream (rank.h); each survivor's message is
+// printed.
+bool signalRepetition(bool stop, const char* transport, bool cuda, int rep, int reps,
+                      std::mt19937_64& rng, Totals& totals) {
   const int timeoutMs = stop ? kStopTimeoutMs : kKillTimeoutMs;
   const int64_t upperNs = stop ? timeoutMs * kMs * 11 / 10 : timeoutMs * kMs + 2 * kSec;
   const int64_t lowerNs = stop ? timeoutMs * kMs * 95 / 100 : 0;
@@ -54,10 +61,13 @@ bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::
   sqzUniqueId id{};
   if (!newUniqueId(&id)) {
     ++totals.reps;
-    std::printf("%s %s %d/%d: FAILED: no rendezvous id\n", caseName, transport, rep, reps);
+    std::printf("%s %s %d/%d: FAILED: no rendezvous id\n", caseName,
+                settingName(transport, cuda).c_str(), rep, reps);
     return false;
   }
-  std::vector<RankProc> ranks = spawnRanks({"loop", hexEncode(id)}, transport, timeoutMs);
+  std::vector<std::string> rankArgs = {"loop", hexEncode(id)};
+  if (cuda) rankArgs.push_back("cuda");
+  std::vector<RankProc> ranks = spawnRanks(rankArgs, transport, timeoutMs);
 
   // All four inside the loop: each has finished its second call.
   auto anyFailed = [&] {
@@ -109,7 +119,8 @@ bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::
       detail += line;
       if (why.empty())
         why = "rank " + std::to_string(r) + " reported no failed call within " +
-              std::to_string((upperNs + 3 * kSec) / kMs) + " ms of the signal";
+              std::to_string((upperNs + 3 * kSec) / kMs) + " ms of the signal" +
+              (cuda ? " (cudaStreamSynchronize never returned: the stream was not released)" : "");
       continue;
     }
     const double ms = (e->t - signalledAt) / 1e6;
@@ -130,6 +141,7 @@ bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::
       why = "rank " + std::to_string(r) + " failed " + msText(e->t - signalledAt) +
             " ms after the signal, before the timeout could have passed (" +
             std::to_string(lowerNs / kMs) + " ms)";
+    if (cuda) messages.push_back("rank " + std::to_string(r) + ": " + e->text);
     if (e->rc == sqzTimeout) {
       sawTimeout = true;
       if (stop) {
@@ -145,6 +157,13 @@ bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::
       why = "rank " + std::to_string(r) + " did not exit cleanly after its error (" +
             exitText(ranks[r]) + ")";
   }
+  // The first survivor to fail lost the killed rank itself; the others may name that survivor.
+  if (why.empty() && cuda && victim >= 0 &&
+      std::none_of(survivors.begin(), survivors.end(), [&](int r) {
+        const Event* e = ranks[r].firstFailedCall();
+        return e && namesRank(e->text, victim);
+      }))
+    why = "no survivor's error names the killed rank " + std::to_string(victim);
   if (why.empty() && stop && !sawTimeout && victim >= 0)
     why = "no survivor reported Timeout: somebody must have waited on the stopped rank";
   for (int r : killed)
@@ -167,10 +186,11 @@ bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::
   totals.passed += ok;
   // The victim's reported calls say whether the signal landed inside the survivors' failed call.
   std::printf("%s %s %d/%d: victim rank %d (had reported %d calls):%s -> %s%s\n", caseName,
-              transport, rep, reps, victim, victim >= 0 ? ranks[victim].okCalls() : 0,
-              detail.c_str(), ok ? "ok" : "FAILED: ", why.c_str());
-  if (stop)
-    for (const std::string& m : messages) std::printf("  timeout message of %s\n", m.c_str());
+              settingName(transport, cuda).c_str(), rep, reps, victim,
+              victim >= 0 ? ranks[victim].okCalls() : 0, detail.c_str(),
+              ok ? "ok" : "FAILED: ", why.c_str());
+  for (const std::string& m : messages)
+    std::printf("  %s of %s\n", cuda ? "a later call's message" : "timeout message", m.c_str());
   if (!ok) printRankLogs(ranks);
   std::fflush(stdout);
   return ok;
@@ -178,16 +198,17 @@ bool signalRepetition(bool stop, const char* transport, int rep, int reps, std::
 
 }  // namespace
 
-int signalCase(bool stop, const char* transport, int reps, uint64_t seed) {
+int signalCase(bool stop, const char* transport, bool cuda, int reps, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Totals totals;
-  for (int rep = 1; rep <= reps; ++rep) signalRepetition(stop, transport, rep, reps, rng, totals);
+  for (int rep = 1; rep <= reps; ++rep)
+    signalRepetition(stop, transport, cuda, rep, reps, rng, totals);
   const int timeoutMs = stop ? kStopTimeoutMs : kKillTimeoutMs;
   std::printf(
       "SUMMARY %s %s: %d/%d repetitions ok; survivors' errors max %.0f ms (min %.0f) after the "
       "signal (bound %s%d ms, SQZ_TIMEOUT_MS=%d, seed %" PRIu64 ")\n",
-      stop ? "stop" : "kill", transport, totals.passed, reps, totals.maxMs,
-      totals.minMs > 1e299 ? 0 : totals.minMs,
+      stop ? "stop" : "kill", settingName(transport, cuda).c_str(), totals.passed, reps,
+      totals.maxMs, totals.minMs > 1e299 ? 0 : totals.minMs,
       stop ? (std::to_string(timeoutMs * 95 / 100) + "..").c_str() : "<= ",
       stop ? timeoutMs * 11 / 10 : timeoutMs + 2000, timeoutMs, seed);
   return totals.passed == reps ? 0 : 1;

@@ -7,8 +7,9 @@
 
 namespace squeeze::fault {
 
-// kill (stop false) or stop; seed picks the victims and delays (FAULT_SEED repeats a run).
-int signalCase(bool stop, const char* transport, int reps, uint64_t seed);
+// kill (stop false) or stop; cuda: the ranks' calls are on device buffers, enqueued on a
+// stream; seed picks the victims and delays (FAULT_SEED repeats a run).
+int signalCase(bool stop, const char* transport, bool cuda, int reps, uint64_t seed);
 int abortCase(const char* transport);
 
 }  // namespace squeeze::fault

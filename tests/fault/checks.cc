@@ -90,4 +90,10 @@ std::string timeoutMessageProblem(const Event& e, int self) {
   return missing.empty() ? "" : "does not name" + missing;
 }
 
+bool namesRank(const std::string& text, int rank) {
+  for (int r : ranksNamed(text))
+    if (r == rank) return true;
+  return false;
+}
+
 }  // namespace squeeze::fault

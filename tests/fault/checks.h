@@ -19,4 +19,7 @@ void printRankLogs(const std::vector<RankProc>& ranks);
 // Returns "" when it does, else "does not name ..." listing what is missing.
 std::string timeoutMessageProblem(const Event& e, int self);
 
+// Whether a message names rank `rank` ("rank N").
+bool namesRank(const std::string& text, int rank);
+
 }  // namespace squeeze::fault

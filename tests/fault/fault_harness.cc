@@ -6,6 +6,16 @@
 //   kill tcp|shm N   N repetitions: 4 ranks loop checked 8 MiB float all-reduces; one random rank
 //                    gets SIGKILL at a random moment; every survivor's call must fail
 //                    (sqzRemoteError or sqzTimeout) within SQZ_TIMEOUT_MS (5000) + 2 s.
+//   kill tcp|shm N -d cuda
+//                    as kill, on device buffers (cudaMalloc on GPU 0, which the 4 rank processes
+//                    share): each call is enqueued on a cudaStreamNonBlocking stream and followed
+//                    by cudaStreamSynchronize and sqzCommGetAsyncError. A rank killed during a
+//                    device call makes every survivor's stream be released (the synchronize
+//                    returns) with the asynchronous error sqzRemoteError or sqzTimeout, and a
+//                    later call refused, within the same bound. Each survivor's message (the
+//                    later call's, which carries the asynchronous error's) is printed, and one
+//                    at least must name the killed rank. Exits 77 (skipped), saying why, in a
+//                    build without CUDA or without a GPU.
 //   stop tcp|shm N   as kill, with SIGSTOP and SQZ_TIMEOUT_MS=3000: survivors fail (sqzTimeout,
 //                    or sqzRemoteError when a neighbour's timeout reaches them first) no sooner
 //                    than 95% of the timeout and within timeout + 10%; a timeout's message names
@@ -25,9 +35,10 @@
 // repetition with a message, and every child is killed and reaped before the next repetition.
 // FAULT_SEED=N repeats a run's choices of victim and delay.
 //
-// The parts: cases.h (the kill, stop and abort cases), rank.h (what a rank runs), rank_control.h
-// (starting, reading and reaping the ranks), checks.h (what a rank's exit and messages must
-// show), census.h (fds, threads, /dev/shm), protocol.h (what the harness and its ranks share).
+// The parts: cases.h (the kill, stop and abort cases), rank.h (what a rank runs), device.h (its
+// CUDA buffers and stream for -d cuda), rank_control.h (starting, reading and reaping the
+// ranks), checks.h (what a rank's exit and messages must show), census.h (fds, threads,
+// /dev/shm), protocol.h (what the harness and its ranks share).
 #include <signal.h>
 
 #include <cstdio>
@@ -36,6 +47,7 @@
 #include <string>
 
 #include "cases.h"
+#include "device.h"
 #include "protocol.h"
 #include "rank.h"
 
@@ -45,10 +57,12 @@ namespace {
 int usage(const char* problem) {
   std::fprintf(stderr,
                "sqz-fault-harness: %s\n"
-               "usage: sqz-fault-harness kill|stop tcp|shm REPETITIONS\n"
+               "usage: sqz-fault-harness kill tcp|shm REPETITIONS [-d host|cuda]\n"
+               "       sqz-fault-harness stop tcp|shm REPETITIONS\n"
                "       sqz-fault-harness abort tcp|shm\n"
                "  kill: SIGKILL one of 4 ranks mid-all-reduce; survivors must fail within "
                "timeout + 2 s\n"
+               "    -d cuda: on device buffers, enqueued on a stream that must be released\n"
                "  stop: SIGSTOP one; survivors must time out within timeout + 10%%\n"
                "  abort: sqzCommAbort from another thread; the call returns within 1 s, nothing "
                "leaks, a new communicator works\n"
@@ -77,13 +91,27 @@ int main(int argc, char** argv) {
   }
   if (mode != "kill" && mode != "stop")
     return usage(("unknown case '" + mode + "': use kill, stop or abort").c_str());
-  if (argc != 4)
-    return usage(("'" + mode + "' takes the transport and a repetition count").c_str());
+  bool cuda = false;
+  if (argc == 6 && mode == "kill" && std::strcmp(argv[4], "-d") == 0) {
+    if (std::strcmp(argv[5], "cuda") != 0 && std::strcmp(argv[5], "host") != 0)
+      return usage(("unknown memory '" + std::string(argv[5]) + "': use host or cuda").c_str());
+    cuda = std::strcmp(argv[5], "cuda") == 0;
+  } else if (argc != 4) {
+    return usage(("'" + mode + "' takes the transport and a repetition count" +
+                  (mode == "kill" ? " (then -d host|cuda)" : ""))
+                     .c_str());
+  }
   char* end = nullptr;
   long reps = std::strtol(argv[3], &end, 10);
   if (*end != '\0' || reps < 1 || reps > 1000)
     return usage(("repetitions '" + std::string(argv[3]) + "' must be a number 1..1000").c_str());
+  if (cuda) {
+    if (std::string why = deviceUnavailable(); !why.empty()) {
+      std::printf("SKIP kill %s -d cuda: %s\n", transport.c_str(), why.c_str());
+      return 77;  // meson's "skipped"
+    }
+  }
   uint64_t seed = static_cast<uint64_t>(nowNs());
   if (const char* s = std::getenv("FAULT_SEED")) seed = std::strtoull(s, nullptr, 10);
-  return signalCase(mode == "stop", transport.c_str(), static_cast<int>(reps), seed);
+  return signalCase(mode == "stop", transport.c_str(), cuda, static_cast<int>(reps), seed);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "census.h"
+#include "device.h"
 #include "protocol.h"
 
 namespace squeeze::fault {
@@ -82,6 +83,69 @@ sqzResult_t checkedAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, boo
   return rc;
 }
 
+// A later call after the asynchronous error `async` of call `call`: it must fail at once (nothing
+// enqueued). Returns its message, which carries the asynchronous error's.
+std::string laterCallText(sqzComm_t comm, int call, sqzResult_t async, DeviceBuffers& d) {
+  sqzResult_t rc = sqzAllReduce(d.send, d.recv, kCount, sqzFloat, sqzSum, comm, d.stream);
+  if (rc == sqzSuccess) {
+    emit("fail the call after call %d's asynchronous error (%s) was enqueued, not refused", call,
+         resultName(async));
+    d.sync();  // the harness bounds this wait
+    return "";
+  }
+  return sqzGetLastError(comm);
+}
+
+// checkedAllReduce on device buffers: the call is enqueued on the stream, which must be released
+// (cudaStreamSynchronize returns) failed call or not; a failed call's error is the
+// communicator's asynchronous error, and its time is when the stream was released. A CUDA
+// failure is reported as a failure (*wrong).
+sqzResult_t checkedDeviceAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, DeviceBuffers& d,
+                                   bool* wrong) {
+  *wrong = false;
+  for (size_t i = 0; i < kCount; ++i) b.send[i] = inputValue(rank, call, i);
+  std::string problem = d.upload(b.send);
+  sqzResult_t rc = sqzSuccess;
+  std::string text;
+  if (problem.empty()) {
+    rc = sqzAllReduce(d.send, d.recv, kCount, sqzFloat, sqzSum, comm, d.stream);
+    if (rc != sqzSuccess) text = sqzGetLastError(comm);  // refused: nothing was enqueued
+    if (rc == sqzSuccess) problem = d.sync();
+  }
+  if (problem.empty()) {
+    // A refused call reports the communicator's error, if it has one, as an enqueued one does.
+    sqzResult_t async = sqzSuccess;
+    if (sqzCommGetAsyncError(comm, &async) != sqzSuccess)
+      problem = std::string("sqzCommGetAsyncError: ") + sqzGetLastError(comm);
+    else if (async != sqzSuccess)
+      rc = async;
+  }
+  const int64_t t = nowNs();
+  if (!problem.empty()) {
+    emit("fail call %d: %s", call, problem.c_str());
+    *wrong = true;
+    return sqzSuccess;
+  }
+  if (rc != sqzSuccess && text.empty()) text = laterCallText(comm, call, rc, d);
+  emit("call %d %d %" PRId64 " %s", call, static_cast<int>(rc), t, text.c_str());
+  if (rc != sqzSuccess) return rc;
+  if (!(problem = d.download(b.recv)).empty()) {
+    emit("fail call %d: %s", call, problem.c_str());
+    *wrong = true;
+    return rc;
+  }
+  for (size_t i = 0; i < kCount; ++i) {
+    const float want = expectedValue(call, i);
+    if (std::memcmp(&b.recv[i], &want, sizeof want) != 0) {
+      emit("fail call %d: element %zu is %g, expected %g (bit-exact sum of 4 ranks, device)", call,
+           i, static_cast<double>(b.recv[i]), static_cast<double>(want));
+      *wrong = true;
+      break;
+    }
+  }
+  return rc;
+}
+
 bool initComm(sqzComm_t* comm, const sqzUniqueId& id, int rank, const char* which) {
   sqzConfig_t config = SQZ_CONFIG_INITIALIZER;  // transport and timeout come from SQZ_* env
   sqzResult_t rc = sqzCommInitRankConfig(comm, kRanks, id, rank, &config);
@@ -92,17 +156,27 @@ bool initComm(sqzComm_t* comm, const sqzUniqueId& id, int rank, const char* whic
 }
 
 // kill/stop: checked all-reduces until one fails (the fault) or the bound; then leave cleanly.
-int rankLoop(int rank, const sqzUniqueId& id) {
+// cuda: on device buffers, enqueued on a stream (checkedDeviceAllReduce).
+int rankLoop(int rank, const sqzUniqueId& id, bool cuda) {
   constexpr int kMaxCalls = 2000;
   constexpr int64_t kMaxNs = 60 * kSec;
   Buffers b;
+  DeviceBuffers d;  // outlives the communicator
+  if (cuda) {
+    if (std::string problem = d.setUp(); !problem.empty()) {
+      emit("fail device buffers: %s", problem.c_str());
+      return 1;
+    }
+  }
   sqzComm_t comm = nullptr;
   if (!initComm(&comm, id, rank, "first")) return 1;
   const int64_t t0 = nowNs();
   int status = 0;
   for (int call = 0; call < kMaxCalls && nowNs() - t0 < kMaxNs; ++call) {
     bool wrong = false;
-    if (checkedAllReduce(comm, rank, call, b, &wrong) != sqzSuccess) break;
+    const sqzResult_t rc = cuda ? checkedDeviceAllReduce(comm, rank, call, b, d, &wrong)
+                                : checkedAllReduce(comm, rank, call, b, &wrong);
+    if (rc != sqzSuccess) break;
     if (wrong) {
       status = 1;
       break;
@@ -235,19 +309,21 @@ int rankAbort(int rank, const sqzUniqueId& first, const sqzUniqueId& second) {
 }  // namespace
 
 int rankMain(int argc, char** argv) {
-  // argv: rank loop|abort R ID [ID2]
+  // argv: rank loop R ID [cuda] | rank abort R ID ID2
   sqzUniqueId first{}, second{};
   const bool abortMode = argc == 6 && std::strcmp(argv[2], "abort") == 0;
-  const bool loopMode = argc == 5 && std::strcmp(argv[2], "loop") == 0;
+  const bool cuda = argc == 6 && std::strcmp(argv[5], "cuda") == 0;
+  const bool loopMode = (argc == 5 || cuda) && std::strcmp(argv[2], "loop") == 0;
   const int rank = argc > 3 ? std::atoi(argv[3]) : -1;
   if ((!abortMode && !loopMode) || rank < 0 || rank >= kRanks || !hexDecode(argv[4], &first) ||
       (abortMode && !hexDecode(argv[5], &second))) {
     std::fprintf(stderr,
                  "sqz-fault-harness: 'rank' mode is started by the harness itself "
-                 "(rank loop|abort R HEXID [HEXID]); run a case instead, e.g. 'kill tcp 20'\n");
+                 "(rank loop R HEXID [cuda] | rank abort R HEXID HEXID); run a case instead, "
+                 "e.g. 'kill tcp 20'\n");
     return 2;
   }
-  return abortMode ? rankAbort(rank, first, second) : rankLoop(rank, first);
+  return abortMode ? rankAbort(rank, first, second) : rankLoop(rank, first, cuda);
 }
 
 }  // namespace squeeze::fault

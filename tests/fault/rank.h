@@ -1,15 +1,17 @@
 // Rank mode: what sqz-fault-harness runs as when the harness starts it as
-// `rank loop|abort R HEXID [HEXID]`. It writes one line per event to fd kEventFd (a call's end:
-// index, result, CLOCK_MONOTONIC time, error text; notes; failures; stages) and reads go-ahead
-// bytes from fd kGoFd.
-//   loop   (kill, stop): checked all-reduces until one fails or the bound, then leave cleanly.
+// `rank loop R HEXID [cuda]` or `rank abort R HEXID HEXID`. It writes one line per event to fd
+// kEventFd (a call's end: index, result, CLOCK_MONOTONIC time, error text; notes; failures;
+// stages) and reads go-ahead bytes from fd kGoFd.
+//   loop   (kill, stop): checked all-reduces until one fails or the bound, then leave cleanly;
+//          with cuda, on device buffers enqueued on a stream, each followed by
+//          cudaStreamSynchronize and sqzCommGetAsyncError (device.h).
 //   abort: rank 0 blocks in an all-reduce nobody joins and aborts it from another thread; all
 //          then check the process is back to its census and a second communicator works.
 #pragma once
 
 namespace squeeze::fault {
 
-// argv: sqz-fault-harness rank loop|abort R ID [ID2]; returns the exit status.
+// argv: sqz-fault-harness rank loop R ID [cuda] | rank abort R ID ID2; returns the exit status.
 int rankMain(int argc, char** argv);
 
 }  // namespace squeeze::fault
