@@ -84,14 +84,14 @@ class CallQueue {
   int device_;
   int rank_;
   std::function<void(const Error&)> fail_;
-  struct Cuda;                 // the stream, the pinned counter (CUDA types stay in the .cc)
+  struct Cuda;  // the stream, the pinned counter (CUDA types stay in the .cc)
   std::unique_ptr<Cuda> cuda_;
-  std::mutex mu_;              // protects tasks_, issued_, stop_, running_
+  std::mutex mu_;  // protects tasks_, issued_, stop_, running_
   std::condition_variable cv_;
   std::deque<Task> tasks_;
-  uint32_t issued_ = 0;        // the last ticket handed out
-  bool running_ = false;       // a task is being run
-  bool started_ = false;       // the thread has run onStart
+  uint32_t issued_ = 0;   // the last ticket handed out
+  bool running_ = false;  // a task is being run
+  bool started_ = false;  // the thread has run onStart
   std::exception_ptr startError_;
   bool stop_ = false;
   std::atomic<bool> aborted_{false};

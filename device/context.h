@@ -129,15 +129,14 @@ class Context {
   virtual void qsgdDecodeAdd(float* out, const float* local, const void* scales,
                              const uint8_t* codes, size_t n, size_t block, int levels,
                              int bits) = 0;
-  virtual void onebitEncode(const float* x, size_t n, size_t block, void* scales,
-                            uint8_t* codes, Feedback* feedback) = 0;
+  virtual void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
+                            Feedback* feedback) = 0;
   virtual void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                             float* out) = 0;
   virtual void onebitDecodeAdd(float* out, const float* local, const void* scales,
                                const uint8_t* codes, size_t n, size_t block) = 0;
-  virtual void terngradEncode(const float* x, size_t n, size_t block, uint64_t key,
-                              uint64_t index0, void* scales, uint8_t* codes,
-                              Feedback* feedback) = 0;
+  virtual void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
+                              void* scales, uint8_t* codes, Feedback* feedback) = 0;
   virtual void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                               float* out) = 0;
   virtual void terngradDecodeAdd(float* out, const float* local, const void* scales,
@@ -147,8 +146,7 @@ class Context {
   virtual size_t selectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                size_t cap) = 0;
   virtual void gather(const float* x, const uint32_t* idx, size_t k, float* out) = 0;
-  virtual void densify(const uint32_t* idx, const float* vals, size_t k, float* dst,
-                       size_t n) = 0;
+  virtual void densify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) = 0;
   virtual void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx,
                           const float* vals, size_t k) = 0;
   virtual void sparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k,

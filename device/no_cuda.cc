@@ -10,7 +10,8 @@ namespace squeeze::device {
 namespace {
 
 [[noreturn]] void refuse(const std::string& who) {
-  raise(ErrorCode::kInvalidUsage, who, "a call on device buffers, but this build of Squeeze has "
+  raise(ErrorCode::kInvalidUsage, who,
+        "a call on device buffers, but this build of Squeeze has "
         "no CUDA support (rebuild with the CUDA toolkit installed).");
 }
 
@@ -25,7 +26,9 @@ CallQueue::CallQueue(int device, int rank, std::function<void(const Error&)> fai
 }
 CallQueue::~CallQueue() = default;
 GpuStream CallQueue::stream() const { return nullptr; }
-void CallQueue::enqueue(GpuStream, std::function<void()>, std::string) { refuse(strCat("rank ", rank_, ": ")); }
+void CallQueue::enqueue(GpuStream, std::function<void()>, std::string) {
+  refuse(strCat("rank ", rank_, ": "));
+}
 bool CallQueue::onProgressThread() const { return false; }
 void CallQueue::drain() {}
 void CallQueue::abort() {}

@@ -1,10 +1,11 @@
 // The host execution context (see device/context.h): ordinary memory, memcpy and the cpu*
 // kernels, each done when it returns, so every mark is reached and nothing is waited for.
+#include "device/context.h"
+
 #include <cstring>
 #include <vector>
 
 #include "base/error.h"
-#include "device/context.h"
 #include "device/handle_kernels.h"
 #include "device/linalg.h"
 #include "device/reduce.h"
@@ -109,8 +110,8 @@ class HostContext final : public Context {
                       float* out) override {
     cpuTerngradDecode(scales, codes, n, block, out);
   }
-  void terngradDecodeAdd(float* out, const float* local, const void* scales,
-                         const uint8_t* codes, size_t n, size_t block) override {
+  void terngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                         size_t n, size_t block) override {
     cpuTerngradDecodeAdd(out, local, scales, codes, n, block);
   }
   size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) override {
@@ -126,8 +127,8 @@ class HostContext final : public Context {
   void densify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) override {
     cpuDensify(idx, vals, k, dst, n);
   }
-  void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx,
-                  const float* vals, size_t k) override {
+  void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
+                  size_t k) override {
     cpuScatterAdd(out, local, n, idx, vals, k);
   }
   void sparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,

@@ -180,8 +180,10 @@ void CallQueue::loop(const std::function<void(GpuStream)>& onStart) {
         cudaError_t rc = cudaEventQuery(task.startEvent->get());
         if (rc == cudaSuccess) break;
         if (rc != cudaErrorNotReady)
-          cuda::check(rc, strCat(task.what, ": the caller's stream failed before the call").c_str());
-        if (aborted_) raise(ErrorCode::kRemote, task.what, " was dropped: the communicator was aborted");
+          cuda::check(rc,
+                      strCat(task.what, ": the caller's stream failed before the call").c_str());
+        if (aborted_)
+          raise(ErrorCode::kRemote, task.what, " was dropped: the communicator was aborted");
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::microseconds(1000));
       }

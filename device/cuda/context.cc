@@ -4,15 +4,16 @@
 // makes the context's GPU current for its duration, so a context may be used from any thread.
 // Compiled for the CUDA build and for the CUDA stand-in (where the gpu* entry points run their
 // CPU twins on an emulated stream).
+#include "device/context.h"
+
 #include <deque>
 #include <optional>
 
 #include "base/error.h"
-#include "device/context.h"
+#include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/handle_kernels.h"
 #include "device/linalg.h"
-#include "device/cuda/launch.cuh"
 #include "device/reduce.h"
 #include "device/sparse.h"
 
@@ -213,8 +214,8 @@ class CudaContext final : public Context {
     cuda::DeviceGuard guard(device_);
     gpuTerngradDecode(scales, codes, n, block, out, stream_);
   }
-  void terngradDecodeAdd(float* out, const float* local, const void* scales,
-                         const uint8_t* codes, size_t n, size_t block) override {
+  void terngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
+                         size_t n, size_t block) override {
     cuda::DeviceGuard guard(device_);
     gpuTerngradDecodeAdd(out, local, scales, codes, n, block, stream_);
   }
@@ -235,8 +236,8 @@ class CudaContext final : public Context {
     cuda::DeviceGuard guard(device_);
     gpuDensify(idx, vals, k, dst, n, stream_);
   }
-  void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx,
-                  const float* vals, size_t k) override {
+  void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
+                  size_t k) override {
     cuda::DeviceGuard guard(device_);
     gpuScatterAdd(out, local, n, idx, vals, k, stream_);
   }

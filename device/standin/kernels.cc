@@ -65,7 +65,6 @@ void enqueue(GpuStream stream, const char* kernel, std::initializer_list<Arg> ar
               strCat("launching ", kernel).c_str());
 }
 
-
 // Copies a result the body left in device memory back to the host, on the stream.
 void copyBack(void* host, const void* device, size_t bytes, GpuStream stream) {
   cuda::check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream),

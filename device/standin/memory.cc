@@ -173,9 +173,9 @@ cudaError_t copyBytes(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
   if (cudaError_t rc = prepareCopy(dst, src, n, n, kind, stream, sync, &s)) return rc;
   const bool deviceToDevice = isDeviceMemory(dst) && isDeviceMemory(src);
   const bool touchesPageable = pageable(dst) || pageable(src);
-  if (sync)
-    return submit(s, "cudaMemcpy", !deviceToDevice, [=] { std::memmove(dst, src, n); });
-  return submit(s, touchesPageable ? "cudaMemcpyAsync with pageable host memory" : "cudaMemcpyAsync",
+  if (sync) return submit(s, "cudaMemcpy", !deviceToDevice, [=] { std::memmove(dst, src, n); });
+  return submit(s,
+                touchesPageable ? "cudaMemcpyAsync with pageable host memory" : "cudaMemcpyAsync",
                 touchesPageable, [=] { std::memmove(dst, src, n); });
 }
 

@@ -3,10 +3,10 @@
 // are markers on a stream; host functions run on the device's one callback thread;
 // cuStreamWaitValue32 polls a word. Host threads that wait for the whole device (implicit
 // synchronization) go through the deadlock watchdog here.
-#include <algorithm>
 #include <cuda.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>

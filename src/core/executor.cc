@@ -24,13 +24,20 @@ using Mark = device::Context::Mark;
 
 const char* opName(OpKind k) {
   switch (k) {
-    case OpKind::kCopy: return "copy";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecvReduce: return "recv-reduce";
-    case OpKind::kFinalize: return "finalize";
-    case OpKind::kSendFinal: return "send-final";
-    case OpKind::kRecvFinal: return "recv-final";
-    case OpKind::kJoin: return "join";
+    case OpKind::kCopy:
+      return "copy";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecvReduce:
+      return "recv-reduce";
+    case OpKind::kFinalize:
+      return "finalize";
+    case OpKind::kSendFinal:
+      return "send-final";
+    case OpKind::kRecvFinal:
+      return "recv-final";
+    case OpKind::kJoin:
+      return "join";
   }
   return "?";
 }
@@ -77,9 +84,18 @@ class CallRun {
  public:
   CallRun(const CollRequest& req, const Schedule& sched, const WireHeader& base, CallEnv& env,
           uint64_t& payloadBytesSent)
-      : req_(req), sched_(sched), base_(base), env_(env), ctx_(env.ctx), codec_(*req.codec),
-        raw_(codec_.rawWire()), cc_(req.codecCall), esz_(dataTypeSize(req.dtype)),
-        dev_(ctx_.onDevice()), ops_(sched.ops), payloadBytesSent_(payloadBytesSent) {}
+      : req_(req),
+        sched_(sched),
+        base_(base),
+        env_(env),
+        ctx_(env.ctx),
+        codec_(*req.codec),
+        raw_(codec_.rawWire()),
+        cc_(req.codecCall),
+        esz_(dataTypeSize(req.dtype)),
+        dev_(ctx_.onDevice()),
+        ops_(sched.ops),
+        payloadBytesSent_(payloadBytesSent) {}
 
   void execute() {
     setUp();
@@ -135,9 +151,16 @@ class CallRun {
     peers_.resize(env_.nranks);
     for (uint32_t i = 0; i < ops_.size(); ++i) {
       switch (ops_[i].kind) {
-        case OpKind::kSend: case OpKind::kSendFinal: peers_[ops_[i].peer].sends.push_back(i); break;
-        case OpKind::kRecvReduce: case OpKind::kRecvFinal: peers_[ops_[i].peer].recvs.push_back(i); break;
-        default: locals_.push_back(i);
+        case OpKind::kSend:
+        case OpKind::kSendFinal:
+          peers_[ops_[i].peer].sends.push_back(i);
+          break;
+        case OpKind::kRecvReduce:
+        case OpKind::kRecvFinal:
+          peers_[ops_[i].peer].recvs.push_back(i);
+          break;
+        default:
+          locals_.push_back(i);
       }
     }
     for (int p = 0; p < env_.nranks; ++p)
@@ -364,8 +387,8 @@ class CallRun {
     float* residual = cc_ && cc_->residual ? cc_->residual + op.wireOffset : nullptr;
     bytes = codec_.encodeFeedback(at(src), op.count, req_.dtype, chunkAt(op), ctx_.data(buf),
                                   residual, cc_ ? &cc_->norms : nullptr);
-    SQZ_ENFORCE(bytes <= bound, "codec ", codec_.name(), " wrote ", bytes, " bytes for ",
-                op.count, " values, over its bound ", bound);
+    SQZ_ENFORCE(bytes <= bound, "codec ", codec_.name(), " wrote ", bytes, " bytes for ", op.count,
+                " values, over its bound ", bound);
     if (cc_) cc_->encodeSeconds += secondsSince(t0);
     return buf;
   }
@@ -382,8 +405,8 @@ class CallRun {
     const Op& op = ops_[t.op];
     auto t0 = Clock::now();
     const int payload = toWorkSpace(t.buf, bytes);
-    codec_.combine(at(op.dst), at(op.src), ctx_.data(payload), bytes, op.count, req_.dtype,
-                   req_.op, chunkAt(op));
+    codec_.combine(at(op.dst), at(op.src), ctx_.data(payload), bytes, op.count, req_.dtype, req_.op,
+                   chunkAt(op));
     if (cc_) cc_->combineSeconds += secondsSince(t0);
     if (!raw_ && fusedSend_[t.op] != kNoDep) {
       const uint32_t si = fusedSend_[t.op];
@@ -469,10 +492,12 @@ class CallRun {
                           outRecv, " receives left)");
     }
     if (deviceWorkPending())
-      waiting += strCat(waiting.empty() ? "" : ", ", "the GPU (", landing_.size(),
-                        " steps not finished)");
-    raise(ErrorCode::kTimeout, "rank ", env_.rank, ": ", describeCall(base_), " made no progress"
-          " for ", env_.timeoutMs, " ms (SQZ_TIMEOUT_MS) waiting on ", waiting,
+      waiting +=
+          strCat(waiting.empty() ? "" : ", ", "the GPU (", landing_.size(), " steps not finished)");
+    raise(ErrorCode::kTimeout, "rank ", env_.rank, ": ", describeCall(base_),
+          " made no progress"
+          " for ",
+          env_.timeoutMs, " ms (SQZ_TIMEOUT_MS) waiting on ", waiting,
           ". A peer is stuck, dead, or making a different call.");
   }
 
