@@ -192,7 +192,8 @@ SQZ_API sqzResult_t sqzCommDestroy(sqzComm_t comm);
 SQZ_API sqzResult_t sqzCommAbort(sqzComm_t comm);
 
 /**
- * Reports an error that happened asynchronously (a failed collective, a lost peer).
+ * Reports an error that happened asynchronously (a failed collective, a lost peer); when there
+ * is one, sqzGetLastError(comm) then says what it was.
  * @param asyncError receives sqzSuccess or the error. Thread-safe.
  */
 SQZ_API sqzResult_t sqzCommGetAsyncError(sqzComm_t comm, sqzResult_t* asyncError);

@@ -181,6 +181,10 @@ sqzResult_t sqzCommGetAsyncError(sqzComm_t comm, sqzResult_t* asyncError) {
       raise(ErrorCode::kInvalidArgument, "sqzCommGetAsyncError: asyncError is NULL.");
     auto err = comm->impl->asyncError();
     *asyncError = err ? static_cast<sqzResult_t>(err->code()) : sqzSuccess;
+    if (err) {  // what it was, for sqzGetLastError(comm)
+      std::lock_guard<std::mutex> lock(comm->lastErrorMu);
+      comm->lastError = err->what();
+    }
   });
 }
 

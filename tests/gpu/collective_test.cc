@@ -250,6 +250,8 @@ TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
     sqzResult_t async = sqzSuccess;
     EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
     EXPECT_NE(async, sqzSuccess);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("rank"), std::string::npos)
+        << "the async error's message: '" << sqzGetLastError(comm) << "'";
     EXPECT_NE(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
