@@ -487,23 +487,30 @@ TEST_F(StandinTest, FailingKernelMakesTheDeviceErrorSticky) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// For the death tests: SQZ_STANDIN_HANG_MS=300, a new stream (flags) held by a
+// cuStreamWaitValue32 on a word nobody will store, and 64 bytes of device memory.
+void* heldStreamAndBuffer(unsigned streamFlags) {
+  setenv("SQZ_STANDIN_HANG_MS", "300", 1);
+  auto wait = driverEntry<WaitValueFn>("cuStreamWaitValue32");
+  uint32_t* word = nullptr;
+  cudaHostAlloc(reinterpret_cast<void**>(&word), 64, 0);
+  *word = 0;
+  void* p = nullptr;
+  cudaMalloc(&p, 64);
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, streamFlags);
+  wait(s, reinterpret_cast<CUdeviceptr>(word), 1, CU_STREAM_WAIT_VALUE_GEQ);
+  std::this_thread::sleep_for(20ms);
+  return p;
+}
+
 // cudaFree while a stream waits for a word nobody will store: NCCL's deadlock. The stand-in says
 // so at once and aborts after SQZ_STANDIN_HANG_MS.
 TEST(StandinDeathTest, WatchdogAbortsAnImplicitSyncBehindAHeldStream) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        setenv("SQZ_STANDIN_HANG_MS", "300", 1);
-        auto wait = driverEntry<WaitValueFn>("cuStreamWaitValue32");
-        uint32_t* word = nullptr;
-        cudaHostAlloc(reinterpret_cast<void**>(&word), 64, 0);
-        *word = 0;
-        void* p = nullptr;
-        cudaMalloc(&p, 64);
-        cudaStream_t s;
-        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-        wait(s, reinterpret_cast<CUdeviceptr>(word), 1, CU_STREAM_WAIT_VALUE_GEQ);
-        std::this_thread::sleep_for(20ms);
+        void* p = heldStreamAndBuffer(cudaStreamNonBlocking);
         cudaFree(p);
       },
       "sqz-cuda-standin: cudaFree waits for the whole device while stream 0x[0-9a-f]+ of device "
@@ -518,17 +525,7 @@ TEST(StandinDeathTest, WatchdogFollowsTheLegacyStreamBehindAHeldBlockingStream) 
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
       {
-        setenv("SQZ_STANDIN_HANG_MS", "300", 1);
-        auto wait = driverEntry<WaitValueFn>("cuStreamWaitValue32");
-        uint32_t* word = nullptr;
-        cudaHostAlloc(reinterpret_cast<void**>(&word), 64, 0);
-        *word = 0;
-        void* p = nullptr;
-        cudaMalloc(&p, 64);
-        cudaStream_t blocking;
-        cudaStreamCreate(&blocking);
-        wait(blocking, reinterpret_cast<CUdeviceptr>(word), 1, CU_STREAM_WAIT_VALUE_GEQ);
-        std::this_thread::sleep_for(20ms);
+        void* p = heldStreamAndBuffer(cudaStreamDefault);
         char host[64] = {};
         cudaMemcpy(p, host, sizeof host, cudaMemcpyHostToDevice);
       },
