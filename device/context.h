@@ -82,7 +82,7 @@ class Context {
   void release(int index) { free_.push_back(index); }
   // Scratch in workSpace() by slot (the schedule's scratch, a codec's decoded values, ...),
   // grown and kept across calls; valid until the same slot is asked again.
-  enum class Slot : int { kSchedule, kDecoded, kIndices, kCodec0, kCodec1, kCodec2, kCount };
+  enum class Slot : int { kSchedule, kDecoded, kIndices, kCount };
   char* scratch(Slot slot, size_t bytes);
 
   // ---- data movement -------------------------------------------------------------------------

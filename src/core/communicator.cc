@@ -182,7 +182,6 @@ void Communicator::drainDevice() {
 }
 
 void Communicator::setUpDevice() {
-  deviceCtx_ = nullptr;
   callQueue_ = std::make_unique<device::CallQueue>(
       config_.device, rank_, [this](const Error& e) { fail(e); },
       [this](device::GpuStream internal) {
