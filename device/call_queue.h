@@ -62,6 +62,12 @@ class CallQueue {
   // Enqueues `task` on `stream` (a cudaStream_t of this device; null: the legacy default
   // stream). `what` names the call in logs. Throws Error(kCuda) when CUDA refuses the stream.
   void enqueue(GpuStream stream, std::function<void()> task, std::string what);
+  // A call that needs neither peers nor the progress thread (a one-rank collective without a
+  // codec, whose result is its input): dst = src (bytes, on this device) as one
+  // cudaMemcpyAsync straight on `stream`, after whatever the stream was given before (the
+  // calls enqueued on it included); nothing for bytes == 0. Throws Error(kCuda) naming `what`.
+  void copyOnStream(GpuStream stream, void* dst, const void* src, size_t bytes,
+                    const std::string& what);
   // True on the progress thread (inside a task).
   bool onProgressThread() const;
   // Waits until every enqueued call has run (a host call on the same communicator must come

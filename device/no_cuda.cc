@@ -29,6 +29,9 @@ GpuStream CallQueue::stream() const { return nullptr; }
 void CallQueue::enqueue(GpuStream, std::function<void()>, std::string) {
   refuse(strCat("rank ", rank_, ": "));
 }
+void CallQueue::copyOnStream(GpuStream, void*, const void*, size_t, const std::string&) {
+  refuse(strCat("rank ", rank_, ": "));
+}
 bool CallQueue::onProgressThread() const { return false; }
 void CallQueue::drain() {}
 void CallQueue::abort() {}

@@ -122,6 +122,14 @@ void CallQueue::enqueue(GpuStream stream, std::function<void()> task, std::strin
   cv_.notify_all();
 }
 
+void CallQueue::copyOnStream(GpuStream stream, void* dst, const void* src, size_t bytes,
+                             const std::string& what) {
+  if (bytes == 0 || dst == src) return;
+  cuda::DeviceGuard guard(device_);
+  cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+              strCat(what, ": copying on the caller's stream").c_str());
+}
+
 void CallQueue::drain() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return (tasks_.empty() && !running_) || stop_; });

@@ -219,6 +219,19 @@ void Communicator::enqueueTask(void* stream, std::function<void(device::Context&
 }
 
 void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
+  // One rank and no codec: every rank's schedule would be localOnlySchedule (copy, then avg's
+  // division by 1), so the result is the input. One copy on the caller's stream does it in a
+  // few microseconds, where the progress thread's hand-off takes tens.
+  const bool copyOnly = req.kind == CollKind::kAllReduce || req.kind == CollKind::kReduce ||
+                        req.kind == CollKind::kReduceScatter;
+  if (nranks_ == 1 && copyOnly && !req.codecCall && (!req.codec || req.codec->rawWire())) {
+    throwIfFailed();
+    const std::string what =
+        strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype));
+    callQueue().copyOnStream(static_cast<device::GpuStream>(stream), req.recvbuf, req.sendbuf,
+                             req.bytes(), what);
+    return;
+  }
   enqueueTask(stream, [this, req](device::Context& ctx) { run(req, nullptr, &ctx); },
               strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype)));
 }

@@ -1,0 +1,188 @@
+// What one call on device buffers asks of the GPU, counted by the CUDA stand-in
+// (standin::Counters: kernel launches, copies, host waits): the device path's cost in launches and
+// round trips, which a GPU's timings hide among its noise and a machine without one cannot time
+// at all. The figures are ceilings recorded from the code as it is (issue 29's "before"): a change
+// that makes a call launch or wait more fails here, and one that makes it less lowers them.
+//   - a one-rank all-reduce without a codec is one copy on the caller's stream (none in place):
+//     no launch, no host wait, nothing for the progress thread;
+//   - a 2-rank compressed all-reduce over cuda_ipc, per rank and call, at two sizes (so a count
+//     that grows with the call's pieces shows), for the chunk codecs and the selections;
+//   - a top-k selection's host waits (the count it returns comes back to the host).
+// Stand-in builds only (scripts/standin.sh); a GPU has no such counters.
+#include <cuda_runtime_api.h>
+
+#include <barrier>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../collective/test_util.h"
+#include "device/sparse.h"
+#include "device/standin/standin.h"
+
+namespace sqztest {
+namespace {
+
+using squeeze::standin::Counters;
+using squeeze::standin::processCounters;
+using squeeze::standin::threadCounters;
+
+// Device memory of n floats, filled with a gradient-like pattern, allocated and freed
+// stream-ordered on `stream`: ranks are threads sharing one GPU, and a cudaMalloc would wait for
+// the whole device while the other rank's stream is held by its call (NCCL's rule).
+struct DeviceFloats {
+  DeviceFloats(size_t n, cudaStream_t stream) : n(n), stream(stream) {
+    EXPECT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&ptr), n * sizeof(float), stream),
+              cudaSuccess);
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = float(int((i * 2654435761u) % 2001) - 1000) / 1000.0f;
+    EXPECT_EQ(cudaMemcpyAsync(ptr, h.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  ~DeviceFloats() {
+    cudaFreeAsync(ptr, stream);
+    cudaStreamSynchronize(stream);
+  }
+  std::vector<float> get() const {
+    std::vector<float> h(n);
+    EXPECT_EQ(cudaMemcpyAsync(h.data(), ptr, n * sizeof(float), cudaMemcpyDeviceToHost, stream),
+              cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    return h;
+  }
+  float* ptr = nullptr;
+  size_t n;
+  cudaStream_t stream;
+};
+
+// A non-blocking stream, destroyed last.
+struct Stream {
+  Stream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess); }
+  ~Stream() { cudaStreamDestroy(s); }
+  cudaStream_t s = nullptr;
+};
+
+TEST(CallCounts, OneRankAllReduceIsOneCopyOnTheCallersStream) {
+  RunOptions opts;
+  opts.transports = "cuda_ipc";
+  RunResult run = runRanks(1, opts, [&](sqzComm_t& comm, int) {
+    Stream stream;
+    cudaStream_t s = stream.s;
+    DeviceFloats in(4096, s), out(4096, s);
+    for (bool inPlace : {false, true}) {
+      float* dst = inPlace ? in.ptr : out.ptr;
+      const Counters t0 = threadCounters(), p0 = processCounters();
+      ASSERT_EQ(sqzAllReduce(in.ptr, dst, in.n, sqzFloat32, sqzSum, comm, s), sqzSuccess)
+          << sqzGetLastError(comm);
+      const Counters t = threadCounters() - t0;
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      const Counters p = processCounters() - p0;
+      EXPECT_EQ(t.copies, inPlace ? 0u : 1u) << (inPlace ? "in place" : "out of place");
+      EXPECT_EQ(t.launches, 0u);
+      EXPECT_EQ(t.hostWaits, 0u) << "sqzAllReduce waited for the device";
+      // The progress thread took no part: the only host wait is the test's synchronize.
+      EXPECT_EQ(p.launches, 0u);
+      EXPECT_EQ(p.hostWaits, 1u);
+    }
+    EXPECT_EQ(in.get(), out.get());
+  });
+  EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+// Ceilings per rank and call (launches, host waits) at `count` floats in pieces of 128 KiB,
+// 2 ranks, ring, over cuda_ipc.
+struct CountCase {
+  const char* spec;
+  size_t count;
+  uint64_t maxLaunches;
+  uint64_t maxHostWaits;
+};
+
+class CompressedCallCounts : public ::testing::TestWithParam<CountCase> {};
+
+TEST_P(CompressedCallCounts, AtMostTheRecordedLaunchesAndHostWaits) {
+  const CountCase c = GetParam();
+  constexpr int kRanks = 2, kWarmCalls = 2, kCalls = 3;
+  ScopedEnv env;
+  env.set("SQZ_ALGO", "ring");
+  env.set("SQZ_TUNER_CALIBRATE", "0");
+  RunOptions opts;
+  opts.transports = "cuda_ipc";
+  opts.chunkBytes = 128 << 10;
+  std::barrier sync(kRanks);
+  Counters total;
+  RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
+    Stream stream;
+    cudaStream_t s = stream.s;
+    DeviceFloats in(c.count, s), out(c.count, s);
+    sqzCodec_t codec = nullptr;
+    ASSERT_EQ(sqzCodecCreate(&codec, c.spec, c.count, sqzFloat32, comm), sqzSuccess)
+        << sqzGetLastError(comm);
+    auto call = [&] {
+      EXPECT_EQ(
+          sqzAllReduceCompressed(in.ptr, out.ptr, c.count, sqzFloat32, sqzSum, codec, comm, s),
+          sqzSuccess)
+          << sqzGetLastError(comm);
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    };
+    for (int i = 0; i < kWarmCalls; ++i) call();  // scratch grows on the first calls
+    sync.arrive_and_wait();
+    Counters before = processCounters();
+    for (int i = 0; i < kCalls; ++i) call();
+    sync.arrive_and_wait();
+    if (rank == 0) total = processCounters() - before;
+    sync.arrive_and_wait();
+    sqzCodecDestroy(codec);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  // Both ranks' calls, less the test's own stream synchronizations.
+  const uint64_t calls = kRanks * kCalls;
+  const double launches = double(total.launches) / calls;
+  const double waits = double(total.hostWaits - calls) / calls;
+  std::printf("  %-32s %8zu floats: %6.1f launches, %5.1f host waits, %6.1f copies a call\n",
+              c.spec, c.count, launches, waits, double(total.copies) / calls);
+  EXPECT_LE(launches, double(c.maxLaunches)) << c.spec << " at " << c.count;
+  EXPECT_LE(waits, double(c.maxHostWaits)) << c.spec << " at " << c.count;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stand, CompressedCallCounts,
+    ::testing::Values(CountCase{"int8:auto_dense=0", 1 << 16, 6, 11},
+                      CountCase{"int8:auto_dense=0", 1 << 20, 81, 161},
+                      CountCase{"fp16:auto_dense=0", 1 << 20, 145, 65},
+                      CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 16, 13, 19},
+                      CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 20, 193, 289},
+                      CountCase{"topk:ratio=0.01,sample=1,auto_dense=0", 1 << 20, 193, 289},
+                      CountCase{"dgc:ratio=0.01,auto_dense=0", 1 << 20, 194, 289}),
+    [](const ::testing::TestParamInfo<CountCase>& info) {
+      std::string name = info.param.spec;
+      for (char& ch : name)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name + "_" + std::to_string(info.param.count);
+    });
+
+TEST(CallCounts, TopkSelectionHostWaits) {
+  Stream stream;
+  cudaStream_t s = stream.s;
+  DeviceFloats x(1 << 20, s);
+  uint32_t* idx = nullptr;
+  const size_t k = 1 << 10;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&idx), k * sizeof(uint32_t)), cudaSuccess);
+  for (bool sampled : {false, true}) {
+    squeeze::device::gpuSelectTopk(x.ptr, x.n, k, sampled, idx, s);  // scratch
+    const Counters t0 = threadCounters();
+    const size_t m = squeeze::device::gpuSelectTopk(x.ptr, x.n, k, sampled, idx, s);
+    const Counters t = threadCounters() - t0;
+    std::printf("  top-k of %zu at k = %zu, %s: %llu launches, %llu host waits\n", x.n, k,
+                sampled ? "sampled" : "exact", (unsigned long long)t.launches,
+                (unsigned long long)t.hostWaits);
+    EXPECT_LE(m, k);
+    EXPECT_LE(t.hostWaits, 1000u);
+  }
+  cudaStreamSynchronize(s);
+  cudaFree(idx);
+}
+
+}  // namespace
+}  // namespace sqztest
