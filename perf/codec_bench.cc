@@ -58,6 +58,9 @@
 #include "compress/codecs.h"
 #include "compress/handle.h"
 #include "compress/topk.h"
+#if SQZ_CUDA_STANDIN
+#include "device/standin/standin.h"
+#endif
 #include "inputs.h"
 #include "squeeze/squeeze.h"
 
@@ -218,6 +221,24 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
       [&] { codec.combine(out, x, otherPayload, otherBytes, n, kF32, RedOp::kSum, at); }, nullptr);
   double dec = time([&] { codec.decode(payload, bytes, n, kF32, at, decoded); }, nullptr);
   std::string note;
+#if SQZ_CUDA_STANDIN
+  // What the executor's two per-piece calls ask of the (emulated) GPU: its kernel launches and
+  // the host's waits for it, one call each.
+  if (gpu_) {
+    auto counted = [](const std::function<void()>& body) {
+      const standin::Counters before = standin::threadCounters();
+      body();
+      const standin::Counters d = standin::threadCounters() - before;
+      return std::to_string(d.launches) + "/" + std::to_string(d.hostWaits);
+    };
+    const std::string fb =
+        counted([&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); });
+    const std::string cb =
+        counted([&] { codec.combine(out, x, otherPayload, otherBytes, n, kF32, RedOp::kSum, at); });
+    note = "stand-in launches/host waits: encodeFB " + fb + ", combine " + cb;
+    bytes = codec.encode(x, n, kF32, at, payload);
+  }
+#endif
 #if SQZ_HAVE_CUDA
   if (gpu_) {
     gpu_->stream.synchronize("the codec's kernels");
@@ -225,7 +246,8 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
     std::vector<char> cpuPayload(bound);
     const size_t cpuBytes = codec.encode(x_.data(), n, kF32, ChunkInfo{}, cpuPayload.data());
     if (bytes != cpuBytes) {
-      note = "FAILED: the CPU encode's payload is " + std::to_string(cpuBytes) + " B";
+      note = "FAILED: the CPU encode's payload is " + std::to_string(cpuBytes) + " B" +
+             (note.empty() ? "" : "; " + note);
       ++failures_;
     }
   }
@@ -485,7 +507,7 @@ int CodecBench::run() {
     std::printf(
         "# GB/s of dense float32 input (the copy bandwidth below counts bytes read + written);\n"
         "# payload and ratio of one chunk's encode\n");
-    gpuCopyRow();
+    if (o_.onceRows) gpuCopyRow();
   }
 #endif
   if (!o_.cuda) {
@@ -503,10 +525,10 @@ int CodecBench::run() {
   for (const auto& s : specs) row(s);
 #if SQZ_HAVE_CUDA
   if (gpu_) {
-    gpuSelectionRows();
-  } else if (o_.selection) {
+    if (o_.onceRows) gpuSelectionRows();
+  } else if (o_.selection && o_.onceRows) {
 #else
-  if (o_.selection) {
+  if (o_.selection && o_.onceRows) {
 #endif
     selectionRow();
   } else {

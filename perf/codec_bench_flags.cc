@@ -3,6 +3,9 @@
 
 #include <getopt.h>
 
+#include <algorithm>
+#include <string>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +21,9 @@ void usage(FILE* out) {
                "Single-thread throughput of each codec's encode, encodeFeedback, combine and\n"
                "decode, in GB/s of dense float32 input, with the payload size and ratio.\n"
                "  -s, --size <values>   float32 values per chunk (default 1M; K/M suffixes;\n"
-               "                        a pipeline chunk of SQZ_CHUNK_BYTES=512K is 128K)\n"
+               "                        a pipeline chunk of SQZ_CHUNK_BYTES=512K is 128K); a\n"
+               "                        comma-separated list (256K,1M,16M,64M) runs a table\n"
+               "                        per size\n"
                "  -r, --reps <n>        timed runs per figure; the median is printed (default 5)\n"
                "  -z, --codec <spec>    bench this codec spec (e.g. topk:ratio=0.001) instead of\n"
                "                        every registered method; repeat for several\n"
@@ -63,11 +68,22 @@ int parseCodecBenchOptions(int argc, char** argv, CodecBenchOptions* o) {
   int c;
   while ((c = getopt_long(argc, argv, ":s:r:z:Sd:J:h", kLong, nullptr)) != -1) {
     switch (c) {
-      case 's':
-        if (!parseCount(optarg, &o->count))
-          return bad(std::string("invalid size '") + optarg +
-                     "' for -s (values, 1 to 4G, e.g. 128K or 1M)");
+      case 's': {
+        o->counts.clear();
+        std::string list = optarg;
+        for (size_t at = 0; at <= list.size();) {
+          const size_t comma = std::min(list.find(',', at), list.size());
+          const std::string one = list.substr(at, comma - at);
+          size_t count = 0;
+          if (!parseCount(one.c_str(), &count))
+            return bad("invalid size '" + one +
+                       "' for -s (values, 1 to 4G, e.g. 128K or 1M; several: 256K,1M)");
+          o->counts.push_back(count);
+          at = comma + 1;
+        }
+        o->count = o->counts.front();
         break;
+      }
       case 'r': {
         char* end = nullptr;
         long v = std::strtol(optarg, &end, 10);
@@ -102,6 +118,8 @@ int parseCodecBenchOptions(int argc, char** argv, CodecBenchOptions* o) {
     }
   }
   if (optind < argc) return bad(std::string("unexpected argument '") + argv[optind] + "'");
+  if (o->jsonPath && o->counts.size() > 1)
+    return bad("-J writes one size's table: give -s one size, or run once per size");
   return -1;
 }
 

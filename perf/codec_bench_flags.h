@@ -10,7 +10,10 @@ namespace squeeze::perf {
 inline constexpr const char* kCodecBenchProgram = "sqz-codec-bench";
 
 struct CodecBenchOptions {
-  size_t count = size_t{1} << 20;
+  size_t count = size_t{1} << 20;  // the size being run
+  std::vector<size_t> counts;      // -s: every size, run in turn (empty: count)
+  bool onceRows = true;            // the rows run once per invocation (-d cuda's copy and
+                                   // selection, -S), not once per size
   int reps = 5;
   bool selection = false;
   bool cuda = false;               // -d cuda: the CUDA kernels on device memory

@@ -1,5 +1,6 @@
 // sqz-codec-bench's main (see codec_bench.cc): the flags, the checks that must stop a run before
 // any timing (no GPU for -d cuda, a -J path that cannot be written), then the table.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -54,8 +55,17 @@ int codecBenchMain(int argc, char** argv) {
     runInfo.argv = argv;
     runInfo.started = std::time(nullptr);
   }
-  CodecBench bench(o, o.jsonPath ? &json : nullptr, runInfo);
-  return bench.run();
+  if (o.counts.empty()) o.counts.push_back(o.count);
+  int worst = 0;
+  for (size_t i = 0; i < o.counts.size(); ++i) {
+    o.count = o.counts[i];
+    o.onceRows = i == 0;
+    if (i > 0) std::printf("\n");
+    CodecBench bench(o, o.jsonPath ? &json : nullptr, runInfo);
+    worst = std::max(worst, bench.run());
+    if (worst == 2) break;  // the user's mistake (a bad -z): said once
+  }
+  return worst;
 }
 
 }  // namespace
