@@ -40,13 +40,8 @@ class BlockQuantCodec : public Codec {
   }
   size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
                         float* residual, EncodeNorms* norms) override {
-    device::Feedback feedback{residual};
-    const size_t bytes = write(src, count, at, payload, &feedback);
-    if (norms) {
-      norms->inputSq += feedback.inputSq;
-      norms->sentSq += feedback.sentSq;
-    }
-    return bytes;
+    device::Feedback feedback{residual, norms};
+    return write(src, count, at, payload, &feedback);
   }
   void decode(const void* payload, size_t bytes, size_t count, DataType, const ChunkInfo& at,
               void* dst) override {

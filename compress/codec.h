@@ -66,11 +66,9 @@ inline void readPayload(void* dst, const void* src, size_t bytes, const ChunkInf
   at.ctx->read(dst, src, bytes);
 }
 
-// Squared norms an encode saw: |x|^2 of its input and |decode(payload)|^2, for the gain.
-struct EncodeNorms {
-  double inputSq = 0;
-  double sentSq = 0;
-};
+// Squared norms an encode saw: |x|^2 of its input and |decode(payload)|^2, for the gain. On a
+// CUDA context an encode's may arrive only when the context next waits (device::Feedback).
+using EncodeNorms = device::Norms;
 
 class Codec {
  public:

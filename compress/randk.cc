@@ -64,12 +64,9 @@ class RandkCodec final : public Codec {
     const size_t k = keepCount(ratio_, count);
     const uint32_t* idx = pick(count, k, at);
     at.ctx->gather(x, idx, k, static_cast<float*>(payload));
-    double in = 0, sent = 0;
-    at.ctx->sparseFeedback(x, count, idx, k, residual, &in, &sent);
-    if (norms) {
-      norms->inputSq += in;
-      norms->sentSq += sent;
-    }
+    // The norms go straight to *norms: on a GPU they arrive when the context next waits.
+    at.ctx->sparseFeedback(x, count, idx, k, residual, norms ? &norms->inputSq : nullptr,
+                           norms ? &norms->sentSq : nullptr);
     return 4 * k;
   }
 

@@ -139,16 +139,14 @@ void combine(const View& v, size_t count, const float* local, float* out, const 
 
 void feedback(const View& v, const float* x, size_t count, float* residual, EncodeNorms* norms,
               const ChunkInfo& at) {
-  double in = 0, sent = 0;
-  if (v.dense) {  // everything sent: the residual keeps what it had (x - x = 0)
-    at.ctx->sparseFeedback(x, count, nullptr, 0, nullptr, &in, nullptr);
-    sent = in;
-  } else {
-    at.ctx->sparseFeedback(x, count, v.index, v.entries, residual, &in, &sent);
-  }
-  if (norms) {
-    norms->inputSq += in;
-    norms->sentSq += sent;
+  // The norms go straight to *norms: on a GPU they arrive when the context next waits.
+  double* in = norms ? &norms->inputSq : nullptr;
+  double* sent = norms ? &norms->sentSq : nullptr;
+  if (!v.dense) {
+    at.ctx->sparseFeedback(x, count, v.index, v.entries, residual, in, sent);
+  } else if (norms) {  // everything sent: the residual keeps what it had (x - x = 0); |x|^2 twice
+    at.ctx->sparseFeedback(x, count, nullptr, 0, nullptr, in, nullptr);
+    at.ctx->sparseFeedback(x, count, nullptr, 0, nullptr, sent, nullptr);
   }
 }
 

@@ -114,7 +114,10 @@ class Context {
   virtual void widen(Narrow kind, const uint16_t* in, float* out, size_t n) = 0;
   virtual void widenAdd(Narrow kind, float* out, const float* local, const uint16_t* in,
                         size_t n) = 0;
-  // quantize.h (feedback: null, or its residual in the context's space; norms on the host)
+  // quantize.h (feedback: null, or its residual in the context's space and where its norms go, on
+  // the host). Sums a kernel hands to host doubles (an encode's norms, sparseFeedback's inputSq
+  // and sentSq) are added there by the time the context next waits (wait, read): on a CUDA
+  // context they stay on the device until then, so an encode waits for nothing.
   virtual void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                           Feedback* feedback) = 0;
   virtual void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,

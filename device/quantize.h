@@ -87,15 +87,24 @@ SQZ_HD inline size_t packedChunkBytes(size_t n, size_t block, int bits) {
 
 // ---- error feedback fused into an encode -----------------------------------------------------
 
+// Squared norms an encode saw: |x|^2 of its input and |decode(payload)|^2 (a codec's gain).
+struct Norms {
+  double inputSq = 0;
+  double sentSq = 0;
+};
+
 // What Codec::encodeFeedback adds to an encode (compress/feedback.cc does the same in separate
 // passes): with `residual` not null, residual[i] += x[i] - decoded[i] for the chunk's values
 // (residual indexed like x, and not overlapping it); and the squared norms of x and of the
-// decoded values are added to inputSq and sentSq. decoded[i] is computed exactly as decode
-// computes it, so the residual is bit for bit x - decode(payload).
+// decoded values are added to *norms (host memory; null: not kept). decoded[i] is computed
+// exactly as decode computes it, so the residual is bit for bit x - decode(payload).
+// deviceNorms (GPU twins only): two doubles in device memory the norms are added to instead,
+// on the device, with nothing waiting for them; *norms is left to whoever reads them back (the
+// CUDA execution context does, when it next waits).
 struct Feedback {
   float* residual = nullptr;
-  double inputSq = 0;
-  double sentSq = 0;
+  Norms* norms = nullptr;
+  double* deviceNorms = nullptr;
 };
 
 // ---- int8: one scale per block (max|v| / 127), 8-bit two's complement codes ------------------
@@ -144,8 +153,9 @@ void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, co
 // run in the CPU's 8 lanes and order). Pointers (x, out, local, scales, codes, the residual) are
 // device memory or pinned, mapped host memory; kernels access them directly (unified
 // addressing); scales may be unaligned. n == 0 enqueues nothing. Without feedback the functions
-// only enqueue; with it (a host struct) they synchronize the stream to add inputSq / sentSq,
-// which are summed in another order than the CPU's (equal to rounding, not bit for bit).
+// only enqueue; with it they add the norms to feedback->deviceNorms on the device, or, without
+// that, synchronize the stream to add them to *feedback->norms (when not null): summed in another
+// order than the CPU's (equal to rounding, not bit for bit).
 // Throw Error(kCuda) on a CUDA failure. Thread-safe: the norms' scratch is per thread and
 // device. One warp encodes one block and the per-block sums are sequential in 8 lanes, so
 // blocks much larger than a few thousand values encode slowly.

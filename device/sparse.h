@@ -167,9 +167,11 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
                    size_t k, GpuStream stream);
 // The residual bit for bit as the CPU's; inputSq / sentSq (host pointers) get sums in double
 // over a fixed reduction tree, so the same bits on every run (they may differ from the CPU's
-// in the last bits: another summation order). Synchronizes only when one of them is not null.
+// in the last bits: another summation order). Synchronizes only when one of them is not null
+// and deviceSums is: deviceSums (two doubles in device memory) gets both sums added on the device
+// instead, and nothing waits; *inputSq and *sentSq are left to whoever reads them back.
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                       double* inputSq, double* sentSq, GpuStream stream);
+                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream);
 void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                      uint32_t* idx, GpuStream stream);
 #endif

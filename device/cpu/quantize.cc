@@ -125,9 +125,10 @@ class FeedbackLanes {
       for (size_t k = 0; k < n; ++k) residual[k] = residualAfter(residual[k], x[k], d[k]);
   }
   SQZ_INLINE void flush(Feedback* fb) const {
+    if (!fb->norms) return;
     for (int j = 0; j < 8; ++j) {
-      fb->inputSq += in_[j];
-      fb->sentSq += sent_[j];
+      fb->norms->inputSq += in_[j];
+      fb->norms->sentSq += sent_[j];
     }
   }
 

@@ -8,6 +8,8 @@
 
 #include <deque>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "device/cuda/launch.cuh"
@@ -60,6 +62,7 @@ class CudaContext final : public Context {
       cuda::DeviceGuard guard(device_);
       events_.clear();
       idle_.clear();
+      sumSlots_ = cuda::DeviceBuffer();
       own_.reset();
     } catch (const Error&) {  // the device is gone: nothing left to free on it
     }
@@ -70,6 +73,10 @@ class CudaContext final : public Context {
   void prepareThread() override {
     cuda::DeviceGuard guard(device_);
     gpuPrepareThread(stream_);
+    if (!sumSlots_.data()) {  // made once, here, where waiting for the device is allowed
+      sumSlots_ = cuda::DeviceBuffer(kSumSlots * 2 * sizeof(double));
+      sumsHost_ = cuda::PinnedBuffer(kSumSlots * 2 * sizeof(double));
+    }
   }
 
   std::unique_ptr<Allocation> allocate(size_t bytes, Space space) override {
@@ -131,10 +138,23 @@ class CudaContext final : public Context {
   }
   void wait(const char* what) override {
     cuda::DeviceGuard guard(device_);
+    // The sums the kernels added on the device come back with the stream's other work.
+    std::vector<SumTarget> targets;
+    targets.swap(sumTargets_);
+    if (!targets.empty())
+      cuda::check(
+          cudaMemcpyAsync(sumsHost_.data(), sumSlots_.data(), targets.size() * 2 * sizeof(double),
+                          cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpyAsync (sums back from the GPU)");
     cuda::check(cudaStreamSynchronize(stream_), what);
     reached_ = marked_;
     for (auto& e : events_) idle_.push_back(std::move(e.event));
     events_.clear();
+    const auto* sums = static_cast<const double*>(sumsHost_.data());
+    for (size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i].first) *targets[i].first += sums[2 * i];
+      if (targets[i].second) *targets[i].second += sums[2 * i + 1];
+    }
   }
 
   void reduce(DataType dtype, RedOp op, void* out, const void* a, const void* b,
@@ -162,7 +182,8 @@ class CudaContext final : public Context {
   void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                   Feedback* feedback) override {
     cuda::DeviceGuard guard(device_);
-    gpuInt8Encode(x, n, block, scales, codes, feedback, stream_);
+    Feedback fb = deferred(feedback);
+    gpuInt8Encode(x, n, block, scales, codes, feedback ? &fb : nullptr, stream_);
   }
   void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                   float* out) override {
@@ -177,7 +198,9 @@ class CudaContext final : public Context {
   void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) override {
     cuda::DeviceGuard guard(device_);
-    gpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback, stream_);
+    Feedback fb = deferred(feedback);
+    gpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback ? &fb : nullptr,
+                  stream_);
   }
   void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
                   int bits, float* out) override {
@@ -192,7 +215,8 @@ class CudaContext final : public Context {
   void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                     Feedback* feedback) override {
     cuda::DeviceGuard guard(device_);
-    gpuOnebitEncode(x, n, block, scales, codes, feedback, stream_);
+    Feedback fb = deferred(feedback);
+    gpuOnebitEncode(x, n, block, scales, codes, feedback ? &fb : nullptr, stream_);
   }
   void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                     float* out) override {
@@ -207,7 +231,8 @@ class CudaContext final : public Context {
   void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
                       void* scales, uint8_t* codes, Feedback* feedback) override {
     cuda::DeviceGuard guard(device_);
-    gpuTerngradEncode(x, n, block, key, index0, scales, codes, feedback, stream_);
+    Feedback fb = deferred(feedback);
+    gpuTerngradEncode(x, n, block, key, index0, scales, codes, feedback ? &fb : nullptr, stream_);
   }
   void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                       float* out) override {
@@ -244,7 +269,8 @@ class CudaContext final : public Context {
   void sparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
                       double* inputSq, double* sentSq) override {
     cuda::DeviceGuard guard(device_);
-    gpuSparseFeedback(x, n, idx, k, residual, inputSq, sentSq, stream_);
+    double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
+    gpuSparseFeedback(x, n, idx, k, residual, inputSq, sentSq, sums, stream_);
   }
   void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                     uint32_t* idx) override {
@@ -302,12 +328,46 @@ class CudaContext final : public Context {
     Mark mark;
     std::unique_ptr<cuda::Event> event;
   };
+  // Where a slot's two sums go (host doubles; null: dropped).
+  using SumTarget = std::pair<double*, double*>;
+  static constexpr size_t kSumSlots = 64;
+
+  // Sums kernels add to on the device (an encode's norms) for host doubles, delivered by the
+  // next wait(): a chunk's encode waits for nothing. One slot of two doubles per pair of
+  // destinations, zeroed on the stream when first given out. Null when the context was not
+  // prepared (its slots are made by prepareThread) or every slot is taken: the kernel's host
+  // side then synchronizes and adds them itself.
+  double* sumSlot(double* first, double* second) {
+    if (!sumSlots_.data()) return nullptr;
+    const SumTarget target{first, second};
+    size_t i = 0;
+    while (i < sumTargets_.size() && sumTargets_[i] != target) ++i;
+    if (i == kSumSlots) return nullptr;
+    auto* slot = static_cast<double*>(sumSlots_.data()) + 2 * i;
+    if (i == sumTargets_.size()) {
+      cuda::check(cudaMemsetAsync(slot, 0, 2 * sizeof(double), stream_), "cudaMemsetAsync");
+      sumTargets_.push_back(target);
+    }
+    return slot;
+  }
+  // A quantizer's feedback with its norms added on the device (sumSlot).
+  Feedback deferred(const Feedback* feedback) {
+    if (!feedback) return Feedback{};
+    Feedback fb = *feedback;
+    fb.deviceNorms =
+        fb.norms ? sumSlot(&fb.norms->inputSq, &fb.norms->sentSq) : sumSlot(nullptr, nullptr);
+    return fb;
+  }
+
   int device_;
   cudaStream_t stream_;
   std::optional<cuda::Stream> own_;  // when the context made its stream
   std::deque<Marked> events_;        // recorded, not yet seen reached, in order
   std::vector<std::unique_ptr<cuda::Event>> idle_;
   Mark marked_ = 0, reached_ = 0;
+  cuda::DeviceBuffer sumSlots_;        // kSumSlots pairs of doubles (prepareThread)
+  cuda::PinnedBuffer sumsHost_;        // where wait() copies them
+  std::vector<SumTarget> sumTargets_;  // slot i's destinations, until the next wait()
 };
 
 }  // namespace

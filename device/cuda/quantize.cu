@@ -475,7 +475,8 @@ NormScratch& normScratch() {
 }
 
 // Runs launch(grid, args, std::bool_constant<feedback>) with one warp per block; with feedback,
-// zeroes the norms first and adds them to *feedback after synchronizing the stream.
+// the kernel adds the norms to feedback->deviceNorms, or (without it) to the thread's zeroed
+// scratch, which is added to *feedback->norms after synchronizing the stream.
 template <class Launch>
 void runEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                Feedback* feedback, GpuStream stream, const char* name, Launch&& launch) {
@@ -488,19 +489,26 @@ void runEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* co
     cuda::checkLaunch(name);
     return;
   }
-  NormScratch& s = normScratch();
   args.residual = feedback->residual;
+  if (feedback->deviceNorms) {  // the caller reads them back later: nothing waits here
+    args.norms = feedback->deviceNorms;
+    launch(grid, args, std::true_type{});
+    cuda::checkLaunch(name);
+    return;
+  }
+  NormScratch& s = normScratch();
   args.norms = static_cast<double*>(s.device.data());
   cuda::check(cudaMemsetAsync(args.norms, 0, 2 * sizeof(double), stream), "cudaMemsetAsync");
   launch(grid, args, std::true_type{});
   cuda::checkLaunch(name);
+  if (!feedback->norms) return;
   cuda::check(cudaMemcpyAsync(s.host.data(), args.norms, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                               stream),
               "cudaMemcpyAsync(feedback norms)");
   syncStream(stream, name);
   const double* h = static_cast<const double*>(s.host.data());
-  feedback->inputSq += h[0];
-  feedback->sentSq += h[1];
+  feedback->norms->inputSq += h[0];
+  feedback->norms->sentSq += h[1];
 }
 
 }  // namespace

@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    feedbackSumKernel(const double2* partial, unsigned blocks, Slots* slots) {
+    feedbackSumKernel(const double2* partial, unsigned blocks, Slots* slots, double* add) {
   using Reduce = cub::BlockReduce<double, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
   double in = 0, out = 0;
@@ -495,7 +495,10 @@ __global__ void __launch_bounds__(kThreads)
   in = Reduce(temp).Sum(in);
   __syncthreads();
   out = Reduce(temp).Sum(out);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && add) {  // one thread, after the stream's earlier additions
+    add[0] += in;
+    add[1] += out;
+  } else if (threadIdx.x == 0) {
     slots->sums[0] = in;
     slots->sums[1] = out;
   }
@@ -598,8 +601,8 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
 }
 
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                       double* inputSq, double* sentSq, GpuStream stream) {
-  const bool sums = inputSq || sentSq;
+                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
+  const bool sums = inputSq || sentSq || deviceSums;
   if (n == 0 || (!residual && !sums)) return;
   const unsigned blocks = gridFor(n, kTile, kSumBlocks);
   if (!sums) {  // enqueue only: no scratch, which a later call on another stream could reuse
@@ -613,8 +616,9 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, partial);
   cuda::checkLaunch("feedbackKernel");
   Slots* slots = slotsOf(sc);
-  feedbackSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, slots);
+  feedbackSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, slots, deviceSums);
   cuda::checkLaunch("feedbackSumKernel");
+  if (deviceSums) return;
   syncStream(stream, "sparse feedback");
   if (inputSq) *inputSq += slots->sums[0];
   if (sentSq) *sentSq += slots->sums[1];

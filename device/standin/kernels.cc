@@ -154,8 +154,9 @@ uint32_t* u32(cuda::DeviceBuffer& b, size_t count, GpuStream stream) {
 
 // ---- quantizer encode and decode -------------------------------------------------------------
 
-// quantize.cu's runEncode: encode(feedback) runs the cpu* encode; with feedback, the norms come
-// back through the device and pinned pair after a synchronize.
+// quantize.cu's runEncode: encode(feedback) runs the cpu* encode; with feedback, the norms are
+// added to feedback->deviceNorms on the stream, or come back through the device and pinned pair
+// after a synchronize.
 template <class Encode>
 void runEncode(const char* kernel, const float* x, size_t n, size_t block, void* scales,
                uint8_t* codes, Feedback* feedback, GpuStream stream, Encode encode) {
@@ -166,23 +167,40 @@ void runEncode(const char* kernel, const float* x, size_t n, size_t block, void*
             [=] { encode(nullptr); });
     return;
   }
+  float* residual = feedback->residual;
+  const std::initializer_list<Arg> args = {
+      {"x", x, n}, {"scales", scales, n}, {"codes", codes, n}, {"residual", residual, n}};
+  if (double* sums = feedback->deviceNorms) {  // added on the device; nothing waits
+    enqueue(stream, kernel,
+            {{"x", x, n},
+             {"scales", scales, n},
+             {"codes", codes, n},
+             {"residual", residual, n},
+             {"deviceNorms", sums, 2}},
+            [=] {
+              Norms norms;
+              Feedback fb{residual, &norms};
+              encode(&fb);
+              sums[0] += norms.inputSq;
+              sums[1] += norms.sentSq;
+            });
+    return;
+  }
   QuantizeNorms& s = scratchOf<QuantizeNorms>();
   auto* norms = static_cast<double*>(s.device.data());
-  float* residual = feedback->residual;
-  enqueue(stream, kernel,
-          {{"x", x, n}, {"scales", scales, n}, {"codes", codes, n}, {"residual", residual, n}},
-          [=] {
-            Feedback fb;
-            fb.residual = residual;
-            encode(&fb);
-            norms[0] = fb.inputSq;
-            norms[1] = fb.sentSq;
-          });
+  enqueue(stream, kernel, args, [=] {
+    Norms sums;
+    Feedback fb{residual, &sums};
+    encode(&fb);
+    norms[0] = sums.inputSq;
+    norms[1] = sums.sentSq;
+  });
+  if (!feedback->norms) return;
   copyBack(s.host.data(), norms, 2 * sizeof(double), stream);
   syncStream(stream, kernel);
   const double* h = static_cast<const double*>(s.host.data());
-  feedback->inputSq += h[0];
-  feedback->sentSq += h[1];
+  feedback->norms->inputSq += h[0];
+  feedback->norms->sentSq += h[1];
 }
 
 // quantize.cu's launchDecode; local is null for a plain decode.
@@ -365,8 +383,8 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
 }
 
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                       double* inputSq, double* sentSq, GpuStream stream) {
-  const bool sums = inputSq || sentSq;
+                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
+  const bool sums = inputSq || sentSq || deviceSums;
   if (n == 0 || (!residual && !sums)) return;
   const std::initializer_list<Arg> args = {{"x", x, n}, {"idx", idx, k}, {"residual", residual, n}};
   if (!sums) {  // enqueue only, no scratch: as sparse.cu
@@ -379,6 +397,18 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   sc.sums.reserve(std::clamp<size_t>((n + kTile - 1) / kTile, 1, kSumBlocks) * 2 * sizeof(double),
                   stream);
   SparseScratch::Slots* slots = sc.slotsData();
+  if (deviceSums) {  // added on the device: nothing waits
+    enqueue(
+        stream, "gpuSparseFeedback",
+        {{"x", x, n}, {"idx", idx, k}, {"residual", residual, n}, {"deviceSums", deviceSums, 2}},
+        [=] {
+          double in = 0, sent = 0;
+          cpuSparseFeedback(x, n, idx, k, residual, &in, &sent);
+          deviceSums[0] += in;
+          deviceSums[1] += sent;
+        });
+    return;
+  }
   const bool wantIn = inputSq != nullptr, wantSent = sentSq != nullptr;
   enqueue(stream, "gpuSparseFeedback", args, [=] {
     double in = 0, sent = 0;

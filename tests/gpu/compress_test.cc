@@ -598,7 +598,8 @@ void checkCodec(const std::string& spec, size_t count, bool pinned, cudaStream_t
                                         dres.as<float>(), &nd);
             }),
             "");
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  // The context's wait, not the stream's: the norms stay on the device until the context waits.
+  EXPECT_EQ(errorOf([&] { gpu->wait("encodeFeedback"); }), "");
   ASSERT_EQ(bd, bh) << "payload size";
   EXPECT_EQ(dpay.get<unsigned char>(bd), ph) << "encodeFeedback's payload";
   const std::vector<float> rd = dres.get<float>(count);

@@ -421,8 +421,8 @@ TEST(GpuQuantize, EncodeDecodeAndFeedbackMatchTheCpu) {
         std::vector<float> residual(n);
         for (size_t i = 0; i < n; ++i) residual[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
         const std::vector<float> residual0 = residual;
-        Feedback cfb;
-        cfb.residual = residual.data();
+        Norms cnorms;
+        Feedback cfb{residual.data(), &cnorms};
         std::vector<unsigned char> fscales(sbytes), fcodes(cbytes);
         cpuEncode(c, x.data(), n, s, fscales.data(), fcodes.data(), &cfb);
 
@@ -433,21 +433,37 @@ TEST(GpuQuantize, EncodeDecodeAndFeedbackMatchTheCpu) {
         expectSameBytes(scales, dscales.get(sbytes, kScaleOffset), what + " scales");
         expectSameBytes(codes, dcodes.get(cbytes), what + " codes");
 
-        Feedback gfb;
-        gfb.residual = reinterpret_cast<float*>(dres.at(0));
+        Norms gnorms;
+        Feedback gfb{reinterpret_cast<float*>(dres.at(0)), &gnorms};
         gpuEncode(c, reinterpret_cast<float*>(dx.at(0)), n, s, dscales.at(kScaleOffset),
                   dcodes.at(0), &gfb, stream.get());  // synchronizes
         expectSameBytes(fscales, dscales.get(sbytes, kScaleOffset), what + " feedback scales");
         expectSameBytes(fcodes, dcodes.get(cbytes), what + " feedback codes");
         expectSameFloats(residual, dres.get<float>(n), what + " residual");
-        EXPECT_NEAR(gfb.inputSq, cfb.inputSq, 1e-9 * cfb.inputSq + 1e-300) << what;
-        EXPECT_NEAR(gfb.sentSq, cfb.sentSq, 1e-9 * cfb.sentSq + 1e-300) << what;
+        EXPECT_NEAR(gnorms.inputSq, cnorms.inputSq, 1e-9 * cnorms.inputSq + 1e-300) << what;
+        EXPECT_NEAR(gnorms.sentSq, cnorms.sentSq, 1e-9 * cnorms.sentSq + 1e-300) << what;
         if (n) {  // norms only: no residual
-          Feedback cn, gn;
-          cpuEncode(c, x.data(), n, s, fscales.data(), fcodes.data(), &cn);
+          Norms cn, gn;
+          Feedback cf{nullptr, &cn}, gf{nullptr, &gn};
+          cpuEncode(c, x.data(), n, s, fscales.data(), fcodes.data(), &cf);
           gpuEncode(c, reinterpret_cast<float*>(dx.at(0)), n, s, dscales.at(kScaleOffset),
-                    dcodes.at(0), &gn, stream.get());
+                    dcodes.at(0), &gf, stream.get());
           EXPECT_NEAR(gn.sentSq, cn.sentSq, 1e-9 * cn.sentSq) << what << " norms only";
+          // Added on the device (deviceNorms), twice, without a wait; *norms left alone.
+          Dev sums(2 * sizeof(double));
+          ASSERT_EQ(cudaMemsetAsync(sums.at(0), 0, 2 * sizeof(double), stream.get()), cudaSuccess);
+          Norms untouched;
+          Feedback df{nullptr, &untouched, reinterpret_cast<double*>(sums.at(0))};
+          for (int twice = 0; twice < 2; ++twice)
+            gpuEncode(c, reinterpret_cast<float*>(dx.at(0)), n, s, dscales.at(kScaleOffset),
+                      dcodes.at(0), &df, stream.get());
+          stream.synchronize("encode with device norms");
+          double got[2];
+          const std::vector<double> d = sums.get<double>(2);
+          std::memcpy(got, d.data(), sizeof got);
+          EXPECT_NEAR(got[0], 2 * cn.inputSq, 2e-9 * cn.inputSq) << what << " device norms";
+          EXPECT_NEAR(got[1], 2 * cn.sentSq, 2e-9 * cn.sentSq) << what << " device norms";
+          EXPECT_EQ(untouched.inputSq, 0.0) << what;
         }
 
         // Decode and decode-add of the CPU's payload; local aligned and misaligned.
@@ -511,15 +527,16 @@ TEST(GpuKernels, ZeroCountIsANoOp) {
   gpuNarrow(Narrow::kHalf, nullptr, nullptr, 0, st);
   gpuWiden(Narrow::kBfloat16, nullptr, nullptr, 0, st);
   gpuWidenAdd(Narrow::kHalf, nullptr, nullptr, nullptr, 0, st);
-  Feedback fb;
-  fb.inputSq = 1.5;
+  Norms norms;
+  norms.inputSq = 1.5;
+  Feedback fb{nullptr, &norms};
   for (const Case& c : kCases) {
     gpuEncode(c, nullptr, 0, Draw{1, 0}, nullptr, nullptr, &fb, st);
     gpuDecodeTo(c, nullptr, nullptr, 0, nullptr, nullptr, st);
   }
   stream.synchronize("zero counts");
-  EXPECT_EQ(fb.inputSq, 1.5);
-  EXPECT_EQ(fb.sentSq, 0.0);
+  EXPECT_EQ(norms.inputSq, 1.5);
+  EXPECT_EQ(norms.sentSq, 0.0);
 }
 
 }  // namespace

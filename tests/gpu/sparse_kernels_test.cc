@@ -241,22 +241,38 @@ TEST(GpuSparse, SparseFeedbackMatchesTheCpu) {
       Dev<float> dx(x), dres(residual0);
       Dev<uint32_t> didx(idx);
       double gin = 1.0, gsent = 2.0;
-      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, dres.ptr(), &gin, &gsent, stream.get());
+      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, dres.ptr(), &gin, &gsent, nullptr,
+                        stream.get());
       EXPECT_TRUE(sameBits(dres.get(n), want)) << what << ": residual";
       EXPECT_NEAR(gin, in, 1e-10 * in) << what;
       EXPECT_NEAR(gsent, sent, 1e-10 * sent) << what;
 
       // Norms only (no residual), twice: the same bits.
       double a = 0, b = 0, a2 = 0, b2 = 0;
-      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, nullptr, &a, &b, stream.get());
-      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, nullptr, &a2, &b2, stream.get());
+      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, nullptr, &a, &b, nullptr, stream.get());
+      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, nullptr, &a2, &b2, nullptr, stream.get());
       EXPECT_EQ(std::memcmp(&a, &a2, sizeof a), 0) << what;
       EXPECT_EQ(std::memcmp(&b, &b2, sizeof b), 0) << what;
       EXPECT_NEAR(a, in - 1.0, 1e-10 * in) << what;
 
+      // Sums added on the device (deviceSums), twice, with no wait: the same bits, doubled.
+      Dev<double> sums(2);
+      ASSERT_EQ(cudaMemsetAsync(sums.ptr(), 0, 2 * sizeof(double), stream.get()), cudaSuccess);
+      double untouched = 5.0;
+      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, nullptr, &untouched, nullptr, sums.ptr(),
+                        stream.get());
+      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, nullptr, &untouched, nullptr, sums.ptr(),
+                        stream.get());
+      stream.synchronize("feedback sums");
+      const std::vector<double> got = sums.get(2);
+      EXPECT_EQ(got[0], a + a) << what;
+      EXPECT_EQ(got[1], b + b) << what;
+      EXPECT_EQ(untouched, 5.0) << what;
+
       // Residual only: enqueued, no host values.
       Dev<float> dres2(residual0);
-      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, dres2.ptr(), nullptr, nullptr, stream.get());
+      gpuSparseFeedback(dx.ptr(), n, didx.ptr(), k, dres2.ptr(), nullptr, nullptr, nullptr,
+                        stream.get());
       stream.synchronize("feedback");
       EXPECT_TRUE(sameBits(dres2.get(n), want)) << what << ": residual only";
     }
