@@ -86,16 +86,19 @@ class BlockQuantCodec : public Codec {
     return kHeaderBytes + 4 * scalesPerBlock_ * device::blockCount(count, block_);
   }
   size_t bytesFor(size_t count) const { return codesAt(count) + codeBytes(count); }
+  // The size now; the header through the context (on a GPU, compared once the stream has
+  // brought it back: the decode kernels use this rank's settings, so a bad header costs values,
+  // never memory safety).
   void check(const void* payload, size_t bytes, size_t count, const ChunkInfo& at) const {
     checkPayloadBytes(name(), at, bytes, bytesFor(count), count);
-    uint32_t header[2];
-    readPayload(header, payload, kHeaderBytes, at);
-    if (header[0] != block_ || header[1] != setting_)
+    const uint32_t expected[2] = {static_cast<uint32_t>(block_), setting_};
+    at.ctx->checkWords(payload, expected, 2, [this, at](const uint32_t* header) {
       raiseMalformed(name(), at, "encoded with block=", header[0],
                      settingName_ ? strCat(", ", settingName_, "=", header[1]) : std::string(),
                      " where this rank uses block=", block_,
                      settingName_ ? strCat(", ", settingName_, "=", setting_) : std::string(),
                      "; every rank must create the codec with the same spec");
+    });
   }
 
   uint8_t id_;

@@ -2,6 +2,8 @@
 // slots, over the backend's allocate().
 #include "device/context.h"
 
+#include <cstring>
+
 #include "base/error.h"
 
 namespace squeeze::device {
@@ -12,6 +14,14 @@ void Context::reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space)
   if (a && a->size() >= bytes) return;
   if (a) retire(std::move(a));  // work enqueued before may still use it
   a = allocate(bytes, space);
+}
+
+void Context::checkWords(const void* src, const uint32_t* expected, size_t words,
+                         std::function<void(const uint32_t* got)> fail) {
+  SQZ_ENFORCE(words <= kCheckWords, "checkWords of ", words, " words");
+  uint32_t got[kCheckWords];
+  read(got, src, words * sizeof(uint32_t));
+  if (std::memcmp(got, expected, words * sizeof(uint32_t)) != 0) fail(got);
 }
 
 void Context::beginCall() {

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -95,6 +96,14 @@ class Context {
   virtual void zero(void* dst, size_t bytes) = 0;
   // host dst[j] = src[j * stride] for j < count, then waits: a sample of a tensor.
   virtual void gatherStrided(float* dst, const float* src, size_t count, size_t stride) = 0;
+  // Checks the `words` (at most kCheckWords) 32-bit words at src against `expected` and calls
+  // fail(the words found), which throws, where they differ: a payload header from the network.
+  // Host: at once. CUDA: the words come back with the stream's work, and are compared when
+  // reached() passes them or wait() returns, which then throw fail's error; the kernels enqueued
+  // after the check run on whatever the payload held (asynchronous, as a GPU's errors are).
+  static constexpr size_t kCheckWords = 4;
+  virtual void checkWords(const void* src, const uint32_t* expected, size_t words,
+                          std::function<void(const uint32_t* got)> fail);
 
   // ---- completion ------------------------------------------------------------------------------
   // Marks the work enqueued so far; reached(m) says, without blocking, whether it has all run

@@ -6,7 +6,10 @@
 // CPU twins on an emulated stream).
 #include "device/context.h"
 
+#include <algorithm>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -76,6 +79,10 @@ class CudaContext final : public Context {
     if (!sumSlots_.data()) {  // made once, here, where waiting for the device is allowed
       sumSlots_ = cuda::DeviceBuffer(kSumSlots * 2 * sizeof(double));
       sumsHost_ = cuda::PinnedBuffer(kSumSlots * 2 * sizeof(double));
+      checked_ = cuda::PinnedBuffer(kCheckSlots * kCheckWords * sizeof(uint32_t));
+      for (size_t i = kCheckSlots; i-- > 0;) freeChecks_.push_back(i);
+      staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
+      stagedAfter_.assign(kStageSlots, kUnused);
     }
   }
 
@@ -92,6 +99,10 @@ class CudaContext final : public Context {
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return;
     cuda::DeviceGuard guard(device_);
+    // A few bytes from pageable host memory (a header the host wrote) go through a pinned slot:
+    // from pageable memory cudaMemcpyAsync may wait for the stream.
+    if (bytes <= kStageBytes && pageable(src))
+      if (void* staged = stage(src, bytes)) src = staged;
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
   void read(void* dst, const void* src, size_t bytes) override {
@@ -134,6 +145,7 @@ class CudaContext final : public Context {
       idle_.push_back(std::move(events_.front().event));
       events_.pop_front();
     }
+    compareChecks(reached_);
     return m <= reached_;
   }
   void wait(const char* what) override {
@@ -150,11 +162,30 @@ class CudaContext final : public Context {
     reached_ = marked_;
     for (auto& e : events_) idle_.push_back(std::move(e.event));
     events_.clear();
+    std::fill(stagedAfter_.begin(), stagedAfter_.end(), kUnused);
     const auto* sums = static_cast<const double*>(sumsHost_.data());
     for (size_t i = 0; i < targets.size(); ++i) {
       if (targets[i].first) *targets[i].first += sums[2 * i];
       if (targets[i].second) *targets[i].second += sums[2 * i + 1];
     }
+    compareChecks(marked_ + 1);  // all of them: the stream has run everything
+  }
+
+  void checkWords(const void* src, const uint32_t* expected, size_t words,
+                  std::function<void(const uint32_t* got)> fail) override {
+    SQZ_ENFORCE(words <= kCheckWords, "checkWords of ", words, " words");
+    if (freeChecks_.empty()) {  // unprepared, or every slot in flight: read and compare now
+      Context::checkWords(src, expected, words, std::move(fail));
+      return;
+    }
+    cuda::DeviceGuard guard(device_);
+    Check c{freeChecks_.back(), {}, words, std::move(fail), marked_};
+    std::memcpy(c.expected, expected, words * sizeof(uint32_t));
+    cuda::check(cudaMemcpyAsync(checkSlot(c.slot), src, words * sizeof(uint32_t), cudaMemcpyDefault,
+                                stream_),
+                "cudaMemcpyAsync (a header back from the GPU)");
+    freeChecks_.pop_back();
+    checks_.push_back(std::move(c));
   }
 
   void reduce(DataType dtype, RedOp op, void* out, const void* a, const void* b,
@@ -328,6 +359,59 @@ class CudaContext final : public Context {
     Mark mark;
     std::unique_ptr<cuda::Event> event;
   };
+  // A checkWords whose words are on their way to checkSlot(slot): done once a mark recorded
+  // after it (one past `after`) is reached.
+  struct Check {
+    size_t slot;
+    uint32_t expected[kCheckWords];
+    size_t words;
+    std::function<void(const uint32_t* got)> fail;
+    Mark after;
+  };
+  static constexpr size_t kCheckSlots = 256;
+  static constexpr size_t kStageSlots = 1024, kStageBytes = 64;
+  static constexpr Mark kUnused = ~Mark{0};
+
+  static bool pageable(const void* p) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return true;
+    }
+    return attr.type == cudaMemoryTypeUnregistered;
+  }
+  // The next pinned staging slot with `bytes` of src in it, or null when the copy out of it may
+  // not have run yet (no mark after it reached since): the caller copies from src itself.
+  void* stage(const void* src, size_t bytes) {
+    if (stagedAfter_.empty()) return nullptr;  // not prepared
+    const size_t slot = nextStage_;
+    if (stagedAfter_[slot] != kUnused && stagedAfter_[slot] >= reached_) return nullptr;
+    nextStage_ = (nextStage_ + 1) % kStageSlots;
+    stagedAfter_[slot] = marked_;
+    char* at = static_cast<char*>(staging_.data()) + slot * kStageBytes;
+    std::memcpy(at, src, bytes);
+    return at;
+  }
+
+  uint32_t* checkSlot(size_t slot) const {
+    return static_cast<uint32_t*>(checked_.data()) + slot * kCheckWords;
+  }
+  // Compares the checks that marks up to `upTo` cover, in order; the first mismatch drops every
+  // pending check (its call has failed) and throws its error.
+  void compareChecks(Mark upTo) {
+    while (!checks_.empty() && checks_.front().after < upTo) {
+      Check c = std::move(checks_.front());
+      checks_.pop_front();
+      freeChecks_.push_back(c.slot);
+      const uint32_t* got = checkSlot(c.slot);
+      if (std::memcmp(got, c.expected, c.words * sizeof(uint32_t)) == 0) continue;
+      uint32_t copy[kCheckWords];
+      std::memcpy(copy, got, c.words * sizeof(uint32_t));
+      for (Check& rest : checks_) freeChecks_.push_back(rest.slot);
+      checks_.clear();
+      c.fail(copy);
+    }
+  }
   // Where a slot's two sums go (host doubles; null: dropped).
   using SumTarget = std::pair<double*, double*>;
   static constexpr size_t kSumSlots = 64;
@@ -368,6 +452,12 @@ class CudaContext final : public Context {
   cuda::DeviceBuffer sumSlots_;        // kSumSlots pairs of doubles (prepareThread)
   cuda::PinnedBuffer sumsHost_;        // where wait() copies them
   std::vector<SumTarget> sumTargets_;  // slot i's destinations, until the next wait()
+  cuda::PinnedBuffer checked_;         // kCheckSlots slots of checkWords' words (prepareThread)
+  std::vector<size_t> freeChecks_;
+  std::deque<Check> checks_;       // in enqueue order
+  cuda::PinnedBuffer staging_;     // kStageSlots slots for copy()'s small host sources
+  std::vector<Mark> stagedAfter_;  // per slot: the last mark before its copy, or kUnused
+  size_t nextStage_ = 0;
 };
 
 }  // namespace

@@ -562,6 +562,13 @@ const std::pair<const char*, Corrupt> kCorruptions[] = {
      }},
 };
 
+// The codecs whose payload header a CUDA context checks after the stream has run (BlockQuantCodec).
+bool deferredHeaderCheck(const std::string& spec) {
+  for (const char* m : {"int8", "qsgd", "onebit", "terngrad"})
+    if (spec.rfind(m, 0) == 0) return true;
+  return false;
+}
+
 void checkCodec(const std::string& spec, size_t count, bool pinned, cudaStream_t stream) {
   const std::string key =
       spec + " count=" + std::to_string(count) + (pinned ? " pinned" : " device");
@@ -636,12 +643,15 @@ void checkCodec(const std::string& spec, size_t count, bool pinned, cudaStream_t
       });
       dout.put(initial);
       dlocal.put(local);
+      // A header is checked when the context next waits (Context::checkWords): its wait is
+      // part of the call.
       d.error = errorOf([&] {
         if (mode == 0)
           codec.decode(dpay.ptr(), p.size(), count, DataType::kFloat32, atDev, dout.ptr());
         else
           codec.combine(dout.ptr(), mode == 1 ? dlocal.ptr() : dout.ptr(), dpay.ptr(), p.size(),
                         count, DataType::kFloat32, RedOp::kSum, atDev);
+        gpu->wait("decode");
       });
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       d.values = dout.get<float>(count);
@@ -652,7 +662,10 @@ void checkCodec(const std::string& spec, size_t count, bool pinned, cudaStream_t
         EXPECT_TRUE(intact ? sameBits(d.values, h.values) : sameOrBothNan(d.values, h.values))
             << name << ": " << firstDifference(d.values, h.values);
       }
-      if (!h.error.empty()) {  // nothing written before the check failed
+      // Nothing written before a check that runs on the host failed; a header compared after
+      // the stream brought it back (the block quantizers') may have been decoded by then: an
+      // asynchronous error leaves the output unspecified, as NCCL's do.
+      if (!h.error.empty() && !deferredHeaderCheck(spec)) {
         EXPECT_TRUE(sameBits(d.values, initial)) << name << " wrote before raising";
       }
     }
