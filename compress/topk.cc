@@ -74,13 +74,12 @@ Encoded writeDense(const float* x, size_t count, void* payload, const ChunkInfo&
   return e;
 }
 
-View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes, size_t count,
-           size_t maxEntries) {
-  SQZ_ENFORCE(reinterpret_cast<uintptr_t>(payload) % 4 == 0, codec, " payload is not aligned");
-  if (bytes < kHeaderBytes)
-    raiseMalformed(codec, at, bytes, " bytes, shorter than its ", kHeaderBytes, "-byte header");
-  uint32_t header[2];
-  readPayload(header, payload, kHeaderBytes, at);
+namespace {
+
+// The view of a payload whose header says format/entries: every check but the indices', each
+// raising kRemote with what was wrong.
+View viewByHeader(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes,
+                  size_t count, size_t maxEntries, const uint32_t* header) {
   const uint32_t format = header[0], entries = header[1];
   const char* body = static_cast<const char*>(payload) + kHeaderBytes;
   // Sizes compare as counts of the body, never as products: nothing here can wrap around.
@@ -107,18 +106,48 @@ View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t b
   v.entries = entries;
   v.index = reinterpret_cast<const uint32_t*>(body);
   v.value = reinterpret_cast<const float*>(body) + entries;
-  auto badEntry = [&](size_t j, uint32_t index) {
+  return v;
+}
+
+}  // namespace
+
+View parse(const char* codec, const ChunkInfo& at, const void* payload, size_t bytes, size_t count,
+           size_t maxEntries) {
+  SQZ_ENFORCE(reinterpret_cast<uintptr_t>(payload) % 4 == 0, codec, " payload is not aligned");
+  if (bytes < kHeaderBytes)
+    raiseMalformed(codec, at, bytes, " bytes, shorter than its ", kHeaderBytes, "-byte header");
+  // The size alone tells the format where only one fits (a sparse payload holds fewer than
+  // count / 2 entries: the encoder sends dense from there); then the header is a check the
+  // context may make after the stream has run (Context::checkWords), and nothing waits here.
+  // Where neither or both fit, the header decides, read now.
+  const size_t bodyBytes = bytes - kHeaderBytes;
+  const bool denseSize = bodyBytes % 4 == 0 && bodyBytes / 4 == count;
+  const bool sparseSize = bodyBytes % 8 == 0 && bodyBytes / 8 <= std::min(maxEntries, count);
+  View v;
+  if (denseSize == sparseSize) {
+    uint32_t header[2];
+    readPayload(header, payload, kHeaderBytes, at);
+    v = viewByHeader(codec, at, payload, bytes, count, maxEntries, header);
+  } else {
+    const uint32_t expected[2] = {
+        denseSize ? kDenseFormat : kSparseFormat,
+        static_cast<uint32_t>(denseSize ? std::min(count, kMaxIndexable) : bodyBytes / 8)};
+    v = viewByHeader(codec, at, payload, bytes, count, maxEntries, expected);
+    at.ctx->checkWords(payload, expected, 2,
+                       [codec, at, payload, bytes, count, maxEntries](const uint32_t* header) {
+                         viewByHeader(codec, at, payload, bytes, count, maxEntries, header);
+                         raiseMalformed(codec, at, "header ", header[0], " ", header[1],
+                                        " does not match its ", bytes, " bytes");
+                       });
+  }
+  if (v.dense || v.entries == 0) return v;
+  // The indices stay where they are (on a GPU, a kernel finds the first bad one, and the
+  // scatters skip an index past the chunk until the check is made).
+  at.ctx->checkIndices(v.index, v.entries, count, [codec, at, count](size_t j, uint32_t index) {
     raiseMalformed(codec, at, "entry ", j, " has index ", index,
                    index >= count ? strCat(", outside the chunk of ", count, " values")
                                   : std::string(", not above the previous one"));
-  };
-  // The indices stay where they are (on a GPU, a kernel finds the first bad one).
-  const size_t j = at.ctx->firstBadIndex(v.index, v.entries, count);
-  if (j != SIZE_MAX) {
-    uint32_t index;
-    readPayload(&index, v.index + j, sizeof index, at);
-    badEntry(j, index);
-  }
+  });
   return v;
 }
 

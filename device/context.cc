@@ -24,6 +24,15 @@ void Context::checkWords(const void* src, const uint32_t* expected, size_t words
   if (std::memcmp(got, expected, words * sizeof(uint32_t)) != 0) fail(got);
 }
 
+void Context::checkIndices(const uint32_t* idx, size_t m, size_t count,
+                           std::function<void(size_t j, uint32_t index)> fail) {
+  const size_t j = firstBadIndex(idx, m, count);
+  if (j == SIZE_MAX) return;
+  uint32_t index;
+  read(&index, idx + j, sizeof index);
+  fail(j, index);
+}
+
 void Context::beginCall() {
   free_.clear();
   for (size_t i = 0; i < pool_.size(); ++i) free_.push_back(static_cast<int>(i));

@@ -104,6 +104,12 @@ class Context {
   static constexpr size_t kCheckWords = 4;
   virtual void checkWords(const void* src, const uint32_t* expected, size_t words,
                           std::function<void(const uint32_t* got)> fail);
+  // Checks that the m indices at idx ascend strictly and stay below count (a sparse payload's)
+  // and calls fail(the first bad position j, idx[j]), which throws, where not: at once on the
+  // host; on a CUDA context a kernel finds them and they are compared as checkWords' words are
+  // (kernels after it skip indices at or past their count, so a bad list writes nowhere else).
+  virtual void checkIndices(const uint32_t* idx, size_t m, size_t count,
+                            std::function<void(size_t j, uint32_t index)> fail);
 
   // ---- completion ------------------------------------------------------------------------------
   // Marks the work enqueued so far; reached(m) says, without blocking, whether it has all run

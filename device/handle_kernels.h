@@ -82,6 +82,10 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
                      double* sentSq, GpuStream stream);
 // Reads idx[0..m) only. Synchronizes.
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream);
+// The same into found[0] (device memory; ~0 for none), and idx[found[0]] into found[1] (~0 for
+// none), enqueued only: nothing waits.
+void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,
+                     GpuStream stream);
 
 #endif
 

@@ -66,6 +66,7 @@ class CudaContext final : public Context {
       events_.clear();
       idle_.clear();
       sumSlots_ = cuda::DeviceBuffer();
+      badIndex_ = cuda::DeviceBuffer();
       own_.reset();
     } catch (const Error&) {  // the device is gone: nothing left to free on it
     }
@@ -82,6 +83,7 @@ class CudaContext final : public Context {
       checked_ = cuda::PinnedBuffer(kCheckSlots * kCheckWords * sizeof(uint32_t));
       for (size_t i = kCheckSlots; i-- > 0;) freeChecks_.push_back(i);
       staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
+      badIndex_ = cuda::DeviceBuffer(2 * sizeof(unsigned long long));
       stagedAfter_.assign(kStageSlots, kUnused);
     }
   }
@@ -349,6 +351,25 @@ class CudaContext final : public Context {
     cuda::DeviceGuard guard(device_);
     gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, stream_);
   }
+  void checkIndices(const uint32_t* idx, size_t m, size_t count,
+                    std::function<void(size_t j, uint32_t index)> fail) override {
+    if (m == 0) return;
+    if (freeChecks_.empty()) {  // unprepared, or every check slot in flight
+      Context::checkIndices(idx, m, count, std::move(fail));
+      return;
+    }
+    cuda::DeviceGuard guard(device_);
+    // One word serves every check: the stream orders each one's kernel before the next memset.
+    auto* found = static_cast<unsigned long long*>(badIndex_.data());
+    gpuFindBadIndex(idx, m, count, found, stream_);
+    const uint32_t none[4] = {~0u, ~0u, ~0u, ~0u};
+    checkWords(found, none, 4, [fail = std::move(fail)](const uint32_t* got) {
+      unsigned long long j, index;
+      std::memcpy(&j, got, sizeof j);
+      std::memcpy(&index, got + 2, sizeof index);
+      fail(static_cast<size_t>(j), static_cast<uint32_t>(index));
+    });
+  }
   size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) override {
     cuda::DeviceGuard guard(device_);
     return gpuFirstBadIndex(idx, m, count, stream_);
@@ -456,6 +477,7 @@ class CudaContext final : public Context {
   std::vector<size_t> freeChecks_;
   std::deque<Check> checks_;       // in enqueue order
   cuda::PinnedBuffer staging_;     // kStageSlots slots for copy()'s small host sources
+  cuda::DeviceBuffer badIndex_;    // checkIndices' result on the device
   std::vector<Mark> stagedAfter_;  // per slot: the last mark before its copy, or kUnused
   size_t nextStage_ = 0;
 };

@@ -98,6 +98,11 @@ __global__ void firstBadIndexKernel(const uint32_t* idx, size_t m, size_t count,
   }
 }
 
+// found[1] = idx[found[0]], once firstBadIndexKernel has found it.
+__global__ void badIndexValueKernel(const uint32_t* idx, unsigned long long* found) {
+  if (found[0] != ~0ull) found[1] = idx[found[0]];
+}
+
 }  // namespace
 
 void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream) {
@@ -150,14 +155,23 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   if (sentSq) *sentSq += sent;
 }
 
+void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,
+                     GpuStream stream) {
+  cuda::check(cudaMemsetAsync(found, 0xff, 2 * sizeof *found, stream),
+              "cudaMemsetAsync(index check)");
+  if (m == 0) return;
+  firstBadIndexKernel<<<gridFor(m), kThreads, 0, stream>>>(idx, m, count, found);
+  cuda::checkLaunch("firstBadIndexKernel");
+  badIndexValueKernel<<<1, 1, 0, stream>>>(idx, found);
+  cuda::checkLaunch("badIndexValueKernel");
+}
+
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {
   if (m == 0) return SIZE_MAX;
   Scratch& sc = scratch();
-  sc.flag.reserve(sizeof(unsigned long long), stream);
+  sc.flag.reserve(2 * sizeof(unsigned long long), stream);
   auto* flag = static_cast<unsigned long long*>(sc.flag.data());
-  cuda::check(cudaMemsetAsync(flag, 0xff, sizeof *flag, stream), "cudaMemsetAsync(index check)");
-  firstBadIndexKernel<<<gridFor(m), kThreads, 0, stream>>>(idx, m, count, flag);
-  cuda::checkLaunch("firstBadIndexKernel");
+  gpuFindBadIndex(idx, m, count, flag, stream);
   unsigned long long first = 0;
   cuda::check(cudaMemcpyAsync(&first, flag, sizeof first, cudaMemcpyDeviceToHost, stream),
               "cudaMemcpyAsync(index check)");

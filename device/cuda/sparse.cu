@@ -416,14 +416,18 @@ __global__ void zeroKernel(float* dst, size_t n) {
     dst[i] = 0.0f;
 }
 
+// An index at or past n is skipped: a payload's index list may be checked only after the
+// stream has run this (Context::checkIndices), and must never make it write outside dst.
 __global__ void scatterKernel(const uint32_t* idx, const float* vals, size_t k, float* dst,
-                              bool add) {
+                              size_t n, bool add) {
   for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
        j += gridDim.x * size_t(blockDim.x)) {
+    const uint32_t i = idx[j];
+    if (i >= n) continue;
     if (add)
-      dst[idx[j]] += vals[j];
+      dst[i] += vals[j];
     else
-      dst[idx[j]] = vals[j];
+      dst[i] = vals[j];
   }
 }
 
@@ -585,7 +589,7 @@ void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, si
   zeroKernel<<<elementGrid(n), kThreads, 0, stream>>>(dst, n);
   cuda::checkLaunch("zeroKernel");
   if (k == 0) return;
-  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, dst, false);
+  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, dst, n, false);
   cuda::checkLaunch("scatterKernel");
 }
 
@@ -596,7 +600,7 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
     cuda::check(cudaMemcpyAsync(out, local, n * sizeof(float), cudaMemcpyDefault, stream),
                 "cudaMemcpyAsync");
   if (k == 0) return;
-  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, out, true);
+  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, out, n, true);
   cuda::checkLaunch("scatterKernel");
 }
 

@@ -364,11 +364,23 @@ void gpuGather(const float* x, const uint32_t* idx, size_t k, float* out, GpuStr
           [=] { cpuGather(x, idx, k, out); });
 }
 
+// sparse.cu's scatterKernel skips an index at or past n (its list may be checked only after the
+// stream ran): the CPU twin where every index is in range, else the kernel's loop.
+static bool indicesBelow(const uint32_t* idx, size_t k, size_t n) {
+  for (size_t j = 0; j < k; ++j)
+    if (idx[j] >= n) return false;
+  return true;
+}
+
 void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n,
                 GpuStream stream) {
   if (n == 0) return;
-  enqueue(stream, "gpuDensify", {{"idx", idx, k}, {"vals", vals, k}, {"dst", dst, n}},
-          [=] { cpuDensify(idx, vals, k, dst, n); });
+  enqueue(stream, "gpuDensify", {{"idx", idx, k}, {"vals", vals, k}, {"dst", dst, n}}, [=] {
+    if (indicesBelow(idx, k, n)) return cpuDensify(idx, vals, k, dst, n);
+    std::fill(dst, dst + n, 0.0f);
+    for (size_t j = 0; j < k; ++j)
+      if (idx[j] < n) dst[idx[j]] = vals[j];
+  });
 }
 
 void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
@@ -378,8 +390,11 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
     cuda::check(cudaMemcpyAsync(out, local, n * sizeof(float), cudaMemcpyDefault, stream),
                 "cudaMemcpyAsync");
   if (k == 0) return;
-  enqueue(stream, "gpuScatterAdd", {{"out", out, n}, {"idx", idx, k}, {"vals", vals, k}},
-          [=] { cpuScatterAdd(out, out, n, idx, vals, k); });
+  enqueue(stream, "gpuScatterAdd", {{"out", out, n}, {"idx", idx, k}, {"vals", vals, k}}, [=] {
+    if (indicesBelow(idx, k, n)) return cpuScatterAdd(out, out, n, idx, vals, k);
+    for (size_t j = 0; j < k; ++j)
+      if (idx[j] < n) out[idx[j]] += vals[j];
+  });
 }
 
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
@@ -521,13 +536,25 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   if (sentSq) *sentSq += sc.hostNorms[1];
 }
 
+void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,
+                     GpuStream stream) {
+  // handle_kernels.cu's: a memset, then (m > 0) the search and the value's fetch.
+  cuda::check(cudaMemsetAsync(found, 0xff, 2 * sizeof *found, stream),
+              "cudaMemsetAsync(index check)");
+  if (m == 0) return;
+  enqueue(stream, "gpuFindBadIndex", {{"idx", idx, m}, {"found", found, 2}},
+          [=] { found[0] = cpuFirstBadIndex(idx, m, count); });
+  enqueue(stream, "badIndexValueKernel", {{"found", found, 2}}, [=] {
+    if (found[0] != ~0ull) found[1] = idx[found[0]];
+  });
+}
+
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {
   if (m == 0) return SIZE_MAX;
   HandleScratch& sc = scratchOf<HandleScratch>();
-  sc.flag.reserve(sizeof(unsigned long long), stream);
+  sc.flag.reserve(2 * sizeof(unsigned long long), stream);
   auto* flag = static_cast<unsigned long long*>(sc.flag.data());
-  enqueue(stream, "gpuFirstBadIndex", {{"idx", idx, m}},
-          [=] { *flag = cpuFirstBadIndex(idx, m, count); });
+  gpuFindBadIndex(idx, m, count, flag, stream);
   unsigned long long first = 0;
   copyBack(&first, flag, sizeof first, stream);
   syncStream(stream, "checking a sparse payload's indices on the GPU");
