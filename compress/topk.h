@@ -10,9 +10,10 @@
 //
 // Device calls (a CUDA execution context): payloads and values are device memory. The
 // selection, gather, scatters and feedback run their CUDA twins (device/sparse.h: the same
-// indices and bits); headers are written with copyPayload and read back with readPayload, and
-// parse checks the index list with a kernel (device/handle_kernels.h) before any other kernel
-// uses it.
+// indices and bits); headers are written with copyPayload. parse takes the format and the entry
+// count from the size where only one format fits it, and leaves the header and the index list to
+// the context's checks (Context::checkWords, checkIndices: on a GPU compared after the stream has
+// run; the scatters skip an index past the chunk meanwhile); otherwise it reads the header.
 #pragma once
 
 #include <cstddef>
