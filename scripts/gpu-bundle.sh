@@ -209,10 +209,10 @@ cat >"$bundle/run.sh" <<'RUN_SH'
 # nvidia/*/lib wheels) but no build tools. OUT_DIR: the first argument, or $OUT, or ./gpu-run.
 #
 # Runs, each under `timeout` and in parallel where independent (16 cores):
-#   phase 1 (up to 240 s): every tests/gpu binary (collective_test and compress_test in 4 gtest
-#     shards each), beside sqz-codec-bench -d cuda (90 s), the NCCL shim's program on device
-#     buffers (nccl_shim_test.sh sqzrun and codec 120 s, initall 60 s) and torch's
-#     ProcessGroupNCCL over the shim (LD_PRELOAD, 2 ranks, 90 s);
+#   phase 1 (up to 270 s): every tests/gpu binary (collective_test and compress_test in 4 gtest
+#     shards each), beside sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats (120 s), the
+#     NCCL shim's program on device buffers (nccl_shim_test.sh sqzrun and codec 120 s, initall
+#     60 s) and torch's ProcessGroupNCCL over the shim (LD_PRELOAD, 2 ranks, 90 s);
 #   phase 2 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
 #     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each);
@@ -493,8 +493,9 @@ first_message() {
 }
 codec_bench() {
   local log=$L/codec-bench.log
-  run 30-codec-bench "sqz-codec-bench -d cuda" 90 "$log" \
-    "$BB/perf/sqz-codec-bench" -d cuda -J "$L/codec-bench.json" || return
+  # Issue 29's sweep, smallest first, so a step cut short keeps the sizes it finished.
+  run 30-codec-bench "sqz-codec-bench -d cuda" 120 "$log" \
+    "$BB/perf/sqz-codec-bench" -d cuda -s 256K,1M,16M,64M -r 3 || return
   case $rc in
     0) record 30-codec-bench "sqz-codec-bench -d cuda" PASS "$secs" "" ;;
     124 | 137) record 30-codec-bench "sqz-codec-bench -d cuda" TIMEOUT "$secs" \
