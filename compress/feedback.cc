@@ -13,12 +13,9 @@ size_t Codec::encodeFeedback(const void* src, size_t count, DataType dtype, cons
   auto* back = reinterpret_cast<float*>(
       at.ctx->scratch(device::Context::Slot::kDecoded, count * sizeof(float)));
   decode(payload, bytes, count, dtype, at, back);
-  double inSq = 0, sentSq = 0;
-  at.ctx->feedbackPass(static_cast<const float*>(src), back, count, residual, &inSq, &sentSq);
-  if (norms) {
-    norms->inputSq += inSq;
-    norms->sentSq += sentSq;
-  }
+  // The norms go straight to *norms: on a GPU they arrive when the context next waits.
+  at.ctx->feedbackPass(static_cast<const float*>(src), back, count, residual,
+                       norms ? &norms->inputSq : nullptr, norms ? &norms->sentSq : nullptr);
   return bytes;
 }
 

@@ -77,9 +77,11 @@ void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stre
 void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
                    uint8_t* nonzero, size_t n, GpuStream stream);
 void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream);
-// Synchronizes when inputSq or sentSq is not null.
+// Synchronizes when inputSq or sentSq is not null and deviceSums is: deviceSums (two doubles in
+// device memory) gets the pass's two sums (each in the CPU's order from 0) added on the device
+// instead, and nothing waits; *inputSq and *sentSq are left to whoever reads them back.
 void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
-                     double* sentSq, GpuStream stream);
+                     double* sentSq, double* deviceSums, GpuStream stream);
 // Reads idx[0..m) only. Synchronizes.
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream);
 // The same into found[0] (device memory; ~0 for none), and idx[found[0]] into found[1] (~0 for

@@ -349,7 +349,8 @@ class CudaContext final : public Context {
   void feedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
                     double* sentSq) override {
     cuda::DeviceGuard guard(device_);
-    gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, stream_);
+    double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
+    gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, sums, stream_);
   }
   void checkIndices(const uint32_t* idx, size_t m, size_t count,
                     std::function<void(size_t j, uint32_t index)> fail) override {

@@ -98,6 +98,18 @@ __global__ void firstBadIndexKernel(const uint32_t* idx, size_t m, size_t count,
   }
 }
 
+// add[0..1] += the lanes' sums in the CPU's order (block after block, lane after lane, into double
+// from 0): one thread, so the same bits as the host's loop.
+__global__ void laneSumKernel(const float* partials, size_t lanes, double* add) {
+  double in = 0, sent = 0;
+  for (size_t l = 0; l < lanes; ++l) {
+    in += partials[2 * l];
+    sent += partials[2 * l + 1];
+  }
+  add[0] += in;
+  add[1] += sent;
+}
+
 // found[1] = idx[found[0]], once firstBadIndexKernel has found it.
 __global__ void badIndexValueKernel(const uint32_t* idx, unsigned long long* found) {
   if (found[0] != ~0ull) found[1] = idx[found[0]];
@@ -125,13 +137,13 @@ void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuS
 }
 
 void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
-                     double* sentSq, GpuStream stream) {
+                     double* sentSq, double* deviceSums, GpuStream stream) {
   if (n == 0) return;
   if (residual) {
     feedbackResidualKernel<<<gridFor(n), kThreads, 0, stream>>>(x, d, residual, n);
     cuda::checkLaunch("feedbackResidualKernel");
   }
-  if (!inputSq && !sentSq) return;
+  if (!inputSq && !sentSq && !deviceSums) return;
   Scratch& sc = scratch();
   const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
   const size_t lanes = blocks * kNormLanes;
@@ -140,6 +152,12 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   const unsigned grid = static_cast<unsigned>((lanes + kThreads - 1) / kThreads);
   normLanesKernel<<<grid, kThreads, 0, stream>>>(x, d, n, blocks, partials);
   cuda::checkLaunch("normLanesKernel");
+  if (deviceSums) {  // summed on the device: nothing waits (the stream orders the next pass's
+                     // use of the partials after this sum)
+    laneSumKernel<<<1, 1, 0, stream>>>(partials, lanes, deviceSums);
+    cuda::checkLaunch("laneSumKernel");
+    return;
+  }
   sc.hostPartials.resize(lanes * 2);
   cuda::check(cudaMemcpyAsync(sc.hostPartials.data(), partials, lanes * 2 * sizeof(float),
                               cudaMemcpyDeviceToHost, stream),

@@ -512,9 +512,22 @@ void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuS
 }
 
 void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
-                     double* sentSq, GpuStream stream) {
+                     double* sentSq, double* deviceSums, GpuStream stream) {
   if (n == 0) return;
   const std::initializer_list<Arg> args = {{"x", x, n}, {"d", d, n}, {"residual", residual, n}};
+  if (deviceSums) {  // handle_kernels.cu's: the lanes, then their sum added on the device
+    HandleScratch& sc = scratchOf<HandleScratch>();
+    sc.partials.reserve((n + kNormBlock - 1) / kNormBlock * kNormLanes * 2 * sizeof(float), stream);
+    enqueue(stream, "gpuFeedbackPass",
+            {{"x", x, n}, {"d", d, n}, {"residual", residual, n}, {"deviceSums", deviceSums, 2}},
+            [=] {
+              double in = 0, sent = 0;
+              cpuFeedbackPass(x, d, n, residual, &in, &sent);
+              deviceSums[0] += in;
+              deviceSums[1] += sent;
+            });
+    return;
+  }
   if (!inputSq && !sentSq) {
     if (residual)
       enqueue(stream, "gpuFeedbackPass", args,
