@@ -77,7 +77,7 @@ class CudaContext final : public Context {
   void prepareThread() override {
     cuda::DeviceGuard guard(device_);
     gpuPrepareThread(stream_);
-    if (!sumSlots_.data()) {  // made once, here, where waiting for the device is allowed
+    if (!prepared()) {  // made once, here, where waiting for the device is allowed
       sumSlots_ = cuda::DeviceBuffer(kSumSlots * 2 * sizeof(double));
       sumsHost_ = cuda::PinnedBuffer(kSumSlots * 2 * sizeof(double));
       checked_ = cuda::PinnedBuffer(kCheckSlots * kCheckWords * sizeof(uint32_t));
@@ -103,8 +103,11 @@ class CudaContext final : public Context {
     cuda::DeviceGuard guard(device_);
     // A few bytes from pageable host memory (a header the host wrote) go through a pinned slot:
     // from pageable memory cudaMemcpyAsync may wait for the stream.
-    if (bytes <= kStageBytes && pageable(src))
-      if (void* staged = stage(src, bytes)) src = staged;
+    if (bytes <= kStageBytes) {
+      const cuda::PointerInfo at = cuda::pointerInfo(src);
+      if (!at.device && !at.pinned)
+        if (void* staged = stage(src, bytes)) src = staged;
+    }
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
   void read(void* dst, const void* src, size_t bytes) override {
@@ -394,18 +397,12 @@ class CudaContext final : public Context {
   static constexpr size_t kStageSlots = 1024, kStageBytes = 64;
   static constexpr Mark kUnused = ~Mark{0};
 
-  static bool pageable(const void* p) {
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return true;
-    }
-    return attr.type == cudaMemoryTypeUnregistered;
-  }
+  // prepareThread has made the slots below (sums, checks, staging).
+  bool prepared() const { return sumSlots_.data() != nullptr; }
   // The next pinned staging slot with `bytes` of src in it, or null when the copy out of it may
   // not have run yet (no mark after it reached since): the caller copies from src itself.
   void* stage(const void* src, size_t bytes) {
-    if (stagedAfter_.empty()) return nullptr;  // not prepared
+    if (!prepared()) return nullptr;
     const size_t slot = nextStage_;
     if (stagedAfter_[slot] != kUnused && stagedAfter_[slot] >= reached_) return nullptr;
     nextStage_ = (nextStage_ + 1) % kStageSlots;
@@ -444,7 +441,7 @@ class CudaContext final : public Context {
   // prepared (its slots are made by prepareThread) or every slot is taken: the kernel's host
   // side then synchronizes and adds them itself.
   double* sumSlot(double* first, double* second) {
-    if (!sumSlots_.data()) return nullptr;
+    if (!prepared()) return nullptr;
     const SumTarget target{first, second};
     size_t i = 0;
     while (i < sumTargets_.size() && sumTargets_[i] != target) ++i;

@@ -70,6 +70,7 @@ PointerInfo pointerInfo(const void* p) {
   }
   if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)
     return {true, attr.device};
+  if (attr.type == cudaMemoryTypeHost) return {false, -1, true};
   return {};
 }
 

@@ -32,9 +32,10 @@ const std::string& unavailableReason();
 struct PointerInfo {
   bool device = false;  // device or managed memory: kernels and the executor's device path
   int ordinal = -1;     // the device it belongs to (device memory only)
+  bool pinned = false;  // host memory CUDA knows (cudaHostAlloc, cudaHostRegister)
 };
-// Host memory (pageable, pinned or registered) is {false, -1}; so is any pointer when no GPU is
-// usable. Never throws for a host pointer.
+// Pageable host memory is {false, -1, false}; so is any pointer when no GPU is usable. Never
+// throws for a host pointer.
 PointerInfo pointerInfo(const void* p);
 
 // Bytes from p to the end of the device allocation holding it (cuMemGetAddressRange), or

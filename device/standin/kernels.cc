@@ -50,7 +50,7 @@ struct Arg {
 // Enqueues `body` as kernel `kernel` on `stream`. An argument a GPU could not reach is found
 // here, at launch, as the real launch would be, but reported where a GPU reports it: the body
 // becomes one that throws, so the stream fails (sticky) when it gets there.
-void enqueue(GpuStream stream, const char* kernel, std::initializer_list<Arg> args,
+void enqueue(GpuStream stream, const char* kernel, const std::vector<Arg>& args,
              std::function<void()> body) {
   for (const Arg& a : args) {
     if (!a.ptr || a.count == 0 || standin::isDeviceAccessible(a.ptr)) continue;
@@ -63,6 +63,20 @@ void enqueue(GpuStream stream, const char* kernel, std::initializer_list<Arg> ar
   }
   cuda::check(standin::launch(stream, kernel, std::move(body)),
               strCat("launching ", kernel).c_str());
+}
+
+// The deferred-sums form of quantize.cu's, sparse.cu's and handle_kernels.cu's norms: enqueues
+// sum(&in, &sent) (each from 0) as `kernel`, then adds in and sent to deviceSums[0..1] on the
+// stream; nothing waits.
+void enqueueAddingSums(GpuStream stream, const char* kernel, std::vector<Arg> args,
+                       double* deviceSums, std::function<void(double*, double*)> sum) {
+  args.push_back({"deviceSums", deviceSums, 2});
+  enqueue(stream, kernel, args, [=] {
+    double in = 0, sent = 0;
+    sum(&in, &sent);
+    deviceSums[0] += in;
+    deviceSums[1] += sent;
+  });
 }
 
 // Copies a result the body left in device memory back to the host, on the stream.
@@ -168,22 +182,16 @@ void runEncode(const char* kernel, const float* x, size_t n, size_t block, void*
     return;
   }
   float* residual = feedback->residual;
-  const std::initializer_list<Arg> args = {
+  const std::vector<Arg> args = {
       {"x", x, n}, {"scales", scales, n}, {"codes", codes, n}, {"residual", residual, n}};
-  if (double* sums = feedback->deviceNorms) {  // added on the device; nothing waits
-    enqueue(stream, kernel,
-            {{"x", x, n},
-             {"scales", scales, n},
-             {"codes", codes, n},
-             {"residual", residual, n},
-             {"deviceNorms", sums, 2}},
-            [=] {
-              Norms norms;
-              Feedback fb{residual, &norms};
-              encode(&fb);
-              sums[0] += norms.inputSq;
-              sums[1] += norms.sentSq;
-            });
+  if (feedback->deviceNorms) {
+    enqueueAddingSums(stream, kernel, args, feedback->deviceNorms, [=](double* in, double* sent) {
+      Norms norms;
+      Feedback fb{residual, &norms};
+      encode(&fb);
+      *in = norms.inputSq;
+      *sent = norms.sentSq;
+    });
     return;
   }
   QuantizeNorms& s = scratchOf<QuantizeNorms>();
@@ -412,16 +420,10 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   sc.sums.reserve(std::clamp<size_t>((n + kTile - 1) / kTile, 1, kSumBlocks) * 2 * sizeof(double),
                   stream);
   SparseScratch::Slots* slots = sc.slotsData();
-  if (deviceSums) {  // added on the device: nothing waits
-    enqueue(
-        stream, "gpuSparseFeedback",
-        {{"x", x, n}, {"idx", idx, k}, {"residual", residual, n}, {"deviceSums", deviceSums, 2}},
-        [=] {
-          double in = 0, sent = 0;
-          cpuSparseFeedback(x, n, idx, k, residual, &in, &sent);
-          deviceSums[0] += in;
-          deviceSums[1] += sent;
-        });
+  if (deviceSums) {
+    enqueueAddingSums(stream, "gpuSparseFeedback", args, deviceSums, [=](double* in, double* sent) {
+      cpuSparseFeedback(x, n, idx, k, residual, in, sent);
+    });
     return;
   }
   const bool wantIn = inputSq != nullptr, wantSent = sentSq != nullptr;
@@ -518,14 +520,9 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   if (deviceSums) {  // handle_kernels.cu's: the lanes, then their sum added on the device
     HandleScratch& sc = scratchOf<HandleScratch>();
     sc.partials.reserve((n + kNormBlock - 1) / kNormBlock * kNormLanes * 2 * sizeof(float), stream);
-    enqueue(stream, "gpuFeedbackPass",
-            {{"x", x, n}, {"d", d, n}, {"residual", residual, n}, {"deviceSums", deviceSums, 2}},
-            [=] {
-              double in = 0, sent = 0;
-              cpuFeedbackPass(x, d, n, residual, &in, &sent);
-              deviceSums[0] += in;
-              deviceSums[1] += sent;
-            });
+    enqueueAddingSums(stream, "gpuFeedbackPass", args, deviceSums, [=](double* in, double* sent) {
+      cpuFeedbackPass(x, d, n, residual, in, sent);
+    });
     return;
   }
   if (!inputSq && !sentSq) {
