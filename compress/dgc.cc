@@ -17,8 +17,9 @@
 //   sparsity warm-up     "Warm up both learning rate and sparsity": during the first `warmup`
 //                        calls the density is 25%, 6.25%, 1.5625%, 0.390625% in four equal
 //                        stages (stage = floor(4 call / warmup)), never below ratio; then ratio.
-// Selection: topk's, sampled (DGC's threshold from a ~1% sample) by default. Payload and bound:
-// topk's sparse format under id 10, <= min(8k, 4 count) + 8 bytes per chunk per hop, with k from
+// Selection: topk's, sampled (DGC's threshold from a ~1% sample, then the exact top k among
+// those above it; the whole chunk where they are fewer than k) by default. Payload and bound:
+// topk's sparse format under id 10, min(8k, 4 count) + 8 bytes per chunk per hop, with k from
 // the current call's density. The momentum u is saved and loaded with the state (the call
 // counter, hence the warm-up stage, and v are saved by CodecHandle), so a reload resumes bit for
 // bit.
@@ -26,8 +27,9 @@
 // per-element math of the CPU loops (device/handle_kernels.h): the same bits, except that the
 // clipping norm is summed in another order (so clipped calls agree to rounding only).
 // Keys: ratio (default 0.001, in (0, 1]), momentum (0.9, in [0, 1]), clip (0: off), warmup (0:
-// off, whole calls), sample (1; 0: exact top k), ef (1; 0: v is cleared after every call, so
-// what was not sent is dropped: momentum correction and masking without error feedback).
+// off, whole calls), sample (1; 0: a radix select: the same entries), ef (1; 0: v is cleared after
+// every call, so what was not sent is dropped: momentum correction and masking without error
+// feedback).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -135,8 +137,7 @@ std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, 
   const double sample = spec.get("sample", 1, 0, 1);
   if (sample != 0 && sample != 1)
     raise(ErrorCode::kInvalidArgument, "codec dgc: sample = ", sample,
-          " must be 1 (DGC's "
-          "sampled threshold) or 0 (exact top k).");
+          " must be 1 (DGC's sampled threshold first) or 0 (radix select).");
   auto topk = std::make_unique<TopkCodec>(CodecId::kDgc, p.ratio, sample == 1);
   return std::make_unique<DgcHandle>(spec, count, dtype, std::move(topk), p);
 }

@@ -6,9 +6,12 @@
 // re-encodes that partial sum for the next hop, selecting k again, so a payload never grows past
 // the bound; what a hop drops goes to that hop's residual. The owner encodes the final sum once.
 //
-// Keys: ratio (default 0.01, in (0, 1]); sample (default 0): 0 exact selection, 1 DGC's sampled
-// threshold (device/sparse.h, cpuSelectTopk: at most k entries, every sent magnitude >= every
-// unsent one, the exact top k unless the lowered threshold still finds fewer).
+// Keys: ratio (default 0.01, in (0, 1]); sample (default 0): the route, 0 a radix select over
+// the chunk (on a GPU), 1 DGC's sampled threshold first (device/sparse.h, cpuSelectTopk). Both
+// send the same entries: the k largest magnitudes, ties to the lowest index, fewer only where
+// the chunk has fewer than k nonzeros. A GPU then pads the payload to k entries with zeros of
+// the chunk: its size is known before the selection has run, so the encode waits for nothing;
+// zero entries add nothing (sparse.h), so the values are the same.
 // Payload: the sparse format of topk.h: 8-byte header, then u32 indices and f32 values; dense
 // (header + count floats) when 8k >= 4 count. Volume per hop <= min(8k, 4 count) + 8 bytes.
 // Round trip: sent values are exact, the rest decode to 0, so |x - D(C(x))|_inf <= the k-th
@@ -196,8 +199,7 @@ sparse::Encoded TopkCodec::write(const float* x, size_t count, const ChunkInfo& 
                                  void* payload) const {
   const size_t k = keepCount(ratio_, count);
   if (sendDense(k, count)) return sparse::writeDense(x, count, payload, at);
-  const size_t m =
-      at.ctx->selectTopk(x, count, k, sampled_, sparse::indexArea(payload));
+  const size_t m = at.ctx->selectTopk(x, count, k, sampled_, sparse::indexArea(payload));
   return sparse::finishSparse(x, m, payload, at);
 }
 
@@ -231,8 +233,7 @@ std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
   const double sample = spec.get("sample", 0, 0, 1);
   if (sample != 0 && sample != 1)
     raise(ErrorCode::kInvalidArgument, "codec topk: sample = ", sample,
-          " must be 0 (exact) or "
-          "1 (DGC's sampled threshold).");
+          " must be 0 (radix select) or 1 (DGC's sampled threshold first).");
   return std::make_unique<TopkCodec>(CodecId::kTopk, ratio, sample == 1);
 }
 

@@ -6,7 +6,9 @@
 //   u32 entries  sparse: m, the number of (index, value) pairs; dense: count
 //   sparse: u32 index[m] (relative to the chunk, strictly ascending), f32 value[m]
 //   dense:  f32 value[count]
-// 8 + 8m bytes sparse, 8 + 4 count dense; the encoder sends dense whenever 8m >= 4 count.
+// 8 + 8m bytes sparse, 8 + 4 count dense; the encoder sends dense whenever 8k >= 4 count (k,
+// the codec's bound on m). An entry whose value is zero is padding (a GPU's encoder fills up to
+// k with them, so the size is known before the selection runs): it adds nothing.
 //
 // Device calls (a CUDA execution context): payloads and values are device memory. The
 // selection, gather, scatters and feedback run their CUDA twins (device/sparse.h: the same

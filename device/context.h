@@ -159,7 +159,10 @@ class Context {
                               float* out) = 0;
   virtual void terngradDecodeAdd(float* out, const float* local, const void* scales,
                                  const uint8_t* codes, size_t n, size_t block) = 0;
-  // sparse.h (counts and indices the host needs come back to the host: these wait)
+  // sparse.h. selectTopk returns how many indices it wrote: the host's the nonzero top k (fewer
+  // than k where the chunk has fewer nonzeros), a GPU's min(k, n), padded with zeros
+  // (gpuSelectTopk), so it waits for nothing. selectAtLeast's count comes back to the host (it
+  // waits).
   virtual size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) = 0;
   virtual size_t selectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                size_t cap) = 0;

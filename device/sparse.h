@@ -6,7 +6,10 @@
 // Magnitudes are compared as keys: the float's bits with the sign cleared. For every non-NaN
 // float the key order is the |x| order; NaN keys sort above infinity, so a NaN is selected (and
 // seen downstream) rather than hidden in a residual. A zero (key 0) is never selected: it
-// carries nothing.
+// carries nothing. An index list may still name zeros, as padding: a GPU's top-k fills its
+// selection up to k with them so that nothing waits for its count (cpuPadSelection). The
+// scatters skip an entry whose value is zero and the feedback counts it unsent, so a padded
+// payload decodes, combines and leaves a residual exactly as the unpadded one.
 //
 // Every cpu* function has a gpu* twin (built with the cuda feature) that takes the same
 // arguments plus a stream and selects the same indices: the per-element and per-index math both
@@ -84,22 +87,26 @@ SQZ_HD inline uint32_t strataIndex(uint64_t key, uint64_t j, uint64_t n, uint64_
 // ---- kernels ---------------------------------------------------------------------------------
 
 // Selects the k largest magnitudes of x[0..n) (zeros excluded) and writes their indices,
-// ascending, to idx (capacity k); returns how many (<= k). Ties at the k-th magnitude go to the
-// lowest indices. n must be < 2^32.
+// ascending, to idx (capacity k); returns how many: k, fewer only when x has fewer than k
+// nonzeros. Ties at the k-th magnitude go to the lowest indices. n must be < 2^32. `sampled`
+// names the route, never the result:
 //   sampled = true: DGC's sampled threshold: read ~1% of x (at least 512 values, deterministic
 //     stratified hashed positions), take the threshold t1 that the sample puts a little above
 //     rank k (3 standard deviations of the estimate), then ONE streaming pass keeps every
-//     |x| >= t1 (vector compare and compaction). Kept more than k: exact selection among those
-//     (nth_element over ~k). Kept fewer than k: the threshold is lowered once (t2, the sample's
-//     value at rank 4 r1 + 16) and the pass repeated; still fewer: those are sent. Too many
-//     kept to hold (max(2k, 2 x expected) + 1024, i.e. masses of ties): exact fallback below.
-//     Guarantee: at most k indices, and every selected magnitude >= every unselected one; the
-//     exact k largest whenever a pass kept at least k (the usual case).
-//   sampled = false: exact: the k largest (fewer only when x has fewer than k nonzeros). The
-//     same passes, but where they do not provably hold the k largest (still fewer than k after
-//     lowering, or too many ties) it falls back to nth_element over the keys of the whole chunk
-//     and one more pass. Chunks under 32768 values always take that direct route.
+//     |x| >= t1 (vector compare and compaction) and the exact selection runs among those ~k.
+//     Where the pass cannot hold the k largest (fewer than k kept above a threshold over the
+//     smallest nonzero, or masses of ties past the pass's cap, max(2k, 2 x expected) + 1024),
+//     the exact selection runs over the whole chunk. The CPU lowers the threshold once first
+//     (t2, the sample's value at rank 4 r1 + 16).
+//   sampled = false: exact selection over the whole chunk (the GPU's radix select); the CPU
+//     takes the sampled route for both, as it is its fastest.
+// Chunks under 32768 values (kSampledFrom) always take the whole-chunk route.
 size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx);
+
+// What a GPU's selection writes (gpuSelectTopk): the m indices of idx (ascending) joined by the
+// lowest-index zeros of x outside them, up to min(k, n) indices in all, ascending; returns that.
+// idx has room for k.
+size_t cpuPadSelection(const float* x, size_t n, uint32_t* idx, size_t m, size_t k);
 
 // Writes the indices (ascending) of x[i] with magnitudeKey(x[i]) >= minKey (minKey >= 1) to idx,
 // stopping early when more than cap match: returns the number written (<= cap), or SIZE_MAX
@@ -117,16 +124,19 @@ bool cpuForceSelectPath(SelectPath path);
 // out[j] = x[idx[j]] for j < k.
 void cpuGather(const float* x, const uint32_t* idx, size_t k, float* out);
 
-// dst[0..n) = 0, then dst[idx[j]] = vals[j]. Indices must be checked by the caller.
+// dst[0..n) = 0, then dst[idx[j]] = vals[j] where vals[j] is not zero (padding). Indices must
+// be checked by the caller.
 void cpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n);
 
-// out[0..n) = local[0..n) (skipped when out == local), then out[idx[j]] += vals[j]. Indices
-// must be checked by the caller and distinct.
+// out[0..n) = local[0..n) (skipped when out == local), then out[idx[j]] += vals[j] where
+// vals[j] is not zero (padding: adding a zero could still turn a -0 into +0). Indices must be
+// checked by the caller and distinct.
 void cpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
                    size_t k);
 
 // Error feedback for a sparse payload that carries x exactly at idx (ascending) and 0
-// elsewhere: residual[i] += x[i] where i is not in idx (when residual is not null); inputSq +=
+// elsewhere: residual[i] += x[i] where i is not in idx or x[i] is zero (the payload's zero
+// entries are padding, skipped by the scatters) (when residual is not null); inputSq +=
 // sum x^2 over all i, sentSq += sum x[idx]^2. Equal to Codec::encodeFeedback's generic
 // residual += x - decode(payload), without the decode.
 void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
@@ -142,16 +152,19 @@ void cpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, si
 // ---- CUDA twins (device/cuda/sparse.cu) --------------------------------------------------------
 // Same arguments and results as the cpu* function of the same name, plus the stream the work
 // is enqueued on. Pointers are device memory or pinned, mapped host memory (unified
-// addressing: the kernels access them directly). Functions that return a count or add to a
-// host double synchronize the stream before returning; the others only enqueue. Scratch device
-// memory is cached per thread and device (grown, never shrunk), so the steady state allocates
-// nothing. Throw Error(kCuda) on a CUDA failure. Thread-safe: distinct threads may call them
-// concurrently, on the same stream or not. `stream` belongs to the current device (CUDA's rule
-// for launches; the scratch is the current device's).
+// addressing: the kernels access them directly). gpuSelectAtLeast (its count) and a feedback
+// that adds to host doubles synchronize the stream before returning; the others only enqueue.
+// Scratch device memory is cached per thread, device and stream (grown, never shrunk, in the
+// stream's order), so work still queued on one stream never shares it with another, and the
+// steady state allocates nothing. Throw Error(kCuda) on a CUDA failure. Thread-safe: distinct
+// threads may call them concurrently, on the same stream or not. `stream` belongs to the current
+// device (CUDA's rule for launches; the scratch is the current device's).
 
-// The indices cpuSelectTopk selects, the same set in both modes: the sample (the same
-// positions), its ranks r1/r2, the passes' caps and the fallbacks follow the same steps; exact
-// selection among candidates is a radix select on the keys with the lowest-index tie rule.
+// The indices cpuSelectTopk selects (the same set by either route), padded with zeros to
+// min(k, n) (cpuPadSelection), and min(k, n): the count is known before the selection runs, so
+// nothing waits for it; the sampled route's steps (the pass's count, the fallback) are steered
+// on the device. Exact selection is a radix select on the keys, zeros included, with the
+// lowest-index tie rule: that is the padded set.
 size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
                      GpuStream stream);
 // cpuSelectAtLeast's indices (ascending) and count, or SIZE_MAX past cap; idx needs room for cap

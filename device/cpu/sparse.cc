@@ -186,11 +186,12 @@ size_t cpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx
   return cnt;
 }
 
-size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) {
+size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool, uint32_t* idx) {
   k = std::min(k, n);
   if (k == 0) return 0;
   if (n < kSampledFrom || k == n) return selectAmong(x, nullptr, n, k, idx);
 
+  // Both routes select the same set; the CPU takes the sampled one, its fastest, for both.
   // The sample: s values at stratified, hashed positions (deterministic: the same chunk
   // always gives the same payload).
   Scratch& sc = scratch();
@@ -202,7 +203,6 @@ size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   std::nth_element(sc.sample.begin(), sc.sample.begin() + (r1 - 1), sc.sample.end(), desc);
   const uint32_t t1 = std::max<uint32_t>(1, sc.sample[r1 - 1]);
 
-  size_t kept = kNone;  // the last pass's count, when it fit
   uint32_t t = t1;
   size_t rank = r1;
   for (int pass = 0; pass < 2; ++pass) {
@@ -214,21 +214,42 @@ size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
                          desc);
         t = std::max<uint32_t>(1, sc.sample[r2 - 1]);
       }
-      if (t >= t1) break;  // the sample cannot lower it: keep pass 0's result
+      if (t >= t1) break;  // the sample cannot lower it
       rank = r2;
     }
     const size_t cap = topkPassCap(n, k, rank, s);
     if (sc.cand.size() < cap + kSelectSlack) sc.cand.resize(cap + kSelectSlack);
-    kept = cpuSelectAtLeast(x, n, t, sc.cand.data(), cap);
+    const size_t kept = cpuSelectAtLeast(x, n, t, sc.cand.data(), cap);
     if (kept == kNone) break;  // a mass of ties: exact below
     // kept >= k: the k largest are all among the candidates. t == 1: every nonzero is.
     if (kept >= k || t == 1) return selectAmong(x, sc.cand.data(), kept, k, idx);
   }
-  if (sampled && kept != kNone) {  // fewer than k even after lowering: send those
-    std::memcpy(idx, sc.cand.data(), kept * sizeof(uint32_t));
-    return kept;
-  }
+  // The passes do not hold the k largest (fewer than k keys >= t, or too many ties): the
+  // whole chunk.
   return selectAmong(x, nullptr, n, k, idx);
+}
+
+size_t cpuPadSelection(const float* x, size_t n, uint32_t* idx, size_t m, size_t k) {
+  k = std::min(k, n);
+  if (m >= k) return m;
+  // Merge from the back, in place: the selected indices shift up past the zeros taken below
+  // them. The zeros taken are the lowest-index ones of x outside the selection.
+  size_t zeros = 0;
+  std::vector<uint32_t>& picked = scratch().keys;
+  picked.clear();
+  for (size_t i = 0, j = 0; i < n && zeros < k - m; ++i) {
+    if (j < m && idx[j] == i) {
+      ++j;
+      continue;
+    }
+    if (magnitudeKey(x[i]) == 0) {
+      picked.push_back(static_cast<uint32_t>(i));
+      ++zeros;
+    }
+  }
+  size_t w = m + zeros, a = m, b = zeros;
+  while (b > 0) idx[--w] = (a > 0 && idx[a - 1] > picked[b - 1]) ? idx[--a] : picked[--b];
+  return m + zeros;
 }
 
 void cpuGather(const float* x, const uint32_t* idx, size_t k, float* out) {
@@ -237,13 +258,15 @@ void cpuGather(const float* x, const uint32_t* idx, size_t k, float* out) {
 
 void cpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) {
   std::memset(dst, 0, n * sizeof(float));
-  for (size_t j = 0; j < k; ++j) dst[idx[j]] = vals[j];
+  for (size_t j = 0; j < k; ++j)
+    if (vals[j] != 0.0f) dst[idx[j]] = vals[j];
 }
 
 void cpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
                    size_t k) {
   if (out != local) std::memcpy(out, local, n * sizeof(float));
-  for (size_t j = 0; j < k; ++j) out[idx[j]] += vals[j];
+  for (size_t j = 0; j < k; ++j)
+    if (vals[j] != 0.0f) out[idx[j]] += vals[j];
 }
 
 void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
@@ -255,6 +278,7 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   if (!residual) return;
   size_t from = 0;
   for (size_t j = 0; j <= k; ++j) {
+    if (j < k && x[idx[j]] == 0.0f) continue;  // a zero entry sends nothing: i stays in the run
     const size_t to = j < k ? idx[j] : n;
     if (to - from >= 32) {
       addTo(residual + from, x + from, to - from);

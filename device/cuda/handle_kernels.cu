@@ -199,7 +199,7 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
 
 void gpuPrepareThread(GpuStream stream) {
   (void)scratch();
-  prepareSparseThread();
+  prepareSparseThread(stream);
   prepareQuantizeThread();
   prepareLinalgThread(stream);
 }

@@ -50,7 +50,7 @@ inline void syncStream(GpuStream stream, const char* what) {
 void gpuPrepareThread(GpuStream stream);
 
 // Each kernel file's part of it (pinned result slots, cuBLAS's handle).
-void prepareSparseThread();
+void prepareSparseThread(cudaStream_t stream);
 void prepareQuantizeThread();
 void prepareLinalgThread(cudaStream_t stream);
 

@@ -1,24 +1,30 @@
 // CUDA kernels behind device/sparse.h: the gpu* twins of the CPU sparsifier kernels, choosing
 // the same indices as the CPU for the same input.
 //
-// Top-k follows cpuSelectTopk's steps, with these GPU forms:
+// Top-k selects cpuSelectTopk's set (the k largest keys, ties to the lowest index) with these GPU
+// forms, every step enqueued and none waited for:
 //   sample       one thread per sample position (topkSamplePosition), then a CUB radix sort of
-//                the ~1% sample keys gives the order statistics t1 (rank r1) and t2 (rank r2);
-//   pass         one streaming pass (float4 loads, warp-aggregated atomic compaction) keeps the
-//                indices with key >= t, up to the pass's cap; the survivors (~k) are then sorted
-//                (CUB radix sort on the indices), so they come out ascending as the CPU's do;
-//   exact        the k-th largest key among m candidates (or the whole chunk) by radix select:
-//                three histogram passes on the key bits (11, 11, 9), each narrowing the prefix;
-//                then an ordered compaction over tiles of 4096 (a count pass, a scan of the
-//                per-tile counts, a write pass) takes every key above it and the lowest-index
-//                ties, which is the CPU's selectAmong set.
-// The host steers between the steps as the CPU does (it syncs to read t1/t2 and each pass's
-// count), so both backends take the same branch and produce the same index set. The sampled
-// mode costs one read of the chunk, a sort of 1% of it and a few small kernels over ~k values.
+//                the ~1% sample keys; a kernel takes t1, its key at rank r1;
+//   pass         an ordered compaction (below) of the keys >= t1 into the candidates, ascending,
+//                at most the pass's cap of them: two reads of the chunk;
+//   steer        a one-thread kernel reads the pass's count: k or more that fit, and the
+//                selection runs among the candidates; else over the whole chunk (the CPU's
+//                fallback). Every later kernel reads that choice (Source::steered) and its size
+//                from the device, their grids sized for the whole chunk;
+//   exact        the k-th largest key by radix select: three histogram passes on the key bits
+//                (11, 11, 9), each narrowing the prefix;
+//   compaction   over tiles of 4096 (a count pass, a scan of the per-tile counts, a write pass):
+//                every key above the k-th and the lowest-index ties, in index order.
+// The radix select counts zeros as keys, so where fewer than k values are nonzero the
+// lowest-index zeros fill the selection up to k: the CPU's set padded (cpuPadSelection), and
+// the count is min(k, n) by construction, so the host never reads it back. The sampled route
+// reads the chunk twice when the pass holds the k largest (the usual case), seven times when
+// it falls back; the exact route five times.
 //
-// Scratch device memory and the pinned slots the host reads results from are cached per thread
-// and device; every function that uses them synchronizes before returning, so calls on other
-// streams never find them in use.
+// Scratch device memory is cached per thread, device and stream: each selection's scratch is
+// used in its stream's order, and work still queued on one stream never shares it with another.
+// The pinned slots the host reads results from (gpuSelectAtLeast, host-summed feedback) are read
+// only after a synchronize.
 //
 // nvcc only warns when host-only code is called from device code, and compiles the call to
 // nothing: the hashes shared with the CPU (device/quantize.h's mix64, under sparseHash) must be
@@ -54,14 +60,15 @@ struct SelectState {
   uint32_t mask;      // which bits prefix fixes
   uint32_t rank;      // 1-based rank still wanted among keys matching prefix
   uint32_t kth;       // the selection: every key > kth, and the first tiesLeft keys == kth
-  uint32_t tiesLeft;  // (kth == 0: every nonzero key)
+  uint32_t tiesLeft;
+  uint32_t useCand;  // the steered source: the candidates (1) or the whole chunk (0)
+  uint32_t m;        // and its size
   uint32_t hist[2048];
 };
 
 // What the host reads after a sync (pinned, mapped).
 struct Slots {
   uint32_t count;
-  uint32_t t1, t2;
   uint32_t pad;
   double sums[2];
 };
@@ -72,15 +79,24 @@ struct Scratch {
   cuda::PinnedBuffer slots;
 };
 
-Scratch& scratch() {
-  return perThreadDevice<Scratch>([](int dev) {
-    auto fresh = std::make_unique<Scratch>();
-    cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
-                "cudaDeviceGetAttribute(multiprocessors)");
-    fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
-    fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
-    return fresh;
-  });
+// The calling thread's scratch for `stream` on the current device.
+Scratch& scratch(cudaStream_t stream) {
+  struct Keyed {
+    int dev;
+    cudaStream_t stream;
+    std::unique_ptr<Scratch> scratch;
+  };
+  thread_local std::vector<Keyed> all;
+  const int dev = cuda::currentDevice();
+  for (Keyed& k : all)
+    if (k.dev == dev && k.stream == stream) return *k.scratch;
+  auto fresh = std::make_unique<Scratch>();
+  cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
+              "cudaDeviceGetAttribute(multiprocessors)");
+  fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
+  fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
+  all.push_back(Keyed{dev, stream, std::move(fresh)});
+  return *all.back().scratch;
 }
 
 SelectState* stateOf(Scratch& sc) { return static_cast<SelectState*>(sc.state.data()); }
@@ -96,18 +112,26 @@ int indexBits(size_t n) { return n <= 1 ? 1 : 32 - __builtin_clz(static_cast<uin
 
 // ---- sources of keys: the chunk itself, or the chunk at candidate positions ------------------
 
-struct Direct {
-  const float* x;
-  __device__ uint32_t key(uint32_t j) const { return magnitudeKey(x[j]); }
-  __device__ uint32_t index(uint32_t j) const { return j; }
-};
-
-struct Candidates {
+// x[0..m) (cand null) or x at cand[0..m). A steered source is whichever the steer kernel chose
+// (SelectState::useCand, m); kernels resolve it first.
+struct Source {
   const float* x;
   const uint32_t* cand;
-  __device__ uint32_t key(uint32_t j) const { return magnitudeKey(x[cand[j]]); }
-  __device__ uint32_t index(uint32_t j) const { return cand[j]; }
+  uint32_t m;
+  bool steered;
+  __device__ uint32_t index(uint32_t j) const { return cand ? cand[j] : j; }
+  __device__ uint32_t key(uint32_t j) const { return magnitudeKey(x[index(j)]); }
 };
+
+Source direct(const float* x, size_t n) {
+  return Source{x, nullptr, static_cast<uint32_t>(n), false};
+}
+Source steered(const float* x, const uint32_t* cand) { return Source{x, cand, 0, true}; }
+
+__device__ Source resolve(Source s, const SelectState* st) {
+  if (!s.steered) return s;
+  return Source{s.x, st->useCand ? s.cand : nullptr, st->m, false};
+}
 
 // ---- block helpers ----------------------------------------------------------------------------
 
@@ -135,10 +159,26 @@ __global__ void sampleKernel(const float* x, size_t s, size_t step, uint32_t* ke
   if (j < s) keys[j] = magnitudeKey(x[topkSamplePosition(j, step)]);
 }
 
-// t1 = the sample's key at rank r1 (descending, 1-based), t2 at rank r2 (1 when r2 <= r1).
-__global__ void thresholdsKernel(const uint32_t* sorted, size_t r1, size_t r2, Slots* out) {
-  out->t1 = max(1u, sorted[r1 - 1]);
-  out->t2 = r2 > r1 ? max(1u, sorted[r2 - 1]) : 1u;
+// The pass's selection: every key >= t1, t1 = the sample's key at rank r1 (descending,
+// 1-based), at least 1.
+__global__ void passThresholdKernel(const uint32_t* sorted, size_t r1, SelectState* st) {
+  st->kth = max(1u, sorted[r1 - 1]);
+  st->tiesLeft = UINT32_MAX;
+}
+
+// The pass kept counts[] (per tile, as tileCountKernel packs them): k or more that fit in cap,
+// and the selection runs among those candidates; else over the whole chunk of n. Either way it
+// starts afresh for rank k (selectInitKernel zeroed the histogram, which the pass leaves alone).
+__global__ void steerKernel(const unsigned long long* counts, const unsigned long long* offsets,
+                            uint32_t tiles, uint32_t n, uint32_t k, uint32_t cap, SelectState* st) {
+  const unsigned long long total = offsets[tiles - 1] + counts[tiles - 1];
+  const unsigned long long kept = (total >> 32) + (total & 0xffffffffu);
+  const bool among = kept >= k && kept <= cap;
+  st->useCand = among;
+  st->m = among ? static_cast<uint32_t>(kept) : n;
+  st->prefix = 0;
+  st->mask = 0;
+  st->rank = k;
 }
 
 // ---- the streaming pass: indices with key >= minKey, unordered, at most cap of them ----------
@@ -216,15 +256,14 @@ __global__ void selectInitKernel(SelectState* st, uint32_t rank, uint32_t kth, u
   }
 }
 
-template <class Src>
-__global__ void __launch_bounds__(kThreads)
-    histogramKernel(Src src, uint32_t m, SelectState* st, Digit d) {
+__global__ void __launch_bounds__(kThreads) histogramKernel(Source src, SelectState* st, Digit d) {
   __shared__ uint32_t h[2048];
+  src = resolve(src, st);
   const uint32_t bins = 1u << d.bits;
   for (uint32_t i = threadIdx.x; i < bins; i += kThreads) h[i] = 0;
   __syncthreads();
   const uint32_t prefix = st->prefix, mask = st->mask;
-  for (size_t j = blockIdx.x * size_t(kThreads) + threadIdx.x; j < m;
+  for (size_t j = blockIdx.x * size_t(kThreads) + threadIdx.x; j < src.m;
        j += gridDim.x * size_t(kThreads)) {
     const uint32_t key = src.key(static_cast<uint32_t>(j));
     if ((key & mask) == prefix) atomicAdd(&h[(key >> d.shift) & (bins - 1)], 1u);
@@ -255,10 +294,9 @@ __global__ void __launch_bounds__(1024) pickKernel(SelectState* st, Digit d, boo
       st->prefix |= digit << d.shift;
       st->mask |= (bins - 1) << d.shift;
       st->rank = rank - before;
-      if (last) {
-        // The k-th largest key; a zero one means fewer than k nonzeros: take all of them.
+      if (last) {  // the k-th largest key, and how many of its ties the selection takes
         st->kth = st->prefix;
-        st->tiesLeft = st->prefix == 0 ? 0 : rank - before;
+        st->tiesLeft = rank - before;
       }
     }
     before += c;
@@ -269,84 +307,68 @@ __global__ void __launch_bounds__(1024) pickKernel(SelectState* st, Digit d, boo
 
 // ---- ordered compaction of the selection (every key > kth, the first tiesLeft ties) ---------
 
-// Per tile: (keys > kth) << 32 | (keys == kth, kth != 0).
-template <class Src>
+// Per tile: (keys > kth) << 32 | (keys == kth).
 __global__ void __launch_bounds__(kThreads)
-    tileCountKernel(Src src, uint32_t m, const SelectState* st, unsigned long long* counts) {
+    tileCountKernel(Source src, const SelectState* st, unsigned long long* counts) {
+  src = resolve(src, st);
   const uint32_t kth = st->kth;
   const size_t base = blockIdx.x * size_t(kTile);
+  if (base >= src.m) {  // a steered source's grid covers the whole chunk
+    if (threadIdx.x == 0) counts[blockIdx.x] = 0;
+    return;
+  }
   uint32_t above = 0, ties = 0;
   for (uint32_t r = 0; r < kRounds; ++r) {
     const size_t j = base + r * kThreads + threadIdx.x;
-    const uint32_t key = j < m ? src.key(static_cast<uint32_t>(j)) : 0;
-    above += __syncthreads_count(key > kth);
-    ties += __syncthreads_count(kth != 0 && key == kth);
+    const bool valid = j < src.m;
+    const uint32_t key = valid ? src.key(static_cast<uint32_t>(j)) : 0;
+    above += __syncthreads_count(valid && key > kth);
+    ties += __syncthreads_count(valid && key == kth);
   }
   if (threadIdx.x == 0) counts[blockIdx.x] = (static_cast<unsigned long long>(above) << 32) | ties;
 }
 
-// Writes the selected indices in order: tile b starts after the above-keys of earlier tiles and
-// the ties of earlier tiles that are still within tiesLeft.
-template <class Src>
+// Writes the selected indices in order, the first cap of them: tile b starts after the
+// above-keys of earlier tiles and the ties of earlier tiles that are still within tiesLeft.
 __global__ void __launch_bounds__(kThreads)
-    tileWriteKernel(Src src, uint32_t m, const SelectState* st, const unsigned long long* offsets,
-                    uint32_t* out) {
+    tileWriteKernel(Source src, const SelectState* st, const unsigned long long* offsets,
+                    uint32_t* out, uint32_t cap) {
   __shared__ uint32_t warpSums[kThreads / 32];
-  const uint32_t kth = st->kth, tiesLeft = st->tiesLeft;
+  src = resolve(src, st);
   const size_t base = blockIdx.x * size_t(kTile);
+  if (base >= src.m) return;
+  const uint32_t kth = st->kth, tiesLeft = st->tiesLeft;
   const unsigned long long off = offsets[blockIdx.x];
   uint32_t tieRank = static_cast<uint32_t>(off);
   uint32_t at = static_cast<uint32_t>(off >> 32) + min(tieRank, tiesLeft);
   for (uint32_t r = 0; r < kRounds; ++r) {
     const size_t j = base + r * kThreads + threadIdx.x;
-    const uint32_t key = j < m ? src.key(static_cast<uint32_t>(j)) : 0;
-    const bool tie = kth != 0 && key == kth;
+    const bool valid = j < src.m;
+    const uint32_t key = valid ? src.key(static_cast<uint32_t>(j)) : 0;
+    const bool tie = valid && key == kth;
     uint32_t ties, taken;
     const uint32_t tieBefore = blockExclusiveCount(tie, warpSums, &ties);
-    const bool take = key > kth || (tie && tieRank + tieBefore < tiesLeft);
+    const bool take = (valid && key > kth) || (tie && tieRank + tieBefore < tiesLeft);
     const uint32_t pos = at + blockExclusiveCount(take, warpSums, &taken);
-    if (take) out[pos] = src.index(static_cast<uint32_t>(j));
+    if (take && pos < cap) out[pos] = src.index(static_cast<uint32_t>(j));
     at += taken;
     tieRank += ties;
   }
 }
 
-// The selection's size: all above-keys plus min(ties, tiesLeft).
-__global__ void selectedCountKernel(const unsigned long long* counts,
-                                    const unsigned long long* offsets, uint32_t tiles,
-                                    const SelectState* st, Slots* out) {
-  const unsigned long long total = offsets[tiles - 1] + counts[tiles - 1];
-  out->count = static_cast<uint32_t>(total >> 32) + min(static_cast<uint32_t>(total), st->tiesLeft);
-}
-
 // ---- host steps ------------------------------------------------------------------------------
 
-// The k largest keys among the m of src (ties to the lowest j, zeros never), in j order, to out;
-// returns how many. Synchronizes.
-template <class Src>
-size_t selectAmong(Scratch& sc, Src src, size_t m, size_t k, uint32_t* out, cudaStream_t stream) {
-  if (m == 0 || k == 0) return 0;
-  SelectState* st = stateOf(sc);
-  if (m <= k) {
-    selectInitKernel<<<1, kThreads, 0, stream>>>(st, 0, 0, 0);
-    cuda::checkLaunch("selectInitKernel");
-  } else {
-    selectInitKernel<<<1, kThreads, 0, stream>>>(st, static_cast<uint32_t>(k), 0, 0);
-    cuda::checkLaunch("selectInitKernel");
-    const unsigned blocks = gridFor(m, kThreads * 16, size_t(sc.sms) * 4);
-    for (int p = 0; p < 3; ++p) {
-      histogramKernel<<<blocks, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st,
-                                                       kDigits[p]);
-      cuda::checkLaunch("histogramKernel");
-      pickKernel<<<1, 1024, 0, stream>>>(st, kDigits[p], p == 2);
-      cuda::checkLaunch("pickKernel");
-    }
-  }
-  const uint32_t tiles = static_cast<uint32_t>((m + kTile - 1) / kTile);
+// Enqueues the ordered compaction of what the state selects from src into out (at most cap
+// indices); bound is src's size, or its upper bound when src is steered. Leaves the per-tile
+// counts and their exclusive sums in sc.tiles (the steer kernel reads them); returns the tiles.
+uint32_t compact(Scratch& sc, Source src, size_t bound, uint32_t* out, uint32_t cap,
+                 cudaStream_t stream) {
+  const uint32_t tiles = static_cast<uint32_t>(std::max<size_t>(1, (bound + kTile - 1) / kTile));
   sc.tiles.reserve(2 * size_t(tiles) * sizeof(unsigned long long), stream);
   auto* counts = static_cast<unsigned long long*>(sc.tiles.data());
   unsigned long long* offsets = counts + tiles;
-  tileCountKernel<<<tiles, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st, counts);
+  SelectState* st = stateOf(sc);
+  tileCountKernel<<<tiles, kThreads, 0, stream>>>(src, st, counts);
   cuda::checkLaunch("tileCountKernel");
   size_t bytes = 0;
   cuda::check(cub::DeviceScan::ExclusiveSum(nullptr, bytes, counts, offsets, tiles, stream),
@@ -354,13 +376,39 @@ size_t selectAmong(Scratch& sc, Src src, size_t m, size_t k, uint32_t* out, cuda
   sc.temp.reserve(bytes, stream);
   cuda::check(cub::DeviceScan::ExclusiveSum(sc.temp.data(), bytes, counts, offsets, tiles, stream),
               "cub::DeviceScan::ExclusiveSum");
-  tileWriteKernel<<<tiles, kThreads, 0, stream>>>(src, static_cast<uint32_t>(m), st, offsets, out);
+  tileWriteKernel<<<tiles, kThreads, 0, stream>>>(src, st, offsets, out, cap);
   cuda::checkLaunch("tileWriteKernel");
-  Slots* slots = slotsOf(sc);
-  selectedCountKernel<<<1, 1, 0, stream>>>(counts, offsets, tiles, st, slots);
-  cuda::checkLaunch("selectedCountKernel");
-  syncStream(stream, "top-k selection");
-  return slots->count;
+  return tiles;
+}
+
+// Enqueues the radix select of the k-th largest key of src (bound as for compact), for a state
+// that wants rank k with a fresh prefix, then the compaction of the selection into out.
+void selectInto(Scratch& sc, Source src, size_t bound, size_t k, uint32_t* out,
+                cudaStream_t stream) {
+  SelectState* st = stateOf(sc);
+  const unsigned blocks = gridFor(bound, kThreads * 16, size_t(sc.sms) * 4);
+  for (int p = 0; p < 3; ++p) {
+    histogramKernel<<<blocks, kThreads, 0, stream>>>(src, st, kDigits[p]);
+    cuda::checkLaunch("histogramKernel");
+    pickKernel<<<1, 1024, 0, stream>>>(st, kDigits[p], p == 2);
+    cuda::checkLaunch("pickKernel");
+  }
+  compact(sc, src, bound, out, static_cast<uint32_t>(k), stream);
+}
+
+// The k largest keys of x[0..n) (ties to the lowest index), ascending, to out: the exact route.
+void selectDirect(Scratch& sc, const float* x, size_t n, size_t k, uint32_t* out,
+                  cudaStream_t stream) {
+  SelectState* st = stateOf(sc);
+  if (n <= k) {  // every key: above 0, and every tie at 0
+    selectInitKernel<<<1, kThreads, 0, stream>>>(st, 0, 0, UINT32_MAX);
+    cuda::checkLaunch("selectInitKernel");
+    compact(sc, direct(x, n), n, out, static_cast<uint32_t>(k), stream);
+    return;
+  }
+  selectInitKernel<<<1, kThreads, 0, stream>>>(st, static_cast<uint32_t>(k), 0, 0);
+  cuda::checkLaunch("selectInitKernel");
+  selectInto(sc, direct(x, n), n, k, out, stream);
 }
 
 // cpuSelectAtLeast into sc.cand: the count, or kNone past cap; *sorted is where the ascending
@@ -423,7 +471,7 @@ __global__ void scatterKernel(const uint32_t* idx, const float* vals, size_t k, 
   for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
        j += gridDim.x * size_t(blockDim.x)) {
     const uint32_t i = idx[j];
-    if (i >= n) continue;
+    if (i >= n || vals[j] == 0.0f) continue;  // a zero entry is padding (sparse.h)
     if (add)
       dst[i] += vals[j];
     else
@@ -468,8 +516,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (size_t j = run[0] + threadIdx.x; j < run[1]; j += kThreads) {
       const uint32_t i = idx[j] - static_cast<uint32_t>(lo);
-      atomicOr(&sent[i >> 5], 1u << (i & 31));
-      out += double(x[idx[j]]) * x[idx[j]];
+      const float v = x[idx[j]];
+      if (v != 0.0f) atomicOr(&sent[i >> 5], 1u << (i & 31));  // a zero entry sends nothing
+      out += double(v) * v;
     }
     __syncthreads();
     for (size_t i = lo + threadIdx.x; i < hi; i += kThreads) {
@@ -516,12 +565,15 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
                      GpuStream stream) {
   k = std::min(k, n);
   if (k == 0) return 0;
-  Scratch& sc = scratch();
-  if (n < kSampledFrom || k == n) return selectAmong(sc, Direct{x}, n, k, idx, stream);
+  Scratch& sc = scratch(stream);
+  if (!sampled || n < kSampledFrom || k == n) {
+    selectDirect(sc, x, n, k, idx, stream);
+    return k;
+  }
 
-  // The sample and its order statistics t1 (rank r1) and t2 (rank r2), as the CPU takes them.
+  // The sample and its key t1 at rank r1, as the CPU takes them.
   const size_t s = topkSampleSize(n), step = n / s;
-  const size_t r1 = topkFirstRank(n, k, s), r2 = topkLoweredRank(r1, s);
+  const size_t r1 = topkFirstRank(n, k, s);
   uint32_t* sample = u32(sc.sample, s, stream);
   sampleKernel<<<gridFor(s, kThreads, SIZE_MAX), kThreads, 0, stream>>>(x, s, step, sample);
   cuda::checkLaunch("sampleKernel");
@@ -533,41 +585,28 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   cuda::check(
       cub::DeviceRadixSort::SortKeysDescending(sc.temp.data(), bytes, keys, s, 0, 31, stream),
       "cub::DeviceRadixSort::SortKeysDescending");
-  Slots* slots = slotsOf(sc);
-  thresholdsKernel<<<1, 1, 0, stream>>>(keys.Current(), r1, r2, slots);
-  cuda::checkLaunch("thresholdsKernel");
-  syncStream(stream, "top-k sample");
-  const uint32_t t1 = slots->t1, t2 = slots->t2;
+  SelectState* st = stateOf(sc);
+  selectInitKernel<<<1, kThreads, 0, stream>>>(st, 0, 0, 0);
+  cuda::checkLaunch("selectInitKernel");
+  passThresholdKernel<<<1, 1, 0, stream>>>(keys.Current(), r1, st);
+  cuda::checkLaunch("passThresholdKernel");
 
-  size_t kept = kNone;  // the last pass's count, when it fit
-  uint32_t t = t1;
-  size_t rank = r1;
-  uint32_t* cand = nullptr;
-  for (int pass = 0; pass < 2; ++pass) {
-    if (pass == 1) {  // pass 0 kept fewer than k: lower the threshold to rank r2 of the sample
-      t = t2;
-      if (t >= t1) break;  // the sample cannot lower it: keep pass 0's result
-      rank = r2;
-    }
-    kept = atLeast(sc, x, n, t, topkPassCap(n, k, rank, s), &cand, stream);
-    if (kept == kNone) break;  // a mass of ties: exact below
-    // kept >= k: the k largest are all among the candidates. t == 1: every nonzero is.
-    if (kept >= k || t == 1) return selectAmong(sc, Candidates{x, cand}, kept, k, idx, stream);
-  }
-  if (sampled && kept != kNone) {  // fewer than k even after lowering: send those
-    if (kept > 0) {
-      cuda::check(cudaMemcpyAsync(idx, cand, kept * sizeof(uint32_t), cudaMemcpyDefault, stream),
-                  "cudaMemcpyAsync");
-      syncStream(stream, "top-k copy");
-    }
-    return kept;
-  }
-  return selectAmong(sc, Direct{x}, n, k, idx, stream);
+  // The pass: the keys >= t1, ascending, into the candidates (at most cap); then the device
+  // chooses where the selection runs, and it runs there.
+  const size_t cap = topkPassCap(n, k, r1, s);
+  uint32_t* cand = u32(sc.cand, cap, stream);
+  const uint32_t tiles = compact(sc, direct(x, n), n, cand, static_cast<uint32_t>(cap), stream);
+  const auto* counts = static_cast<const unsigned long long*>(sc.tiles.data());
+  steerKernel<<<1, 1, 0, stream>>>(counts, counts + tiles, tiles, static_cast<uint32_t>(n),
+                                   static_cast<uint32_t>(k), static_cast<uint32_t>(cap), st);
+  cuda::checkLaunch("steerKernel");
+  selectInto(sc, steered(x, cand), n, k, idx, stream);
+  return k;
 }
 
 size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
                         GpuStream stream) {
-  Scratch& sc = scratch();
+  Scratch& sc = scratch(stream);
   uint32_t* sorted = nullptr;
   const size_t kept = atLeast(sc, x, n, minKey, cap, &sorted, stream);
   if (kept == kNone || kept == 0) return kept;
@@ -614,7 +653,7 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
     cuda::checkLaunch("feedbackKernel");
     return;
   }
-  Scratch& sc = scratch();
+  Scratch& sc = scratch(stream);
   sc.sums.reserve(blocks * sizeof(double2), stream);
   auto* partial = static_cast<double2*>(sc.sums.data());
   feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, partial);
@@ -635,7 +674,8 @@ void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, si
   cuda::checkLaunch("strataKernel");
 }
 
-// Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.
-void prepareSparseThread() { (void)scratch(); }
+// Made at a progress thread's start (gpuPrepareThread), for the stream it drives, before any
+// stream waits for it.
+void prepareSparseThread(cudaStream_t stream) { (void)scratch(stream); }
 
 }  // namespace squeeze::device

@@ -65,6 +65,12 @@ void enqueue(GpuStream stream, const char* kernel, const std::vector<Arg>& args,
               strCat("launching ", kernel).c_str());
 }
 
+// The rest of a .cu entry point's launches, where the twin does the work in one: enqueued to
+// do nothing, so the stand-in's counts are the GPU's (a CUB algorithm counts as one launch).
+void launchRest(GpuStream stream, const std::vector<const char*>& kernels) {
+  for (const char* kernel : kernels) enqueue(stream, kernel, {}, [] {});
+}
+
 // The deferred-sums form of quantize.cu's, sparse.cu's and handle_kernels.cu's norms: enqueues
 // sum(&in, &sent) (each from 0) as `kernel`, then adds in and sent to deviceSums[0..1] on the
 // stream; nothing waits.
@@ -148,9 +154,10 @@ struct LinalgNorm {
 };
 
 // sparse.cu: the selection state (device) and the pinned slots the host reads counts and sums
-// from; cand and candAlt are gpuSelectAtLeast's index buffers, sums the feedback's partials.
+// from; cand and candAlt are the passes' index buffers, sums the feedback's partials. One per
+// stream (sparseScratch), as sparse.cu's.
 struct SparseScratch {
-  static constexpr size_t kStateBytes = 6 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
+  static constexpr size_t kStateBytes = 8 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
   struct Slots {
     size_t count;
     double sums[2];
@@ -160,6 +167,20 @@ struct SparseScratch {
   cuda::DeviceBuffer state, cand, candAlt, sums;
   cuda::PinnedBuffer slots;
 };
+
+struct SparseScratches {
+  explicit SparseScratches(int dev) : dev(dev) {}
+  int dev;
+  std::vector<std::pair<GpuStream, std::unique_ptr<SparseScratch>>> byStream;
+};
+
+SparseScratch& sparseScratch(GpuStream stream) {
+  SparseScratches& all = scratchOf<SparseScratches>();
+  for (auto& [s, scratch] : all.byStream)
+    if (s == stream) return *scratch;
+  all.byStream.emplace_back(stream, std::make_unique<SparseScratch>(all.dev));
+  return *all.byStream.back().second;
+}
 
 uint32_t* u32(cuda::DeviceBuffer& b, size_t count, GpuStream stream) {
   b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t), stream);
@@ -336,18 +357,36 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
                      GpuStream stream) {
   k = std::min(k, n);
   if (k == 0) return 0;
-  SparseScratch& sc = scratchOf<SparseScratch>();
-  SparseScratch::Slots* slots = sc.slotsData();
+  // sparse.cu steers its route on the device and never waits: the selection padded with zeros
+  // to min(k, n).
+  if (sampled && n >= kSampledFrom && k < n)
+    u32(sparseScratch(stream).cand,
+        topkPassCap(n, k, topkFirstRank(n, k, topkSampleSize(n)), topkSampleSize(n)), stream);
   enqueue(stream, "gpuSelectTopk", {{"x", x, n}, {"idx", idx, k}},
-          [=] { slots->count = cpuSelectTopk(x, n, k, sampled, idx); });
-  syncStream(stream, "top-k selection");
-  return slots->count;
+          [=] { cpuPadSelection(x, n, idx, cpuSelectTopk(x, n, k, sampled, idx), k); });
+  // sparse.cu's launches besides (the work above stands for its first).
+  const std::vector<const char*> compact = {"tileCountKernel", "cub::DeviceScan::ExclusiveSum",
+                                            "tileWriteKernel"};
+  const std::vector<const char*> radix = {"histogramKernel", "pickKernel",      "histogramKernel",
+                                          "pickKernel",      "histogramKernel", "pickKernel"};
+  if (!sampled || n < kSampledFrom || k == n) {  // selectDirect, from selectInitKernel
+    if (n > k) launchRest(stream, radix);
+    launchRest(stream, compact);
+  } else {  // from sampleKernel
+    launchRest(stream, {"cub::DeviceRadixSort::SortKeysDescending", "selectInitKernel",
+                        "passThresholdKernel"});
+    launchRest(stream, compact);
+    launchRest(stream, {"steerKernel"});
+    launchRest(stream, radix);
+    launchRest(stream, compact);
+  }
+  return k;
 }
 
 size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
                         GpuStream stream) {
   // sparse.cu's atLeast: the indices go to scratch, then to idx by a copy.
-  SparseScratch& sc = scratchOf<SparseScratch>();
+  SparseScratch& sc = sparseScratch(stream);
   cap = std::min(cap, n);
   // The CPU's vector stores need the slack.
   uint32_t* cand = u32(sc.cand, cap + kSelectSlack, stream);
@@ -387,7 +426,7 @@ void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, si
     if (indicesBelow(idx, k, n)) return cpuDensify(idx, vals, k, dst, n);
     std::fill(dst, dst + n, 0.0f);
     for (size_t j = 0; j < k; ++j)
-      if (idx[j] < n) dst[idx[j]] = vals[j];
+      if (idx[j] < n && vals[j] != 0.0f) dst[idx[j]] = vals[j];
   });
 }
 
@@ -401,7 +440,7 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
   enqueue(stream, "gpuScatterAdd", {{"out", out, n}, {"idx", idx, k}, {"vals", vals, k}}, [=] {
     if (indicesBelow(idx, k, n)) return cpuScatterAdd(out, out, n, idx, vals, k);
     for (size_t j = 0; j < k; ++j)
-      if (idx[j] < n) out[idx[j]] += vals[j];
+      if (idx[j] < n && vals[j] != 0.0f) out[idx[j]] += vals[j];
   });
 }
 
@@ -415,7 +454,7 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
             [=] { cpuSparseFeedback(x, n, idx, k, residual, nullptr, nullptr); });
     return;
   }
-  SparseScratch& sc = scratchOf<SparseScratch>();
+  SparseScratch& sc = sparseScratch(stream);
   constexpr size_t kTile = 4096, kSumBlocks = 1024;  // sparse.cu's partial sums, one per block
   sc.sums.reserve(std::clamp<size_t>((n + kTile - 1) / kTile, 1, kSumBlocks) * 2 * sizeof(double),
                   stream);
@@ -575,7 +614,7 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
 
 void gpuPrepareThread(GpuStream stream) {
   (void)scratchOf<HandleScratch>();
-  (void)scratchOf<SparseScratch>();
+  (void)sparseScratch(stream);
   (void)scratchOf<QuantizeNorms>();
   (void)scratchOf<LinalgNorm>();
   blasWorkspace(stream);

@@ -354,7 +354,8 @@ typedef struct {
   double levels;         /**< qsgd: quantization levels s (key levels). */
   double block;          /**< Quantizers: values per scale block (key block). */
   double threshold;      /**< threshold: send |v| >= threshold (key threshold). */
-  double sample;         /**< topk/dgc: 0 exact selection, 1 DGC's sampled threshold (key sample). */
+  double sample;         /**< topk/dgc: the GPU's route, 0 radix select, 1 DGC's sampled threshold
+                              first; both send the same entries (key sample). */
   double momentum;       /**< dgc: momentum m of the velocity (key momentum). */
   double clip;           /**< dgc: local gradient clipping norm, 0 off (key clip). */
   double warmup;         /**< dgc: calls of exponential sparsity warm-up, 0 off (key warmup). */

@@ -1,5 +1,6 @@
 // The CUDA kernels of device/sparse.h and device/linalg.h against their CPU twins:
-//   - top-k (both modes) and select-at-least give the CPU's index sets and counts exactly, on
+//   - top-k (both modes; the CPU's set padded with zeros to k, cpuPadSelection) and
+//     select-at-least give the CPU's index sets and counts exactly, on
 //     gradient-like data, data with many ties (the exact fallback), all zeros, NaN and inf, at
 //     misaligned starts (the vector pass's head and tail) and from pinned mapped host memory;
 //   - gather, densify, scatter-add, sparse feedback's residual and randk's strata: the CPU's bits;
@@ -129,11 +130,13 @@ TEST(GpuSparse, SelectTopkMatchesTheCpu) {
           const size_t k = std::max<size_t>(1, static_cast<size_t>(ratio * double(n)));
           const std::string what = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " " +
                                    kindName(kind) + (sampled ? " sampled" : " exact");
-          std::vector<uint32_t> want(k);
-          want.resize(cpuSelectTopk(x.data(), n, k, sampled, want.data()));
+          std::vector<uint32_t> want(k);  // the CPU's set, padded with zeros as the GPU's
+          want.resize(cpuPadSelection(x.data(), n, want.data(),
+                                      cpuSelectTopk(x.data(), n, k, sampled, want.data()), k));
           Dev<uint32_t> idx(k);
           const size_t got = gpuSelectTopk(dx.ptr(offset), n, k, sampled, idx.ptr(), stream.get());
-          ASSERT_EQ(got, want.size()) << what;
+          ASSERT_EQ(got, want.size()) << what;  // known before the selection has run
+          ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess) << what;
           EXPECT_EQ(idx.get(got), want) << what;
         }
     }
@@ -147,11 +150,13 @@ TEST(GpuSparse, SelectTopkFromPinnedHostMemory) {
   std::memcpy(px.data(), x.data(), n * sizeof(float));
   for (bool sampled : {true, false}) {
     std::vector<uint32_t> want(k);
-    want.resize(cpuSelectTopk(x.data(), n, k, sampled, want.data()));
+    want.resize(cpuPadSelection(x.data(), n, want.data(),
+                                cpuSelectTopk(x.data(), n, k, sampled, want.data()), k));
     auto* out = static_cast<uint32_t*>(pidx.data());
     const size_t got =
         gpuSelectTopk(static_cast<const float*>(px.data()), n, k, sampled, out, stream.get());
     ASSERT_EQ(got, want.size());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
     EXPECT_EQ(std::vector<uint32_t>(out, out + got), want);
   }
 }

@@ -1,8 +1,10 @@
 // Unit tests for the sparsifier chunk codecs (compress/topk.cc, randk.cc, threshold.cc) and their
 // kernels (device/sparse.h), for counts {1, 7, 1000, 100000}:
-//   - topk exact: the decoded payload is exactly x on the k largest magnitudes (fewer only when x
-//     has fewer nonzeros) and 0 elsewhere, checked against a brute-force order; sampled: at most
-//     k entries, every sent magnitude >= every unsent one, and on these inputs the same payload;
+//   - topk: the k largest nonzero magnitudes (fewer only when x has fewer nonzeros), ties to the
+//     lowest index, checked against a brute-force order; the decoded payload is x there and 0
+//     elsewhere; the sampled and exact routes send the same payload; a payload padded with zero
+//     entries (a GPU's, cpuPadSelection) decodes, combines and feeds back bit for bit as the
+//     unpadded one;
 //   - payload bounds (<= maxEncodedBytes, min(8k, 4 count) + 8), dense fallback at large ratios;
 //   - combine == local + decode bit for bit (aliased and not), encodeFeedback's residual ==
 //     residual + x - decode bit for bit;
@@ -107,7 +109,8 @@ size_t checkTopSet(const std::vector<float>& x, const std::vector<float>& dec, s
       ++sel;
       minSel = std::min(minSel, key);
     } else {
-      if (bits(dec[i]) != 0) ADD_FAILURE() << what << ": element " << i << " is -0";
+      if (bits(dec[i]) != 0 && bits(dec[i]) != bits(x[i]))
+        ADD_FAILURE() << what << ": element " << i << " is -0";
       maxUnsel = std::max(maxUnsel, key);
     }
   }
@@ -116,6 +119,19 @@ size_t checkTopSet(const std::vector<float>& x, const std::vector<float>& dec, s
     EXPECT_GE(minSel, maxUnsel) << what << ": an unsent value is larger than a sent one";
   }
   return sel;
+}
+
+// The k largest nonzero magnitude keys of x, ties to the lowest index, as ascending indices.
+std::vector<uint32_t> bruteTopk(const std::vector<float>& x, size_t k) {
+  std::vector<uint32_t> order;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (device::magnitudeKey(x[i]) != 0) order.push_back(static_cast<uint32_t>(i));
+  std::stable_sort(order.begin(), order.end(), [&x](uint32_t a, uint32_t b) {
+    return device::magnitudeKey(x[a]) > device::magnitudeKey(x[b]);
+  });
+  order.resize(std::min(k, order.size()));
+  std::sort(order.begin(), order.end());
+  return order;
 }
 
 size_t nonzeros(const std::vector<float>& x) {
@@ -217,7 +233,8 @@ TEST(Topk, SampledKeepsTheGuaranteeAndMatchesExact) {
     }
 }
 
-// The selection kernel on inputs that defeat the sample: ties, mostly zeros, sorted, a spike.
+// The selection kernel on inputs that defeat the sample: ties, mostly zeros, sorted, a spike;
+// the result is always the k largest nonzeros with ties to the lowest index, by either route.
 TEST(Topk, SelectionOnAdversarialInputs) {
   const size_t n = 100000;
   std::vector<std::pair<std::string, std::vector<float>>> inputs;
@@ -225,6 +242,10 @@ TEST(Topk, SelectionOnAdversarialInputs) {
   std::vector<float> sparseX(n, 0.0f);
   for (size_t i = 0; i < 50; ++i) sparseX[i * 1999] = float(i + 1) * (i % 2 ? -1.0f : 1.0f);
   inputs.push_back({"50 nonzeros", sparseX});
+  std::vector<float> signedZeros(n, -0.0f);
+  for (size_t i = 0; i < n; i += 2) signedZeros[i] = 0.0f;
+  for (size_t i = 0; i < 20; ++i) signedZeros[n - 1 - 7 * i] = float(i + 1);
+  inputs.push_back({"20 nonzeros among signed zeros", signedZeros});
   std::vector<float> ramp(n);
   for (size_t i = 0; i < n; ++i) ramp[i] = float(i) * 1e-3f;
   inputs.push_back({"ramp", ramp});
@@ -245,20 +266,67 @@ TEST(Topk, SelectionOnAdversarialInputs) {
         const std::string what = name + " k=" + std::to_string(k) + (sampled ? " sampled" : "");
         std::vector<uint32_t> idx(k + 8, 0xdeadbeef);
         const size_t m = device::cpuSelectTopk(x.data(), n, k, sampled, idx.data());
-        ASSERT_LE(m, k) << what;
+        ASSERT_EQ(m, std::min(k, nonzeros(x))) << what;
         EXPECT_EQ(idx[k], 0xdeadbeef) << what << ": wrote past k";
-        for (size_t j = 1; j < m; ++j) ASSERT_LT(idx[j - 1], idx[j]) << what << ": not ascending";
+        idx.resize(m);
+        EXPECT_EQ(idx, bruteTopk(x, k)) << what;
         std::vector<float> dec(n, 0.0f);
         for (size_t j = 0; j < m; ++j) dec[idx[j]] = x[idx[j]];
-        const size_t sel = checkTopSet(x, dec, k, what);
-        if (!sampled) {
-          EXPECT_EQ(sel, std::min(k, nonzeros(x))) << what;
-        }
-        // Ties go to the lowest indices.
-        if (name == "all equal") {
-          for (size_t j = 0; j < m; ++j) ASSERT_EQ(idx[j], j) << what;
-        }
+        EXPECT_EQ(checkTopSet(x, dec, k, what), std::min(k, nonzeros(x))) << what;
       }
+}
+
+// A GPU pads its selection to k with the chunk's lowest-index zeros; such a payload must
+// decode, combine (onto -0 too) and leave the residual exactly as the host's unpadded one.
+TEST(Topk, ZeroPaddingChangesNothing) {
+  const size_t n = 50000, k = 400;
+  std::vector<float> x(n, 0.0f);
+  for (size_t i = 0; i < n; i += 3) x[i] = -0.0f;
+  for (size_t i = 0; i < 150; ++i) x[(i * 331 + 7) % n] = float(int(i % 13) - 6) * 0.5f + 0.25f;
+  std::vector<uint32_t> idx(k, 0xdeadbeef);
+  const size_t m = device::cpuSelectTopk(x.data(), n, k, true, idx.data());
+  ASSERT_EQ(m, 150u);
+  std::vector<uint32_t> padded = idx;
+  ASSERT_EQ(device::cpuPadSelection(x.data(), n, padded.data(), m, k), k);
+  std::vector<uint32_t> want(idx.begin(), idx.begin() + m);  // the selection, then zeros below
+  for (uint32_t i = 0; want.size() < k; ++i)
+    if (x[i] == 0.0f && !std::binary_search(idx.begin(), idx.begin() + m, i)) want.push_back(i);
+  std::sort(want.begin(), want.end());
+  ASSERT_EQ(padded, want);
+
+  auto c = make("topk:ratio=" + std::to_string(double(k) / n));
+  ASSERT_EQ(c->maxEncodedBytes(n, DataType::kFloat32), 8 + 8 * k);
+  auto payloadOf = [&](const std::vector<uint32_t>& ix, size_t entries) {
+    Encoded e;
+    e.bytes = 8 + 8 * entries;
+    e.payload.resize(e.bytes + 64);
+    const uint32_t header[2] = {sparse::kSparseFormat, static_cast<uint32_t>(entries)};
+    std::memcpy(e.payload.data(), header, 8);
+    std::memcpy(e.payload.data() + 8, ix.data(), 4 * entries);
+    for (size_t j = 0; j < entries; ++j)
+      std::memcpy(e.payload.data() + 8 + 4 * entries + 4 * j, &x[ix[j]], 4);
+    return e;
+  };
+  const Encoded plain = payloadOf(idx, m), pad = payloadOf(padded, k);
+  const Encoded host = encode(*c, x);
+  ASSERT_EQ(host.bytes, plain.bytes);
+  EXPECT_EQ(std::memcmp(host.payload.data(), plain.payload.data(), plain.bytes), 0);
+  const std::vector<float> d0 = decode(*c, plain, n), d1 = decode(*c, pad, n);
+  EXPECT_EQ(std::memcmp(d0.data(), d1.data(), n * 4), 0) << "decode";
+  std::vector<float> local(n, -0.0f), o0(n), o1(n);
+  for (size_t i = 1; i < n; i += 5) local[i] = 0.125f;
+  c->combine(o0.data(), local.data(), plain.payload.data(), plain.bytes, n, DataType::kFloat32,
+             RedOp::kSum, ChunkInfo{});
+  c->combine(o1.data(), local.data(), pad.payload.data(), pad.bytes, n, DataType::kFloat32,
+             RedOp::kSum, ChunkInfo{});
+  EXPECT_EQ(std::memcmp(o0.data(), o1.data(), n * 4), 0) << "combine";
+  std::vector<float> r0(n, -0.0f), r1(n, -0.0f);
+  double in0 = 0, in1 = 0, sent0 = 0, sent1 = 0;
+  device::cpuSparseFeedback(x.data(), n, idx.data(), m, r0.data(), &in0, &sent0);
+  device::cpuSparseFeedback(x.data(), n, padded.data(), k, r1.data(), &in1, &sent1);
+  EXPECT_EQ(std::memcmp(r0.data(), r1.data(), n * 4), 0) << "feedback";
+  EXPECT_EQ(in0, in1);
+  EXPECT_EQ(sent0, sent1);
 }
 
 TEST(Topk, DenseFallbackAndBound) {
