@@ -467,11 +467,14 @@ TEST_F(StandinTest, FailingKernelMakesTheDeviceErrorSticky) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   bool ranAfter = false;
-  ASSERT_EQ(launch(s, "faulty", [] { throw std::runtime_error("an illegal address"); }),
-            cudaSuccess);
+  // Captured from before the launch: the stream's worker may run the kernel, and report it, at
+  // once.
   ::testing::internal::CaptureStderr();
+  const cudaError_t launched =
+      launch(s, "faulty", [] { throw std::runtime_error("an illegal address"); });
   EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorLaunchFailure);
   const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(launched, cudaSuccess);
   EXPECT_NE(err.find("faulty"), std::string::npos) << err;
   EXPECT_NE(err.find("an illegal address"), std::string::npos) << err;
   EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
