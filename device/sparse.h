@@ -48,6 +48,11 @@ SQZ_HD inline uint32_t uniformBelow(uint64_t h, uint64_t size) {
 constexpr size_t kMinSample = 512;
 constexpr size_t kSampledFrom = 64 * kMinSample;
 
+// A GPU selects chunks of up to this many values in one thread block, one launch, whichever
+// the route (gpuSelectTopk): a pipeline piece's selection (SQZ_CHUNK_BYTES, 512K by default:
+// 131072 floats) is then one launch, not ten or more.
+constexpr size_t kOneBlockSelectMax = 131072;
+
 // The sample's size for a chunk of n >= kSampledFrom values (~1%).
 inline size_t topkSampleSize(size_t n) { return std::max(kMinSample, n / 100); }
 
@@ -100,7 +105,8 @@ SQZ_HD inline uint32_t strataIndex(uint64_t key, uint64_t j, uint64_t n, uint64_
 //     (t2, the sample's value at rank 4 r1 + 16).
 //   sampled = false: exact selection over the whole chunk (the GPU's radix select); the CPU
 //     takes the sampled route for both, as it is its fastest.
-// Chunks under 32768 values (kSampledFrom) always take the whole-chunk route.
+// Chunks under 32768 values (kSampledFrom) always take the whole-chunk route; a GPU selects
+// chunks of up to kOneBlockSelectMax values in one block, the same set.
 size_t cpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx);
 
 // What a GPU's selection writes (gpuSelectTopk): the m indices of idx (ascending) joined by the

@@ -15,6 +15,8 @@
 //                (11, 11, 9), each narrowing the prefix;
 //   compaction   over tiles of 4096 (a count pass, a scan of the per-tile counts, a write pass):
 //                every key above the k-th and the lowest-index ties, in index order.
+// A chunk of up to kOneBlockSelectMax values (a pipeline piece) is selected by one block in one
+// launch (selectBlockKernel: the same steps in shared memory); larger ones take the routes above.
 // The radix select counts zeros as keys, so where fewer than k values are nonzero the
 // lowest-index zeros fill the selection up to k: the CPU's set padded (cpuPadSelection), and
 // the count is min(k, n) by construction, so the host never reads it back. The sampled route
@@ -136,14 +138,16 @@ __device__ Source resolve(Source s, const SelectState* st) {
 // ---- block helpers ----------------------------------------------------------------------------
 
 // The number of threads before this one (in thread order) whose flag is set, and the block's
-// total. Every thread of the block must call it.
+// total, in a block of kBlock threads (warpSums: kBlock / 32 words). Every thread of the block
+// must call it.
+template <int kBlock = kThreads>
 __device__ uint32_t blockExclusiveCount(bool flag, uint32_t* warpSums, uint32_t* total) {
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t ballot = __ballot_sync(kFullMask, flag);
   if (lane == 0) warpSums[warp] = __popc(ballot);
   __syncthreads();
   uint32_t before = 0, all = 0;
-  for (uint32_t w = 0; w < kThreads / 32; ++w) {
+  for (uint32_t w = 0; w < kBlock / 32; ++w) {
     before += w < warp ? warpSums[w] : 0;
     all += warpSums[w];
   }
@@ -351,6 +355,74 @@ __global__ void __launch_bounds__(kThreads)
     const bool take = (valid && key > kth) || (tie && tieRank + tieBefore < tiesLeft);
     const uint32_t pos = at + blockExclusiveCount(take, warpSums, &taken);
     if (take && pos < cap) out[pos] = src.index(static_cast<uint32_t>(j));
+    at += taken;
+    tieRank += ties;
+  }
+}
+
+// ---- one block: a small chunk's whole selection in one launch ---------------------------------
+
+constexpr int kBlockSelectThreads = 1024;
+
+// The k largest keys of x[0..n) (zeros included, ties to the lowest index), ascending, to out;
+// n <= kOneBlockSelectMax. The same steps as the multi-kernel route, in shared memory: three
+// histogram passes with their picks (pickKernel's rule), then the ordered compaction 1024
+// values at a time. The chunk (at most 512 KiB) is read four times, from L2 after the first.
+__global__ void __launch_bounds__(kBlockSelectThreads)
+    selectBlockKernel(const float* __restrict__ x, uint32_t n, uint32_t k, uint32_t* out) {
+  using Scan = cub::BlockScan<uint32_t, kBlockSelectThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  __shared__ uint32_t hist[2048];
+  __shared__ uint32_t warpSums[kBlockSelectThreads / 32];
+  __shared__ uint32_t prefixS, maskS, rankS;
+  if (threadIdx.x == 0) {
+    prefixS = 0;
+    maskS = 0;
+    rankS = k;
+  }
+  uint32_t kth = 0, tiesLeft = UINT32_MAX;  // k >= n: every key
+  if (k < n) {
+    for (int p = 0; p < 3; ++p) {
+      const Digit d = p == 0 ? Digit{20, 11} : p == 1 ? Digit{9, 11} : Digit{0, 9};  // kDigits
+      const uint32_t bins = 1u << d.bits;
+      for (uint32_t i = threadIdx.x; i < 2048; i += kBlockSelectThreads) hist[i] = 0;
+      __syncthreads();
+      const uint32_t prefix = prefixS, mask = maskS, rank = rankS;
+      for (uint32_t i = threadIdx.x; i < n; i += kBlockSelectThreads) {
+        const uint32_t key = magnitudeKey(x[i]);
+        if ((key & mask) == prefix) atomicAdd(&hist[(key >> d.shift) & (bins - 1)], 1u);
+      }
+      __syncthreads();
+      const uint32_t o0 = 2 * threadIdx.x, o1 = o0 + 1;  // positions from the top bin down
+      const uint32_t c0 = o0 < bins ? hist[bins - 1 - o0] : 0;
+      const uint32_t c1 = o1 < bins ? hist[bins - 1 - o1] : 0;
+      uint32_t before;
+      Scan(temp).ExclusiveSum(c0 + c1, before);
+      const uint32_t os[2] = {o0, o1}, cs[2] = {c0, c1};
+      for (int e = 0; e < 2; ++e) {
+        if (os[e] < bins && before < rank && rank <= before + cs[e]) {
+          prefixS = prefix | (bins - 1 - os[e]) << d.shift;
+          maskS = mask | (bins - 1) << d.shift;
+          rankS = rank - before;
+        }
+        before += cs[e];
+      }
+      __syncthreads();  // the pick is seen, and temp and hist are free again
+    }
+    kth = prefixS;     // the k-th largest key
+    tiesLeft = rankS;  // how many of its ties the selection takes
+  }
+  uint32_t at = 0, tieRank = 0;
+  for (uint32_t base = 0; base < n; base += kBlockSelectThreads) {
+    const uint32_t i = base + threadIdx.x;
+    const bool valid = i < n;
+    const uint32_t key = valid ? magnitudeKey(x[i]) : 0;
+    const bool tie = valid && key == kth;
+    uint32_t ties, taken;
+    const uint32_t tieBefore = blockExclusiveCount<kBlockSelectThreads>(tie, warpSums, &ties);
+    const bool take = (valid && key > kth) || (tie && tieRank + tieBefore < tiesLeft);
+    const uint32_t pos = at + blockExclusiveCount<kBlockSelectThreads>(take, warpSums, &taken);
+    if (take) out[pos] = i;
     at += taken;
     tieRank += ties;
   }
@@ -565,8 +637,14 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
                      GpuStream stream) {
   k = std::min(k, n);
   if (k == 0) return 0;
+  if (n <= kOneBlockSelectMax) {
+    selectBlockKernel<<<1, kBlockSelectThreads, 0, stream>>>(x, static_cast<uint32_t>(n),
+                                                             static_cast<uint32_t>(k), idx);
+    cuda::checkLaunch("selectBlockKernel");
+    return k;
+  }
   Scratch& sc = scratch(stream);
-  if (!sampled || n < kSampledFrom || k == n) {
+  if (!sampled || k == n) {
     selectDirect(sc, x, n, k, idx, stream);
     return k;
   }

@@ -159,7 +159,7 @@ struct LinalgNorm {
 struct SparseScratch {
   static constexpr size_t kStateBytes = 8 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
   struct Slots {
-    size_t count;
+    uint32_t count;
     double sums[2];
   };
   explicit SparseScratch(int) : state(kStateBytes), slots(sizeof(Slots)) {}
@@ -217,6 +217,8 @@ void runEncode(const char* kernel, const float* x, size_t n, size_t block, void*
   }
   QuantizeNorms& s = scratchOf<QuantizeNorms>();
   auto* norms = static_cast<double*>(s.device.data());
+  // quantize.cu zeroes the pair, then the kernel adds to it.
+  cuda::check(cudaMemsetAsync(norms, 0, 2 * sizeof(double), stream), "cudaMemsetAsync");
   enqueue(stream, kernel, args, [=] {
     Norms sums;
     Feedback fb{residual, &sums};
@@ -359,17 +361,19 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   if (k == 0) return 0;
   // sparse.cu steers its route on the device and never waits: the selection padded with zeros
   // to min(k, n).
-  if (sampled && n >= kSampledFrom && k < n)
+  if (sampled && n > kOneBlockSelectMax && k < n)
     u32(sparseScratch(stream).cand,
         topkPassCap(n, k, topkFirstRank(n, k, topkSampleSize(n)), topkSampleSize(n)), stream);
   enqueue(stream, "gpuSelectTopk", {{"x", x, n}, {"idx", idx, k}},
           [=] { cpuPadSelection(x, n, idx, cpuSelectTopk(x, n, k, sampled, idx), k); });
-  // sparse.cu's launches besides (the work above stands for its first).
+  // sparse.cu's launches besides (the work above stands for its first): none for a chunk that
+  // one block selects (selectBlockKernel).
+  if (n <= kOneBlockSelectMax) return k;
   const std::vector<const char*> compact = {"tileCountKernel", "cub::DeviceScan::ExclusiveSum",
                                             "tileWriteKernel"};
   const std::vector<const char*> radix = {"histogramKernel", "pickKernel",      "histogramKernel",
                                           "pickKernel",      "histogramKernel", "pickKernel"};
-  if (!sampled || n < kSampledFrom || k == n) {  // selectDirect, from selectInitKernel
+  if (!sampled || k == n) {  // selectDirect, from selectInitKernel
     if (n > k) launchRest(stream, radix);
     launchRest(stream, compact);
   } else {  // from sampleKernel
@@ -394,11 +398,21 @@ size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx
   if (minKey > 0x7fffffffu || n == 0) return 0;
   u32(sc.candAlt, cap, stream);  // the real sort's second buffer
   SparseScratch::Slots* slots = sc.slotsData();
-  enqueue(stream, "gpuSelectAtLeast", {{"x", x, n}},
-          [=] { slots->count = cpuSelectAtLeast(x, n, minKey, cand, cap); });
+  // As sparse.cu: the hit counter is zeroed, the pass counts into it (past cap: cap + 1 here),
+  // and the count comes back to the pinned slot.
+  auto* counter = static_cast<uint32_t*>(sc.state.data());
+  cuda::check(cudaMemsetAsync(counter, 0, sizeof(uint32_t), stream), "cudaMemsetAsync");
+  enqueue(stream, "gpuSelectAtLeast", {{"x", x, n}}, [=] {
+    const size_t hits = cpuSelectAtLeast(x, n, minKey, cand, cap);
+    *counter = static_cast<uint32_t>(hits == SIZE_MAX ? cap + 1 : hits);
+  });
+  cuda::check(
+      cudaMemcpyAsync(&slots->count, counter, sizeof(uint32_t), cudaMemcpyDeviceToHost, stream),
+      "cudaMemcpyAsync");
   syncStream(stream, "select pass");
-  const size_t kept = slots->count;
+  const size_t kept = slots->count > cap ? SIZE_MAX : slots->count;
   if (kept == SIZE_MAX || kept == 0) return kept;
+  if (kept > 1) launchRest(stream, {"cub::DeviceRadixSort::SortKeys"});
   cuda::check(cudaMemcpyAsync(idx, cand, kept * sizeof(uint32_t), cudaMemcpyDefault, stream),
               "cudaMemcpyAsync");
   syncStream(stream, "select copy");
@@ -428,6 +442,7 @@ void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, si
     for (size_t j = 0; j < k; ++j)
       if (idx[j] < n && vals[j] != 0.0f) dst[idx[j]] = vals[j];
   });
+  if (k > 0) launchRest(stream, {"scatterKernel"});  // after zeroKernel
 }
 
 void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
@@ -463,6 +478,7 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
     enqueueAddingSums(stream, "gpuSparseFeedback", args, deviceSums, [=](double* in, double* sent) {
       cpuSparseFeedback(x, n, idx, k, residual, in, sent);
     });
+    launchRest(stream, {"feedbackSumKernel"});
     return;
   }
   const bool wantIn = inputSq != nullptr, wantSent = sentSq != nullptr;
@@ -472,6 +488,7 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
     slots->sums[0] = in;
     slots->sums[1] = sent;
   });
+  launchRest(stream, {"feedbackSumKernel"});
   syncStream(stream, "sparse feedback");
   if (inputSq) *inputSq += slots->sums[0];
   if (sentSq) *sentSq += slots->sums[1];
@@ -526,6 +543,7 @@ double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
   LinalgNorm& sc = scratchOf<LinalgNorm>();
   auto* result = static_cast<double*>(sc.result.data());
   enqueue(stream, "gpuSquaredNorm", {{"x", x, n}}, [=] { *result = cpuSquaredNorm(x, n); });
+  launchRest(stream, {"finalSumKernel"});
   syncStream(stream, "squared norm");
   return *result;
 }
@@ -562,6 +580,9 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
     enqueueAddingSums(stream, "gpuFeedbackPass", args, deviceSums, [=](double* in, double* sent) {
       cpuFeedbackPass(x, d, n, residual, in, sent);
     });
+    // [feedbackResidualKernel,] normLanesKernel, laneSumKernel.
+    if (residual) launchRest(stream, {"normLanesKernel"});
+    launchRest(stream, {"laneSumKernel"});
     return;
   }
   if (!inputSq && !sentSq) {
@@ -579,6 +600,7 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
     sums[0] = sums[1] = 0;
     cpuFeedbackPass(x, d, n, residual, &sums[0], &sums[1]);
   });
+  if (residual) launchRest(stream, {"normLanesKernel"});  // after feedbackResidualKernel
   copyBack(sc.hostNorms, sums, sizeof sc.hostNorms, stream);
   syncStream(stream, "error feedback on the GPU");
   if (inputSq) *inputSq += sc.hostNorms[0];

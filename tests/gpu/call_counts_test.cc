@@ -152,11 +152,11 @@ INSTANTIATE_TEST_SUITE_P(
     Stand, CompressedCallCounts,
     ::testing::Values(CountCase{"int8:auto_dense=0", 1 << 16, 6, 1},
                       CountCase{"int8:auto_dense=0", 1 << 20, 81, 1},
-                      CountCase{"fp16:auto_dense=0", 1 << 20, 145, 1},
-                      CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 16, 34, 1},
-                      CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 20, 529, 1},
-                      CountCase{"topk:ratio=0.01,sample=1,auto_dense=0", 1 << 20, 753, 1},
-                      CountCase{"dgc:ratio=0.01,auto_dense=0", 1 << 20, 754, 1}),
+                      CountCase{"fp16:auto_dense=0", 1 << 20, 209, 1},
+                      CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 16, 20, 1},
+                      CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 20, 305, 1},
+                      CountCase{"topk:ratio=0.01,sample=1,auto_dense=0", 1 << 20, 305, 1},
+                      CountCase{"dgc:ratio=0.01,auto_dense=0", 1 << 20, 306, 1}),
     [](const ::testing::TestParamInfo<CountCase>& info) {
       std::string name = info.param.spec;
       for (char& ch : name)

@@ -113,7 +113,9 @@ std::vector<float> makeData(Kind kind, size_t n, uint32_t seed) {
   return x;
 }
 
-const size_t kTopkCounts[] = {1, 7, 1000, 32767, 32768, 100003, (1u << 20) + 3};
+// Up to kOneBlockSelectMax (1 << 17) one block selects; past it, the multi-kernel routes.
+const size_t kTopkCounts[] = {1, 7, 1000, 32767, 32768, 100003, 1u << 17, (1u << 17) + 1,
+                              (1u << 20) + 3};
 const double kRatios[] = {0.0001, 0.001, 0.01, 0.1, 0.5, 1.0};
 
 // ---- sparse -------------------------------------------------------------------------------------
