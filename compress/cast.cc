@@ -34,6 +34,14 @@ class CastCodec final : public Codec {
     at.ctx->widenAdd(kind_, static_cast<float*>(out),
                static_cast<const float*>(local), static_cast<const uint16_t*>(payload), count);
   }
+  // The generic encode, decode, feedback pass, in one pass on a GPU (Context::castFeedback).
+  size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at, void* payload,
+                        float* residual, EncodeNorms* norms) override {
+    at.ctx->castFeedback(kind_, static_cast<const float*>(src), static_cast<uint16_t*>(payload),
+                         count, residual, norms ? &norms->inputSq : nullptr,
+                         norms ? &norms->sentSq : nullptr);
+    return count * 2;
+  }
 
  private:
   device::Narrow kind_;

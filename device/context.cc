@@ -33,6 +33,14 @@ void Context::checkIndices(const uint32_t* idx, size_t m, size_t count,
   fail(j, index);
 }
 
+void Context::castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n,
+                           float* residual, double* inputSq, double* sentSq) {
+  narrow(kind, x, payload, n);
+  auto* back = reinterpret_cast<float*>(scratch(Slot::kDecoded, n * sizeof(float)));
+  widen(kind, payload, back, n);
+  feedbackPass(x, back, n, residual, inputSq, sentSq);
+}
+
 void Context::beginCall() {
   free_.clear();
   for (size_t i = 0; i < pool_.size(); ++i) free_.push_back(static_cast<int>(i));

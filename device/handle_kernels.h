@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/cast.h"
 #include "device/elementwise.h"
 #include "device/hd.h"
 #include "squeeze_config.h"
@@ -82,6 +83,11 @@ void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuS
 // instead, and nothing waits; *inputSq and *sentSq are left to whoever reads them back.
 void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
                      double* sentSq, double* deviceSums, GpuStream stream);
+// A cast codec's encode with feedback in one pass: payload[i] = narrow(x[i]), then exactly
+// gpuFeedbackPass(x, d, ...) with d[i] = widen(payload[i]), which is never stored (the CPU's
+// twin is cpuNarrow, cpuWiden and cpuFeedbackPass). Waits as gpuFeedbackPass.
+void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
+                     double* inputSq, double* sentSq, double* deviceSums, GpuStream stream);
 // Reads idx[0..m) only. Synchronizes.
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream);
 // The same into found[0] (device memory; ~0 for none), and idx[found[0]] into found[1] (~0 for

@@ -355,6 +355,12 @@ class CudaContext final : public Context {
     double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
     gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, sums, stream_);
   }
+  void castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
+                    double* inputSq, double* sentSq) override {
+    cuda::DeviceGuard guard(device_);
+    double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
+    gpuCastFeedback(kind, x, payload, n, residual, inputSq, sentSq, sums, stream_);
+  }
   void checkIndices(const uint32_t* idx, size_t m, size_t count,
                     std::function<void(size_t j, uint32_t index)> fail) override {
     if (m == 0) return;

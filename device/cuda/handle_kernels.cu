@@ -63,28 +63,33 @@ __global__ void feedbackResidualKernel(const float* x, const float* d, float* re
   SQZ_GRID_STRIDE(i, n) { residual[i] = residualAfter(residual[i], x[i], d[i]); }
 }
 
-// kNormLanes threads per norm block: lane l sums x[b + l + 8 t]^2 over the block's whole groups
-// of 8, in order, and lane 0 then the tail, as the CPU's loop does; each lane writes its two
-// float sums to partials[(block * kNormLanes + l) * 2 + {0, 1}].
+// Thread t's norm lane, kNormLanes threads per norm block: lane l takes b + l + 8 j over the
+// block's whole groups of 8, in order, and lane 0 then the tail, as the CPU's loop does; f(i)
+// for each. False when t has no lane.
+template <class F>
+__device__ bool walkNormLane(size_t t, size_t n, size_t blocks, F&& f) {
+  const size_t block = t / kNormLanes;
+  const size_t lane = t % kNormLanes;
+  if (block >= blocks) return false;
+  const size_t b = block * kNormBlock;
+  const size_t end = n - b < kNormBlock ? n : b + kNormBlock;
+  size_t i = b;
+  for (; i + kNormLanes <= end; i += kNormLanes) f(i + lane);
+  if (lane == 0)
+    for (; i < end; ++i) f(i);
+  return true;
+}
+
+// Each lane's two float sums of x^2 and d^2 to partials[(block * kNormLanes + l) * 2 + {0, 1}].
 __global__ void normLanesKernel(const float* x, const float* d, size_t n, size_t blocks,
                                 float* partials) {
   const size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  const size_t block = t / kNormLanes;
-  const size_t lane = t % kNormLanes;
-  if (block >= blocks) return;
-  const size_t b = block * kNormBlock;
-  const size_t end = n - b < kNormBlock ? n : b + kNormBlock;
   float in = 0.0f, sent = 0.0f;
-  size_t i = b;
-  for (; i + kNormLanes <= end; i += kNormLanes) {
-    in = addSquare(in, x[i + lane]);
-    sent = addSquare(sent, d[i + lane]);
-  }
-  if (lane == 0)
-    for (; i < end; ++i) {
-      in = addSquare(in, x[i]);
-      sent = addSquare(sent, d[i]);
-    }
+  if (!walkNormLane(t, n, blocks, [&](size_t i) {
+        in = addSquare(in, x[i]);
+        sent = addSquare(sent, d[i]);
+      }))
+    return;
   partials[t * 2] = in;
   partials[t * 2 + 1] = sent;
 }
@@ -96,6 +101,30 @@ __global__ void firstBadIndexKernel(const uint32_t* idx, size_t m, size_t count,
     if (v >= count || (j > 0 && v <= idx[j - 1]))
       atomicMin(first, static_cast<unsigned long long>(j));
   }
+}
+
+// A cast codec's encode with feedback, in normLanesKernel's threads and order: each element is
+// narrowed into the payload, widened back (d, never stored), and goes into the residual and the
+// lanes as feedbackResidualKernel and normLanesKernel take it. partials null: no norms.
+template <Narrow K>
+__global__ void castFeedbackKernel(const float* x, uint16_t* payload, size_t n, size_t blocks,
+                                   float* residual, float* partials) {
+  const size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  float in = 0.0f, sent = 0.0f;
+  if (!walkNormLane(t, n, blocks,
+                    [&](size_t i) {
+                      const float v = x[i];
+                      const uint16_t h = K == Narrow::kHalf ? floatToHalf(v) : floatToBfloat16(v);
+                      payload[i] = h;
+                      const float d = K == Narrow::kHalf ? halfToFloat(h) : bfloat16ToFloat(h);
+                      if (residual) residual[i] = residualAfter(residual[i], v, d);
+                      in = addSquare(in, v);
+                      sent = addSquare(sent, d);
+                    }) ||
+      !partials)
+    return;
+  partials[t * 2] = in;
+  partials[t * 2 + 1] = sent;
 }
 
 // add[0..1] += the lanes' sums in the CPU's order (block after block, lane after lane, into double
@@ -136,24 +165,22 @@ void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuS
   cuda::checkLaunch("dgcMaskKernel");
 }
 
-void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
-                     double* sentSq, double* deviceSums, GpuStream stream) {
-  if (n == 0) return;
-  if (residual) {
-    feedbackResidualKernel<<<gridFor(n), kThreads, 0, stream>>>(x, d, residual, n);
-    cuda::checkLaunch("feedbackResidualKernel");
-  }
-  if (!inputSq && !sentSq && !deviceSums) return;
-  Scratch& sc = scratch();
-  const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
-  const size_t lanes = blocks * kNormLanes;
+namespace {
+
+// Device scratch for the norm lanes of n values; sets lanes.
+float* lanePartials(Scratch& sc, size_t n, size_t& lanes, cudaStream_t stream) {
+  lanes = (n + kNormBlock - 1) / kNormBlock * kNormLanes;
   sc.partials.reserve(lanes * 2 * sizeof(float), stream);
-  auto* partials = static_cast<float*>(sc.partials.data());
-  const unsigned grid = static_cast<unsigned>((lanes + kThreads - 1) / kThreads);
-  normLanesKernel<<<grid, kThreads, 0, stream>>>(x, d, n, blocks, partials);
-  cuda::checkLaunch("normLanesKernel");
-  if (deviceSums) {  // summed on the device: nothing waits (the stream orders the next pass's
-                     // use of the partials after this sum)
+  return static_cast<float*>(sc.partials.data());
+}
+
+unsigned laneGrid(size_t lanes) { return static_cast<unsigned>((lanes + kThreads - 1) / kThreads); }
+
+// The lanes' two sums, in the CPU's order, added to deviceSums on the device (nothing waits), or
+// else to *inputSq and *sentSq after a synchronize.
+void addLaneSums(Scratch& sc, const float* partials, size_t lanes, double* inputSq, double* sentSq,
+                 double* deviceSums, cudaStream_t stream) {
+  if (deviceSums) {  // the stream orders the next pass's use of the partials after this sum
     laneSumKernel<<<1, 1, 0, stream>>>(partials, lanes, deviceSums);
     cuda::checkLaunch("laneSumKernel");
     return;
@@ -171,6 +198,42 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   }
   if (inputSq) *inputSq += in;
   if (sentSq) *sentSq += sent;
+}
+
+}  // namespace
+
+void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq, double* deviceSums, GpuStream stream) {
+  if (n == 0) return;
+  if (residual) {
+    feedbackResidualKernel<<<gridFor(n), kThreads, 0, stream>>>(x, d, residual, n);
+    cuda::checkLaunch("feedbackResidualKernel");
+  }
+  if (!inputSq && !sentSq && !deviceSums) return;
+  Scratch& sc = scratch();
+  size_t lanes = 0;
+  float* partials = lanePartials(sc, n, lanes, stream);
+  normLanesKernel<<<laneGrid(lanes), kThreads, 0, stream>>>(x, d, n, lanes / kNormLanes, partials);
+  cuda::checkLaunch("normLanesKernel");
+  addLaneSums(sc, partials, lanes, inputSq, sentSq, deviceSums, stream);
+}
+
+void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
+                     double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
+  if (n == 0) return;
+  const bool sums = inputSq || sentSq || deviceSums;
+  Scratch& sc = scratch();
+  size_t lanes = (n + kNormBlock - 1) / kNormBlock * kNormLanes;
+  float* partials = sums ? lanePartials(sc, n, lanes, stream) : nullptr;
+  const size_t blocks = lanes / kNormLanes;
+  if (kind == Narrow::kHalf)
+    castFeedbackKernel<Narrow::kHalf>
+        <<<laneGrid(lanes), kThreads, 0, stream>>>(x, payload, n, blocks, residual, partials);
+  else
+    castFeedbackKernel<Narrow::kBfloat16>
+        <<<laneGrid(lanes), kThreads, 0, stream>>>(x, payload, n, blocks, residual, partials);
+  cuda::checkLaunch("castFeedbackKernel");
+  if (sums) addLaneSums(sc, partials, lanes, inputSq, sentSq, deviceSums, stream);
 }
 
 void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,

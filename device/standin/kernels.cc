@@ -570,41 +570,73 @@ void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuS
           [=] { cpuDgcMask(u, v, nonzero, n); });
 }
 
-void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
-                     double* sentSq, double* deviceSums, GpuStream stream) {
-  if (n == 0) return;
-  const std::initializer_list<Arg> args = {{"x", x, n}, {"d", d, n}, {"residual", residual, n}};
-  if (deviceSums) {  // handle_kernels.cu's: the lanes, then their sum added on the device
-    HandleScratch& sc = scratchOf<HandleScratch>();
-    sc.partials.reserve((n + kNormBlock - 1) / kNormBlock * kNormLanes * 2 * sizeof(float), stream);
-    enqueueAddingSums(stream, "gpuFeedbackPass", args, deviceSums, [=](double* in, double* sent) {
-      cpuFeedbackPass(x, d, n, residual, in, sent);
-    });
-    // [feedbackResidualKernel,] normLanesKernel, laneSumKernel.
-    if (residual) launchRest(stream, {"normLanesKernel"});
+namespace {
+
+// handle_kernels.cu's feedback passes with norms: pass(in, sent) (the CPU twin) as `kernel`,
+// then the real pass's other launches (`rest`), and the sums added to deviceSums on the stream
+// (with the lanes' sum kernel), or brought back to *inputSq / *sentSq by a synchronize, through
+// the scratch the real lanes use.
+void feedbackWithNorms(GpuStream stream, const char* kernel, const std::vector<Arg>& args, size_t n,
+                       double* inputSq, double* sentSq, double* deviceSums,
+                       const std::vector<const char*>& rest,
+                       std::function<void(double*, double*)> pass) {
+  HandleScratch& sc = scratchOf<HandleScratch>();
+  sc.partials.reserve((n + kNormBlock - 1) / kNormBlock * kNormLanes * 2 * sizeof(float), stream);
+  if (deviceSums) {
+    enqueueAddingSums(stream, kernel, args, deviceSums, std::move(pass));
+    launchRest(stream, rest);
     launchRest(stream, {"laneSumKernel"});
     return;
   }
-  if (!inputSq && !sentSq) {
+  // The real pass leaves float partials (two per lane) in that scratch; here the body leaves
+  // the two sums there, and they come back the same way.
+  auto* sums = static_cast<double*>(sc.partials.data());
+  enqueue(stream, kernel, args, [=] {
+    sums[0] = sums[1] = 0;
+    pass(&sums[0], &sums[1]);
+  });
+  launchRest(stream, rest);
+  copyBack(sc.hostNorms, sums, sizeof sc.hostNorms, stream);
+  syncStream(stream, "error feedback on the GPU");
+  if (inputSq) *inputSq += sc.hostNorms[0];
+  if (sentSq) *sentSq += sc.hostNorms[1];
+}
+
+}  // namespace
+
+void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
+                     double* sentSq, double* deviceSums, GpuStream stream) {
+  if (n == 0) return;
+  const std::vector<Arg> args = {{"x", x, n}, {"d", d, n}, {"residual", residual, n}};
+  if (!inputSq && !sentSq && !deviceSums) {
     if (residual)
       enqueue(stream, "gpuFeedbackPass", args,
               [=] { cpuFeedbackPass(x, d, n, residual, nullptr, nullptr); });
     return;
   }
-  // The real pass leaves float partials (two per lane) in device scratch of this size; here the
-  // body leaves the two sums there, and they come back the same way.
-  HandleScratch& sc = scratchOf<HandleScratch>();
-  sc.partials.reserve((n + kNormBlock - 1) / kNormBlock * kNormLanes * 2 * sizeof(float), stream);
-  auto* sums = static_cast<double*>(sc.partials.data());
-  enqueue(stream, "gpuFeedbackPass", args, [=] {
-    sums[0] = sums[1] = 0;
-    cpuFeedbackPass(x, d, n, residual, &sums[0], &sums[1]);
-  });
-  if (residual) launchRest(stream, {"normLanesKernel"});  // after feedbackResidualKernel
-  copyBack(sc.hostNorms, sums, sizeof sc.hostNorms, stream);
-  syncStream(stream, "error feedback on the GPU");
-  if (inputSq) *inputSq += sc.hostNorms[0];
-  if (sentSq) *sentSq += sc.hostNorms[1];
+  // [feedbackResidualKernel,] normLanesKernel.
+  feedbackWithNorms(
+      stream, "gpuFeedbackPass", args, n, inputSq, sentSq, deviceSums,
+      residual ? std::vector<const char*>{"normLanesKernel"} : std::vector<const char*>{},
+      [=](double* in, double* sent) { cpuFeedbackPass(x, d, n, residual, in, sent); });
+}
+
+// handle_kernels.cu's fused pass: the CPU's narrow, widen and feedback pass in one body.
+void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
+                     double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
+  if (n == 0) return;
+  const std::vector<Arg> args = {{"x", x, n}, {"payload", payload, n}, {"residual", residual, n}};
+  auto pass = [=](double* in, double* sent) {
+    cpuNarrow(kind, x, payload, n);
+    std::vector<float> back(n);
+    cpuWiden(kind, payload, back.data(), n);
+    cpuFeedbackPass(x, back.data(), n, residual, in, sent);
+  };
+  if (!inputSq && !sentSq && !deviceSums) {
+    enqueue(stream, "gpuCastFeedback", args, [=] { pass(nullptr, nullptr); });
+    return;
+  }
+  feedbackWithNorms(stream, "gpuCastFeedback", args, n, inputSq, sentSq, deviceSums, {}, pass);
 }
 
 void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,

@@ -152,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
     Stand, CompressedCallCounts,
     ::testing::Values(CountCase{"int8:auto_dense=0", 1 << 16, 6, 1},
                       CountCase{"int8:auto_dense=0", 1 << 20, 81, 1},
-                      CountCase{"fp16:auto_dense=0", 1 << 20, 209, 1},
+                      CountCase{"fp16:auto_dense=0", 1 << 20, 113, 1},
                       CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 16, 20, 1},
                       CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 20, 305, 1},
                       CountCase{"topk:ratio=0.01,sample=1,auto_dense=0", 1 << 20, 305, 1},

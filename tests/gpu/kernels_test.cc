@@ -5,6 +5,7 @@
 //     pointers that are misaligned alike and unalike (the vector and element-by-element paths);
 //     gpuDivide for every datatype;
 //   - gpuNarrow / gpuWiden / gpuWidenAdd for both 16-bit formats, in place and misaligned;
+//     gpuCastFeedback against the CPU's narrow, widen and feedback pass (norms bit for bit);
 //   - each quantizer at the settings quantize_test uses: scales (at an unaligned address),
 //     codes, decode, decode-add (out of place and in place), and encodeFeedback's residual;
 //     its norms only to rounding (the GPU sums them in another order);
@@ -25,6 +26,7 @@
 #include "base/types.h"
 #include "device/cast.h"
 #include "device/cuda/runtime.h"
+#include "device/handle_kernels.h"
 #include "device/quantize.h"
 #include "device/reduce.h"
 #include "tests/common/kernel_inputs.h"
@@ -403,6 +405,56 @@ void gpuDecodeTo(const Case& c, const void* scales, const uint8_t* codes, size_t
 
 // Scales sit 3 bytes into their buffer: unaligned, as after a payload's header they may be.
 constexpr size_t kScaleOffset = 3;
+
+// The fused cast encode with feedback: the payload, residual and norms of the CPU's three
+// steps (narrow, widen, feedback pass), the norms bit for bit (the same lanes, in order), summed
+// on the device and on the host.
+TEST(GpuCast, CastFeedbackMatchesTheCpusThreeSteps) {
+  cuda::Stream stream;
+  for (Narrow kind : {Narrow::kHalf, Narrow::kBfloat16}) {
+    const DataType nt = kind == Narrow::kHalf ? DataType::kFloat16 : DataType::kBfloat16;
+    for (size_t n : kSizes) {
+      if (n == 0) continue;
+      const std::string what =
+          std::string(kind == Narrow::kHalf ? "half" : "bf16") + " n=" + std::to_string(n);
+      const auto xbytes = randomElements(DataType::kFloat32, n, 20 + n);
+      const auto rbytes = randomElements(DataType::kFloat32, n, 21 + n);
+      std::vector<float> x(n), r0(n), back(n);
+      std::memcpy(x.data(), xbytes.data(), xbytes.size());
+      std::memcpy(r0.data(), rbytes.data(), rbytes.size());
+      std::vector<uint16_t> payload(n);
+      std::vector<float> residual = r0;
+      double in = 0, sent = 0;
+      cpuNarrow(kind, x.data(), payload.data(), n);
+      cpuWiden(kind, payload.data(), back.data(), n);
+      cpuFeedbackPass(x.data(), back.data(), n, residual.data(), &in, &sent);
+      for (bool onDevice : {true, false}) {
+        Dev dx(x.data(), 4 * n), dr(r0.data(), 4 * n), dp(2 * n), dsums(16);
+        const double zero[2] = {0, 0};
+        dsums.put(zero, sizeof zero);
+        double hin = 0, hsent = 0;
+        gpuCastFeedback(kind, reinterpret_cast<float*>(dx.at(0)),
+                        reinterpret_cast<uint16_t*>(dp.at(0)), n,
+                        reinterpret_cast<float*>(dr.at(0)), &hin, &hsent,
+                        onDevice ? reinterpret_cast<double*>(dsums.at(0)) : nullptr, stream.get());
+        stream.synchronize("castFeedback");
+        const std::string how = what + (onDevice ? " (device sums)" : " (host sums)");
+        expectSame(nt, reinterpret_cast<const unsigned char*>(payload.data()), dp.get(2 * n).data(),
+                   n, how + " payload");
+        expectSameFloats(residual, dr.get<float>(n), how + " residual");
+        if (onDevice) {
+          const std::vector<double> sums = dsums.get<double>(2);
+          hin = sums[0];
+          hsent = sums[1];
+        }
+        // Random bits make some inputs NaN or infinite: then both sums are NaN (or inf) alike.
+        auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+        EXPECT_TRUE(same(hin, in)) << how << ": " << hin << " vs " << in;
+        EXPECT_TRUE(same(hsent, sent)) << how << ": " << hsent << " vs " << sent;
+      }
+    }
+  }
+}
 
 TEST(GpuQuantize, EncodeDecodeAndFeedbackMatchTheCpu) {
   cuda::Stream stream;
