@@ -110,23 +110,24 @@ class PowerSgdHandle final : public CodecHandle {
     const bool compress = eligible && adapt(comm, nullptr, ctx, call);
     auto t0 = Clock::now();
     double seconds = 0;  // for the guard: as CodecHandle::allReduce counts it
-    if (runsDirect(compress)) {
+    const bool direct = runsDirect(compress);  // before endRun, which changes what it reads
+    if (direct) {
       runChunked(comm, in, out, count_, op, *chunk_, call);  // chunk_ is the dense codec
     } else {
       prepare(static_cast<const float*>(in), x, comm.size(), ctx);  // x = M = g + e; e = 0
-      call.norms.inputSq = ctx.squaredNorm(x, count_);
+      ctx.addSquaredNorm(x, count_, &call.norms.inputSq);           // here by the wait below
       call.encodeSeconds += secondsSince(t0);
       if (compress) seconds += secondsSince(t0);
       t0 = Clock::now();
       if (!compress) {
-        call.norms.sentSq = call.norms.inputSq;
-        dense(comm, x, count_, op, call);  // exact: e stays 0
+        dense(comm, x, count_, op, call);  // exact: e stays 0; sentSq = inputSq, below
       } else {
         lowRank(comm, x, op, call, t0, ctx);
       }
     }
     endRun(eligible, compress, seconds + secondsSince(t0), call);
-    ctx.wait("PowerSGD's last pass on the GPU");
+    ctx.wait("PowerSGD's last pass on the GPU");  // the norms have arrived
+    if (!direct && !compress) call.norms.sentSq = call.norms.inputSq;
     account(call);
     ++calls_;
   }
@@ -160,7 +161,7 @@ class PowerSgdHandle final : public CodecHandle {
     t0 = Clock::now();
     ctx.orthonormalize(p, n_, r);
     ctx.matTMulPanels(x, count_, n_, m_, p, r, q);  // Q = M^T P^
-    call.norms.sentSq = ctx.squaredNorm(q, q_.size());
+    ctx.addSquaredNorm(q, q_.size(), &call.norms.sentSq);
     call.encodeSeconds += secondsSince(t0);
     dense(comm, q, q_.size(), RedOp::kAvg, inner);
     t0 = Clock::now();

@@ -184,6 +184,9 @@ class Context {
                             float* residual) = 0;
   virtual void orthonormalize(float* p, size_t n, size_t r) = 0;
   virtual double squaredNorm(const float* x, size_t n) = 0;
+  // *sum += squaredNorm(x, n), where the context adds its sums (at once on the host; on a GPU
+  // when the context next waits, as an encode's norms).
+  virtual void addSquaredNorm(const float* x, size_t n, double* sum) { *sum += squaredNorm(x, n); }
   // handle_kernels.h
   virtual void addResidual(const float* g, float* e, float* x, size_t n) = 0;
   virtual void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,

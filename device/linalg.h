@@ -94,6 +94,9 @@ void gpuLowRankApply(const float* p, const float* q, size_t n, size_t m, size_t 
 // least weight). O(r^2 n) work on one SM: meant for PowerSGD's thin P (n ~ sqrt(count)).
 void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream);
 double gpuSquaredNorm(const float* x, size_t n, GpuStream stream);
+// The same sum added to *deviceSum (device memory) on the stream: nothing waits. Its partial
+// sums are per thread, as gpuSquaredNorm's: a thread's calls on other streams wait for it.
+void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream);
 #endif
 
 }  // namespace squeeze::device

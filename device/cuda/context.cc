@@ -336,6 +336,13 @@ class CudaContext final : public Context {
     cuda::DeviceGuard guard(device_);
     return gpuSquaredNorm(x, n, stream_);
   }
+  void addSquaredNorm(const float* x, size_t n, double* sum) override {
+    cuda::DeviceGuard guard(device_);
+    if (double* slot = sumSlot(sum, nullptr))
+      gpuAddSquaredNorm(x, n, slot, stream_);
+    else
+      *sum += gpuSquaredNorm(x, n, stream_);
+  }
   void addResidual(const float* g, float* e, float* x, size_t n) override {
     cuda::DeviceGuard guard(device_);
     gpuAddResidual(g, e, x, n, stream_);

@@ -310,11 +310,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    finalSumKernel(const double* partial, unsigned blocks, double* out) {
+    finalSumKernel(const double* partial, unsigned blocks, double* out, bool add) {
   double s = 0;
   for (unsigned b = threadIdx.x; b < blocks; b += kThreads) s += partial[b];
   s = blockSum(s);
-  if (threadIdx.x == 0) *out = s;
+  if (threadIdx.x == 0) *out = add ? *out + s : s;
 }
 
 struct NormScratch {
@@ -383,18 +383,32 @@ void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream) {
   cuda::checkLaunch("orthonormalizeKernel");
 }
 
-double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
-  if (n == 0) return 0.0;
+namespace {
+
+// The squared norm of x into *out (add: added to it), enqueued on the stream.
+void squaredNormInto(const float* x, size_t n, double* out, bool add, cudaStream_t stream) {
   NormScratch& sc = normScratch();
   const unsigned blocks = gridFor(n, 16 * kThreads, kSumBlocks);
   auto* partial = static_cast<double*>(sc.partial.data());
-  auto* result = static_cast<double*>(sc.result.data());
   squareSumKernel<<<blocks, kThreads, 0, stream>>>(x, n, partial);
   cuda::checkLaunch("squareSumKernel");
-  finalSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, result);
+  finalSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, out, add);
   cuda::checkLaunch("finalSumKernel");
+}
+
+}  // namespace
+
+double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
+  if (n == 0) return 0.0;
+  auto* result = static_cast<double*>(normScratch().result.data());
+  squaredNormInto(x, n, result, false, stream);
   syncStream(stream, "squared norm");
   return *result;
+}
+
+void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream) {
+  if (n == 0) return;
+  squaredNormInto(x, n, deviceSum, true, stream);
 }
 
 // Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.

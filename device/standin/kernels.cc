@@ -548,6 +548,13 @@ double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
   return *result;
 }
 
+void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream) {
+  if (n == 0) return;
+  enqueue(stream, "gpuAddSquaredNorm", {{"x", x, n}, {"deviceSum", deviceSum, 1}},
+          [=] { *deviceSum += cpuSquaredNorm(x, n); });
+  launchRest(stream, {"finalSumKernel"});
+}
+
 // ---- handle_kernels.h ----------------------------------------------------------------------
 
 void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream) {

@@ -8,7 +8,8 @@
 //   - a one-rank all-reduce without a codec is one copy on the caller's stream (none in place):
 //     no launch, no host wait, nothing for the progress thread;
 //   - a 2-rank compressed all-reduce over cuda_ipc, per rank and call, at two sizes (so a count
-//     that grows with the call's pieces shows), for the chunk codecs and the selections;
+//     that grows with the call's pieces shows), for the chunk codecs and the selections, and
+//     PowerSGD (its norms added on the device: the two waits left are its own);
 //   - a top-k selection, either route, waits for nothing: its count is k, known before it runs.
 // Stand-in builds only (scripts/standin.sh); a GPU has no such counters.
 #include <cuda_runtime_api.h>
@@ -156,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(
                       CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 16, 20, 1},
                       CountCase{"topk:ratio=0.01,auto_dense=0", 1 << 20, 305, 1},
                       CountCase{"topk:ratio=0.01,sample=1,auto_dense=0", 1 << 20, 305, 1},
-                      CountCase{"dgc:ratio=0.01,auto_dense=0", 1 << 20, 306, 1}),
+                      CountCase{"dgc:ratio=0.01,auto_dense=0", 1 << 20, 306, 1},
+                      CountCase{"powersgd:rank=4,auto_dense=0", 1 << 20, 13, 2}),
     [](const ::testing::TestParamInfo<CountCase>& info) {
       std::string name = info.param.spec;
       for (char& ch : name)
