@@ -223,9 +223,9 @@ void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
   if (n == 0) return;
   const bool sums = inputSq || sentSq || deviceSums;
   Scratch& sc = scratch();
-  size_t lanes = (n + kNormBlock - 1) / kNormBlock * kNormLanes;
+  const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  size_t lanes = blocks * kNormLanes;
   float* partials = sums ? lanePartials(sc, n, lanes, stream) : nullptr;
-  const size_t blocks = lanes / kNormLanes;
   if (kind == Narrow::kHalf)
     castFeedbackKernel<Narrow::kHalf>
         <<<laneGrid(lanes), kThreads, 0, stream>>>(x, payload, n, blocks, residual, partials);

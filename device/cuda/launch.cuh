@@ -36,6 +36,23 @@ T& perThreadDevice(Make make) {
   return *s;
 }
 
+// The same per calling thread, device and stream: for scratch that work still queued on the
+// stream may use, since nothing waits for it to be free (streams are few per thread).
+template <class T, class Make>
+T& perThreadDeviceStream(GpuStream stream, Make make) {
+  struct Keyed {
+    int dev;
+    GpuStream stream;
+    std::unique_ptr<T> value;
+  };
+  thread_local std::vector<Keyed> all;
+  const int dev = cuda::currentDevice();
+  for (Keyed& k : all)
+    if (k.dev == dev && k.stream == stream) return *k.value;
+  all.push_back(Keyed{dev, stream, make(dev)});
+  return *all.back().value;
+}
+
 // Waits for what was enqueued on `stream` (null: the legacy default stream) before the host
 // reads a kernel's result; a failed kernel or copy throws Error(kCuda) naming `what`.
 inline void syncStream(GpuStream stream, const char* what) {

@@ -71,7 +71,6 @@ struct SelectState {
 // What the host reads after a sync (pinned, mapped).
 struct Slots {
   uint32_t count;
-  uint32_t pad;
   double sums[2];
 };
 
@@ -83,22 +82,14 @@ struct Scratch {
 
 // The calling thread's scratch for `stream` on the current device.
 Scratch& scratch(cudaStream_t stream) {
-  struct Keyed {
-    int dev;
-    cudaStream_t stream;
-    std::unique_ptr<Scratch> scratch;
-  };
-  thread_local std::vector<Keyed> all;
-  const int dev = cuda::currentDevice();
-  for (Keyed& k : all)
-    if (k.dev == dev && k.stream == stream) return *k.scratch;
-  auto fresh = std::make_unique<Scratch>();
-  cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
-              "cudaDeviceGetAttribute(multiprocessors)");
-  fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
-  fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
-  all.push_back(Keyed{dev, stream, std::move(fresh)});
-  return *all.back().scratch;
+  return perThreadDeviceStream<Scratch>(stream, [](int dev) {
+    auto fresh = std::make_unique<Scratch>();
+    cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
+                "cudaDeviceGetAttribute(multiprocessors)");
+    fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
+    fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
+    return fresh;
+  });
 }
 
 SelectState* stateOf(Scratch& sc) { return static_cast<SelectState*>(sc.state.data()); }

@@ -168,18 +168,9 @@ struct SparseScratch {
   cuda::PinnedBuffer slots;
 };
 
-struct SparseScratches {
-  explicit SparseScratches(int dev) : dev(dev) {}
-  int dev;
-  std::vector<std::pair<GpuStream, std::unique_ptr<SparseScratch>>> byStream;
-};
-
 SparseScratch& sparseScratch(GpuStream stream) {
-  SparseScratches& all = scratchOf<SparseScratches>();
-  for (auto& [s, scratch] : all.byStream)
-    if (s == stream) return *scratch;
-  all.byStream.emplace_back(stream, std::make_unique<SparseScratch>(all.dev));
-  return *all.byStream.back().second;
+  return perThreadDeviceStream<SparseScratch>(
+      stream, [](int dev) { return std::make_unique<SparseScratch>(dev); });
 }
 
 uint32_t* u32(cuda::DeviceBuffer& b, size_t count, GpuStream stream) {
