@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
+#include "device/batch.h"
 #include "device/cast.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
@@ -56,8 +58,23 @@ __device__ __forceinline__ float widenOne(uint16_t v) {
   return bfloat16ToFloat(v);
 }
 
+// One chunk of a cast: its pointers (as the entry point's), count and split.
+struct CastArgs {
+  const void* in;
+  void* out;
+  const float* local;
+  size_t n;
+  Split split;
+};
+using CastTable = JobTable<CastArgs>;
+
 template <Narrow K>
-__global__ void narrowKernel(const float* in, uint16_t* out, size_t n, Split split) {
+__global__ void narrowKernel(CastTable t) {
+  const CastArgs& a = t.job[blockIdx.y];
+  const float* in = static_cast<const float*>(a.in);
+  uint16_t* out = static_cast<uint16_t*>(a.out);
+  const size_t n = a.n;
+  const Split split = a.split;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const float4* vin = reinterpret_cast<const float4*>(in + split.head);
@@ -72,10 +89,15 @@ __global__ void narrowKernel(const float* in, uint16_t* out, size_t n, Split spl
     out[i] = narrowOne<K>(in[i]);
 }
 
-// out = widen(in), or out = local + widen(in) when local is not null (out may alias local).
+// out = widen(in), or out = local + widen(in) with kAdd (out may alias local).
 template <Narrow K, bool kAdd>
-__global__ void widenKernel(float* out, const float* local, const uint16_t* in, size_t n,
-                            Split split) {
+__global__ void widenKernel(CastTable t) {
+  const CastArgs& a = t.job[blockIdx.y];
+  const uint16_t* in = static_cast<const uint16_t*>(a.in);
+  float* out = static_cast<float*>(a.out);
+  const float* local = a.local;
+  const size_t n = a.n;
+  const Split split = a.split;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const uint2* vin = reinterpret_cast<const uint2*>(in + split.head);
@@ -101,43 +123,73 @@ __global__ void widenKernel(float* out, const float* local, const uint16_t* in, 
   for (size_t i = split.head + split.groups * kGroup + first; i < n; i += stride) one(i);
 }
 
-template <bool kAdd>
-void launchWiden(Narrow kind, float* out, const float* local, const uint16_t* in, size_t n,
-                 Split split, GpuStream stream) {
-  const unsigned grid = gridFor(workOf(split, n));
-  if (kind == Narrow::kHalf)
-    widenKernel<Narrow::kHalf, kAdd><<<grid, kThreads, 0, stream>>>(out, local, in, n, split);
-  else
-    widenKernel<Narrow::kBfloat16, kAdd><<<grid, kThreads, 0, stream>>>(out, local, in, n, split);
-  cuda::checkLaunch(kAdd ? "widenAddKernel" : "widenKernel");
+// The chunk's arguments with its split: narrow (in float, out 16-bit) or widen (the reverse;
+// with local, which must sit like out for the float4 loads, else element by element).
+CastArgs castArgs(const CastJob& j, bool narrow) {
+  CastArgs a{j.in, j.out, j.local, j.n, {}};
+  if (narrow) {
+    a.split = splitFor(j.n, static_cast<const float*>(j.in), static_cast<const uint16_t*>(j.out));
+  } else {
+    a.split = splitFor(j.n, static_cast<const float*>(j.out), static_cast<const uint16_t*>(j.in));
+    if (j.local &&
+        reinterpret_cast<uintptr_t>(j.local) % 16 != reinterpret_cast<uintptr_t>(j.out) % 16)
+      a.split = {j.n, 0};
+  }
+  return a;
+}
+
+void launchCasts(Narrow kind, const CastJob* jobs, size_t count, bool narrow, bool add,
+                 GpuStream stream) {
+  std::vector<CastArgs> args;
+  for (size_t j = 0; j < count; ++j)
+    if (jobs[j].n > 0) args.push_back(castArgs(jobs[j], narrow));
+  const bool half = kind == Narrow::kHalf;
+  launchJobs(
+      args, [](const CastArgs& a) { return gridFor(workOf(a.split, a.n)); },
+      [&](dim3 grid, const CastTable& t) {
+        if (narrow) {
+          if (half)
+            narrowKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(t);
+          else
+            narrowKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
+        } else if (add) {
+          if (half)
+            widenKernel<Narrow::kHalf, true><<<grid, kThreads, 0, stream>>>(t);
+          else
+            widenKernel<Narrow::kBfloat16, true><<<grid, kThreads, 0, stream>>>(t);
+        } else {
+          if (half)
+            widenKernel<Narrow::kHalf, false><<<grid, kThreads, 0, stream>>>(t);
+          else
+            widenKernel<Narrow::kBfloat16, false><<<grid, kThreads, 0, stream>>>(t);
+        }
+        cuda::checkLaunch(narrow ? "narrowKernel" : add ? "widenAddKernel" : "widenKernel");
+      });
 }
 
 }  // namespace
 
+void gpuNarrowBatch(Narrow kind, const CastJob* jobs, size_t count, GpuStream stream) {
+  launchCasts(kind, jobs, count, true, false, stream);
+}
+void gpuWidenBatch(Narrow kind, const CastJob* jobs, size_t count, bool add, GpuStream stream) {
+  launchCasts(kind, jobs, count, false, add, stream);
+}
+
 void gpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n, GpuStream stream) {
-  if (n == 0) return;
-  const Split split = splitFor(n, in, out);
-  const unsigned grid = gridFor(workOf(split, n));
-  if (kind == Narrow::kHalf)
-    narrowKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(in, out, n, split);
-  else
-    narrowKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(in, out, n, split);
-  cuda::checkLaunch("narrowKernel");
+  const CastJob job{in, out, nullptr, n};
+  gpuNarrowBatch(kind, &job, 1, stream);
 }
 
 void gpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n, GpuStream stream) {
-  if (n == 0) return;
-  launchWiden<false>(kind, out, nullptr, in, n, splitFor(n, out, in), stream);
+  const CastJob job{in, out, nullptr, n};
+  gpuWidenBatch(kind, &job, 1, false, stream);
 }
 
 void gpuWidenAdd(Narrow kind, float* out, const float* local, const uint16_t* in, size_t n,
                  GpuStream stream) {
-  if (n == 0) return;
-  Split split = splitFor(n, out, in);
-  // local must sit like out for the float4 loads; otherwise element by element.
-  if (reinterpret_cast<uintptr_t>(local) % 16 != reinterpret_cast<uintptr_t>(out) % 16)
-    split = {n, 0};
-  launchWiden<true>(kind, out, local, in, n, split, stream);
+  const CastJob job{in, out, local, n};
+  gpuWidenBatch(kind, &job, 1, true, stream);
 }
 
 }  // namespace squeeze::device

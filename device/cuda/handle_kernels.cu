@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "device/batch.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/handle_kernels.h"
@@ -94,42 +95,60 @@ __global__ void normLanesKernel(const float* x, const float* d, size_t n, size_t
   partials[t * 2 + 1] = sent;
 }
 
-__global__ void firstBadIndexKernel(const uint32_t* idx, size_t m, size_t count,
-                                    unsigned long long* first) {
-  SQZ_GRID_STRIDE(j, m) {
+__global__ void firstBadIndexKernel(JobTable<IndexCheckJob> t) {
+  const IndexCheckJob& c = t.job[blockIdx.y];
+  const uint32_t* idx = c.idx;
+  SQZ_GRID_STRIDE(j, c.n) {
     const uint32_t v = idx[j];
-    if (v >= count || (j > 0 && v <= idx[j - 1]))
-      atomicMin(first, static_cast<unsigned long long>(j));
+    if (v >= c.count || (j > 0 && v <= idx[j - 1]))
+      atomicMin(c.found, static_cast<unsigned long long>(j));
   }
 }
 
-// A cast codec's encode with feedback, in normLanesKernel's threads and order: each element is
-// narrowed into the payload, widened back (d, never stored), and goes into the residual and the
-// lanes as feedbackResidualKernel and normLanesKernel take it. partials null: no norms.
+// found = {~0, ~0} for each check of a batch, before firstBadIndexKernel.
+__global__ void resetFoundKernel(JobTable<IndexCheckJob> t) {
+  t.job[blockIdx.y].found[0] = ~0ull;
+  t.job[blockIdx.y].found[1] = ~0ull;
+}
+
+// One chunk of a cast codec's encode with feedback; partials null: no norms.
+struct CastFeedbackArgs {
+  const float* x;
+  uint16_t* payload;
+  size_t n;
+  size_t blocks;
+  float* residual;
+  float* partials;
+};
+
+// A cast codec's encode with feedback, in normLanesKernel's threads and order, for the chunk of
+// grid row blockIdx.y: each element is narrowed into the payload, widened back (d, never
+// stored), and goes into the residual and the lanes as feedbackResidualKernel and
+// normLanesKernel take it.
 template <Narrow K>
-__global__ void castFeedbackKernel(const float* x, uint16_t* payload, size_t n, size_t blocks,
-                                   float* residual, float* partials) {
+__global__ void castFeedbackKernel(JobTable<CastFeedbackArgs> table) {
+  const CastFeedbackArgs& a = table.job[blockIdx.y];
   const size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   float in = 0.0f, sent = 0.0f;
-  if (!walkNormLane(t, n, blocks,
+  if (!walkNormLane(t, a.n, a.blocks,
                     [&](size_t i) {
-                      const float v = x[i];
+                      const float v = a.x[i];
                       const uint16_t h = K == Narrow::kHalf ? floatToHalf(v) : floatToBfloat16(v);
-                      payload[i] = h;
+                      a.payload[i] = h;
                       const float d = K == Narrow::kHalf ? halfToFloat(h) : bfloat16ToFloat(h);
-                      if (residual) residual[i] = residualAfter(residual[i], v, d);
+                      if (a.residual) a.residual[i] = residualAfter(a.residual[i], v, d);
                       in = addSquare(in, v);
                       sent = addSquare(sent, d);
                     }) ||
-      !partials)
+      !a.partials)
     return;
-  partials[t * 2] = in;
-  partials[t * 2 + 1] = sent;
+  a.partials[t * 2] = in;
+  a.partials[t * 2 + 1] = sent;
 }
 
 // add[0..1] += the lanes' sums in the CPU's order (block after block, lane after lane, into double
 // from 0): one thread, so the same bits as the host's loop.
-__global__ void laneSumKernel(const float* partials, size_t lanes, double* add) {
+__device__ void addLanes(const float* partials, size_t lanes, double* add) {
   double in = 0, sent = 0;
   for (size_t l = 0; l < lanes; ++l) {
     in += partials[2 * l];
@@ -139,9 +158,53 @@ __global__ void laneSumKernel(const float* partials, size_t lanes, double* add) 
   add[1] += sent;
 }
 
+__global__ void laneSumKernel(const float* partials, size_t lanes, double* add) {
+  addLanes(partials, lanes, add);
+}
+
+// The same for each of a batch's chunks in turn: the chunks' lanes lie one after another.
+__global__ void laneSumsKernel(const float* partials, JobTable<size_t> lanes, size_t count,
+                               double* add) {
+  for (size_t j = 0; j < count; ++j) {
+    addLanes(partials, lanes.job[j], add);
+    partials += 2 * lanes.job[j];
+  }
+}
+
 // found[1] = idx[found[0]], once firstBadIndexKernel has found it.
-__global__ void badIndexValueKernel(const uint32_t* idx, unsigned long long* found) {
-  if (found[0] != ~0ull) found[1] = idx[found[0]];
+__global__ void badIndexValueKernel(JobTable<IndexCheckJob> t) {
+  const IndexCheckJob& c = t.job[blockIdx.y];
+  const unsigned long long first = c.found[0];
+  const unsigned long long value = first != ~0ull ? c.idx[first] : ~0ull;
+  c.found[1] = value;
+  if (c.report) {
+    c.report[0] = first;
+    c.report[1] = value;
+  }
+}
+
+// Each job's bytes, one thread a byte (dst and src at any alignment).
+__global__ void smallCopyKernel(JobTable<SmallCopyJob> t) {
+  const SmallCopyJob& c = t.job[blockIdx.y];
+  const unsigned i = threadIdx.x;
+  if (i >= c.n) return;
+  static_cast<unsigned char*>(c.dst)[i] =
+      c.src ? static_cast<const unsigned char*>(c.src)[i] : c.bytes[i];
+}
+
+void launchIndexChecks(const std::vector<IndexCheckJob>& jobs, bool reset, GpuStream stream) {
+  launchJobs(
+      jobs, [](const IndexCheckJob& c) { return gridFor(c.n); },
+      [&](dim3 grid, const JobTable<IndexCheckJob>& t) {
+        if (reset) {
+          resetFoundKernel<<<dim3(1, grid.y), 1, 0, stream>>>(t);
+          cuda::checkLaunch("resetFoundKernel");
+        }
+        firstBadIndexKernel<<<grid, kThreads, 0, stream>>>(t);
+        cuda::checkLaunch("firstBadIndexKernel");
+        badIndexValueKernel<<<dim3(1, grid.y), 1, 0, stream>>>(t);
+        cuda::checkLaunch("badIndexValueKernel");
+      });
 }
 
 }  // namespace
@@ -218,22 +281,65 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   addLaneSums(sc, partials, lanes, inputSq, sentSq, deviceSums, stream);
 }
 
+void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count,
+                          double* deviceSums, GpuStream stream) {
+  std::vector<CastFeedbackArgs> args;
+  size_t allLanes = 0;
+  for (size_t j = 0; j < count; ++j) {
+    if (jobs[j].n == 0) continue;
+    const size_t blocks = (jobs[j].n + kNormBlock - 1) / kNormBlock;
+    args.push_back({jobs[j].x, jobs[j].payload, jobs[j].n, blocks, jobs[j].residual, nullptr});
+    allLanes += blocks * kNormLanes;
+  }
+  if (args.empty()) return;
+  float* partials = nullptr;
+  if (deviceSums) {  // each launch's chunks' lanes one after another, then their sums in order
+    Scratch& sc = scratch();
+    sc.partials.reserve(allLanes * 2 * sizeof(float), stream);
+    partials = static_cast<float*>(sc.partials.data());
+  }
+  size_t at = 0;
+  for (CastFeedbackArgs& a : args) {
+    if (partials) a.partials = partials + 2 * at;
+    at += a.blocks * kNormLanes;
+  }
+  launchJobs(
+      args, [](const CastFeedbackArgs& a) { return laneGrid(a.blocks * kNormLanes); },
+      [&](dim3 grid, const JobTable<CastFeedbackArgs>& t) {
+        if (kind == Narrow::kHalf)
+          castFeedbackKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(t);
+        else
+          castFeedbackKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
+        cuda::checkLaunch("castFeedbackKernel");
+        if (!partials) return;
+        JobTable<size_t> lanes{};
+        for (size_t j = 0; j < grid.y; ++j) lanes.job[j] = t.job[j].blocks * kNormLanes;
+        laneSumsKernel<<<1, 1, 0, stream>>>(t.job[0].partials, lanes, grid.y, deviceSums);
+        cuda::checkLaunch("laneSumKernel");
+      });
+}
+
 void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
                      double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
   if (n == 0) return;
-  const bool sums = inputSq || sentSq || deviceSums;
+  const CastFeedbackJob job{x, payload, n, residual};
+  if (deviceSums || (!inputSq && !sentSq)) {
+    gpuCastFeedbackBatch(kind, &job, 1, deviceSums, stream);
+    return;
+  }
   Scratch& sc = scratch();
   const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
-  size_t lanes = blocks * kNormLanes;
-  float* partials = sums ? lanePartials(sc, n, lanes, stream) : nullptr;
+  size_t lanes = 0;
+  float* partials = lanePartials(sc, n, lanes, stream);
+  JobTable<CastFeedbackArgs> t{};
+  t.job[0] = {x, payload, n, blocks, residual, partials};
+  const dim3 grid(laneGrid(lanes), 1);
   if (kind == Narrow::kHalf)
-    castFeedbackKernel<Narrow::kHalf>
-        <<<laneGrid(lanes), kThreads, 0, stream>>>(x, payload, n, blocks, residual, partials);
+    castFeedbackKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(t);
   else
-    castFeedbackKernel<Narrow::kBfloat16>
-        <<<laneGrid(lanes), kThreads, 0, stream>>>(x, payload, n, blocks, residual, partials);
+    castFeedbackKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
   cuda::checkLaunch("castFeedbackKernel");
-  if (sums) addLaneSums(sc, partials, lanes, inputSq, sentSq, deviceSums, stream);
+  addLaneSums(sc, partials, lanes, inputSq, sentSq, nullptr, stream);
 }
 
 void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,
@@ -241,10 +347,25 @@ void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long 
   cuda::check(cudaMemsetAsync(found, 0xff, 2 * sizeof *found, stream),
               "cudaMemsetAsync(index check)");
   if (m == 0) return;
-  firstBadIndexKernel<<<gridFor(m), kThreads, 0, stream>>>(idx, m, count, found);
-  cuda::checkLaunch("firstBadIndexKernel");
-  badIndexValueKernel<<<1, 1, 0, stream>>>(idx, found);
-  cuda::checkLaunch("badIndexValueKernel");
+  launchIndexChecks({{idx, m, count, found, nullptr}}, false, stream);
+}
+
+void gpuSmallCopyBatch(const SmallCopyJob* jobs, size_t count, GpuStream stream) {
+  std::vector<SmallCopyJob> live;
+  for (size_t j = 0; j < count; ++j) {
+    SQZ_ENFORCE(jobs[j].n <= kSmallCopyBytes, "a small copy of ", jobs[j].n, " bytes");
+    if (jobs[j].n > 0) live.push_back(jobs[j]);
+  }
+  launchJobs(
+      live, [](const SmallCopyJob&) { return 1u; },
+      [&](dim3 grid, const JobTable<SmallCopyJob>& t) {
+        smallCopyKernel<<<grid, kSmallCopyBytes, 0, stream>>>(t);
+        cuda::checkLaunch("smallCopyKernel");
+      });
+}
+
+void gpuFindBadIndexBatch(const IndexCheckJob* jobs, size_t count, GpuStream stream) {
+  launchIndexChecks(liveJobs(jobs, count), true, stream);
 }
 
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {

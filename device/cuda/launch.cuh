@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/batch.h"
 #include "device/cuda/runtime.h"
 #include "device/hd.h"
 
@@ -23,6 +24,40 @@ inline unsigned gridFor(size_t items, size_t perBlock = kThreads, size_t maxBloc
   return static_cast<unsigned>(
       std::clamp<size_t>((items + perBlock - 1) / perBlock, 1, maxBlocks));
 }
+
+// A batched kernel's argument (device/batch.h): its jobs, job j for grid row j.
+template <class Job>
+struct JobTable {
+  Job job[kBatchJobs];
+};
+
+// The jobs that have work (n > 0), in order.
+template <class Job>
+std::vector<Job> liveJobs(const Job* jobs, size_t count) {
+  std::vector<Job> live;
+  for (size_t j = 0; j < count; ++j)
+    if (jobs[j].n > 0) live.push_back(jobs[j]);
+  return live;
+}
+
+#if defined(__CUDACC__)
+// Launches `jobs` kBatchJobs at a time: launch(grid, table) with grid.y the table's jobs and
+// grid.x the most blocks any of them needs (blocks(job)); a job's extra blocks find no work.
+template <class Job, class Blocks, class Launch>
+void launchJobs(const std::vector<Job>& jobs, Blocks&& blocks, Launch&& launch) {
+  static_assert(sizeof(JobTable<Job>) + 64 <= 4096, "a kernel argument of at most 4 KiB");
+  for (size_t first = 0; first < jobs.size(); first += kBatchJobs) {
+    JobTable<Job> table{};
+    const size_t count = std::min(kBatchJobs, jobs.size() - first);
+    unsigned x = 1;
+    for (size_t j = 0; j < count; ++j) {
+      table.job[j] = jobs[first + j];
+      x = std::max<unsigned>(x, blocks(table.job[j]));
+    }
+    launch(dim3(x, static_cast<unsigned>(count)), table);
+  }
+}
+#endif
 
 // The calling thread's T for the current device, made by make(device) (a unique_ptr<T>) on
 // first use.

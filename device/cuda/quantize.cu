@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "device/batch.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/elementwise.h"
@@ -148,7 +149,9 @@ struct EncodeArgs {
   uint8_t* codes;
   float* residual;  // encodeFeedback: the residual, or null for norms only
   double* norms;    // encodeFeedback: {inputSq, sentSq} in device memory
+  Draws draws;      // qsgd, terngrad
 };
+using EncodeTable = JobTable<EncodeArgs>;
 
 // One thread's part of the feedback: the residual of its values and their squares.
 struct FeedbackAcc {
@@ -200,7 +203,8 @@ __device__ WarpBlocks warpBlocks(const EncodeArgs& a) {
 // ---- encode kernels --------------------------------------------------------------------------
 
 template <bool kFeedback>
-__global__ void __launch_bounds__(kThreads) int8EncodeKernel(EncodeArgs a) {
+__global__ void __launch_bounds__(kThreads) int8EncodeKernel(EncodeTable t) {
+  const EncodeArgs& a = t.job[blockIdx.y];
   const WarpBlocks w = warpBlocks(a);
   FeedbackAcc acc;
   for (size_t b = w.first; b < w.count; b += w.step) {
@@ -221,8 +225,9 @@ __global__ void __launch_bounds__(kThreads) int8EncodeKernel(EncodeArgs a) {
 }
 
 template <bool kFeedback>
-__global__ void __launch_bounds__(kThreads)
-    qsgdEncodeKernel(EncodeArgs a, int levels, int bits, Draws draws) {
+__global__ void __launch_bounds__(kThreads) qsgdEncodeKernel(EncodeTable t, int levels, int bits) {
+  const EncodeArgs& a = t.job[blockIdx.y];
+  const Draws& draws = a.draws;
   const WarpBlocks w = warpBlocks(a);
   const size_t stride = packedBytes(a.block, bits);
   const float s = static_cast<float>(levels);
@@ -262,7 +267,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <bool kFeedback>
-__global__ void __launch_bounds__(kThreads) onebitEncodeKernel(EncodeArgs a) {
+__global__ void __launch_bounds__(kThreads) onebitEncodeKernel(EncodeTable t) {
+  const EncodeArgs& a = t.job[blockIdx.y];
   const WarpBlocks w = warpBlocks(a);
   const size_t stride = packedBytes(a.block, 1);
   FeedbackAcc acc;
@@ -293,7 +299,9 @@ __global__ void __launch_bounds__(kThreads) onebitEncodeKernel(EncodeArgs a) {
 }
 
 template <bool kFeedback>
-__global__ void __launch_bounds__(kThreads) terngradEncodeKernel(EncodeArgs a, Draws draws) {
+__global__ void __launch_bounds__(kThreads) terngradEncodeKernel(EncodeTable t) {
+  const EncodeArgs& a = t.job[blockIdx.y];
+  const Draws& draws = a.draws;
   const WarpBlocks w = warpBlocks(a);
   const size_t stride = packedBytes(a.block, 2);
   FeedbackAcc acc;
@@ -386,11 +394,25 @@ struct TerngradCodes {
   }
 };
 
-// out[i] = value(i), or local[i] + value(i) with kAdd (out may be local). kGroup values per
-// thread: 4 (out and local 16-byte aligned: one float4 each) or 1.
+template <class Codes>
+struct DecodeArgs {
+  Codes codes;
+  size_t n;
+  float* out;
+  const float* local;
+};
+
+// out[i] = value(i), or local[i] + value(i) with kAdd (out may be local), for the job of grid
+// row blockIdx.y. kGroup values per thread: 4 (out and local 16-byte aligned: one float4 each)
+// or 1.
 template <class Codes, bool kAdd, int kGroup>
 __global__ void __launch_bounds__(kThreads)
-    decodeKernel(Codes codes, size_t n, size_t block, float* out, const float* local) {
+    decodeKernel(JobTable<DecodeArgs<Codes>> t, size_t block) {
+  const DecodeArgs<Codes>& job = t.job[blockIdx.y];
+  const Codes& codes = job.codes;
+  const size_t n = job.n;
+  float* const out = job.out;
+  const float* const local = job.local;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t groups = (n + kGroup - 1) / kGroup;
@@ -434,25 +456,38 @@ __global__ void __launch_bounds__(kThreads)
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Launches decodeKernel over `jobs` (each n > 0), kBatchJobs to a launch: float4 groups when
+// every job's out and local are 16-byte aligned.
+template <class Codes>
+void launchDecodes(const std::vector<DecodeArgs<Codes>>& jobs, size_t block, bool add,
+                   GpuStream stream, const char* name) {
+  if (jobs.empty()) return;
+  SQZ_ENFORCE(block > 0, name, ": block of 0 values");
+  bool vec = true;
+  for (const auto& j : jobs) vec = vec && aligned16(j.out) && (!add || aligned16(j.local));
+  launchJobs(
+      jobs, [&](const DecodeArgs<Codes>& j) { return gridFor(vec ? (j.n + 3) / 4 : j.n); },
+      [&](dim3 grid, const JobTable<DecodeArgs<Codes>>& t) {
+        if (add) {
+          if (vec)
+            decodeKernel<Codes, true, 4><<<grid, kThreads, 0, stream>>>(t, block);
+          else
+            decodeKernel<Codes, true, 1><<<grid, kThreads, 0, stream>>>(t, block);
+        } else {
+          if (vec)
+            decodeKernel<Codes, false, 4><<<grid, kThreads, 0, stream>>>(t, block);
+          else
+            decodeKernel<Codes, false, 1><<<grid, kThreads, 0, stream>>>(t, block);
+        }
+        cuda::checkLaunch(name);
+      });
+}
+
 template <class Codes>
 void launchDecode(const Codes& codes, size_t n, size_t block, float* out, const float* local,
                   GpuStream stream, const char* name) {
   if (n == 0) return;
-  SQZ_ENFORCE(block > 0, name, ": block of 0 values");
-  const bool vec = aligned16(out) && (local == nullptr || aligned16(local));
-  const unsigned grid = gridFor(vec ? (n + 3) / 4 : n, kThreads);
-  if (local) {
-    if (vec)
-      decodeKernel<Codes, true, 4><<<grid, kThreads, 0, stream>>>(codes, n, block, out, local);
-    else
-      decodeKernel<Codes, true, 1><<<grid, kThreads, 0, stream>>>(codes, n, block, out, local);
-  } else {
-    if (vec)
-      decodeKernel<Codes, false, 4><<<grid, kThreads, 0, stream>>>(codes, n, block, out, nullptr);
-    else
-      decodeKernel<Codes, false, 1><<<grid, kThreads, 0, stream>>>(codes, n, block, out, nullptr);
-  }
-  cuda::checkLaunch(name);
+  launchDecodes<Codes>({{codes, n, out, local}}, block, local != nullptr, stream, name);
 }
 
 // ---- encode launch and the feedback round trip ------------------------------------------------
@@ -474,53 +509,135 @@ NormScratch& normScratch() {
   });
 }
 
-// Runs launch(grid, args, std::bool_constant<feedback>) with one warp per block; with feedback,
-// the kernel adds the norms to feedback->deviceNorms, or (without it) to the thread's zeroed
-// scratch, which is added to *feedback->norms after synchronizing the stream.
-template <class Launch>
-void runEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-               Feedback* feedback, GpuStream stream, const char* name, Launch&& launch) {
+// The encode kernel of s.kind over `jobs` (each n > 0), with or without feedback,
+// kBatchJobs to a launch; one warp per block.
+void launchEncodes(const QuantSetting& s, const std::vector<EncodeArgs>& jobs, bool feedback,
+                   GpuStream stream) {
+  if (jobs.empty()) return;
+  SQZ_ENFORCE(s.block > 0, "quantizer encode: block of 0 values");
+  static constexpr const char* kNames[] = {"int8EncodeKernel", "qsgdEncodeKernel",
+                                           "onebitEncodeKernel", "terngradEncodeKernel"};
+  if (s.kind == QuantKind::kQsgd)
+    SQZ_ENFORCE(s.bits == 4 || s.bits == 8, "qsgd: ", s.bits, " bits per value");
+  auto run = [&](auto fb) {
+    constexpr bool kFb = decltype(fb)::value;
+    launchJobs(
+        jobs, [&](const EncodeArgs& a) { return gridFor(blockCount(a.n, a.block), kWarps); },
+        [&](dim3 grid, const EncodeTable& t) {
+          switch (s.kind) {
+            case QuantKind::kInt8:
+              int8EncodeKernel<kFb><<<grid, kThreads, 0, stream>>>(t);
+              break;
+            case QuantKind::kQsgd:
+              qsgdEncodeKernel<kFb><<<grid, kThreads, 0, stream>>>(t, s.levels, s.bits);
+              break;
+            case QuantKind::kOnebit:
+              onebitEncodeKernel<kFb><<<grid, kThreads, 0, stream>>>(t);
+              break;
+            case QuantKind::kTerngrad:
+              terngradEncodeKernel<kFb><<<grid, kThreads, 0, stream>>>(t);
+              break;
+          }
+          cuda::checkLaunch(kNames[static_cast<int>(s.kind)]);
+        });
+  };
+  if (feedback)
+    run(std::true_type{});
+  else
+    run(std::false_type{});
+}
+
+EncodeArgs encodeArgs(const QuantSetting& s, const QuantEncodeJob& j, double* norms) {
+  return EncodeArgs{j.x,     j.n,        s.block, static_cast<unsigned char*>(j.scales),
+                    j.codes, j.residual, norms,   drawsFor(s.key, j.index0)};
+}
+
+// One chunk's encode. With feedback, the kernel adds the norms to feedback->deviceNorms, or
+// (without it) to the thread's zeroed scratch, which is added to *feedback->norms after
+// synchronizing the stream.
+void runEncode(const QuantSetting& s, const float* x, size_t n, uint64_t index0, void* scales,
+               uint8_t* codes, Feedback* feedback, GpuStream stream) {
   if (n == 0) return;
-  SQZ_ENFORCE(block > 0, name, ": block of 0 values");
-  const unsigned grid = gridFor(blockCount(n, block), kWarps);
-  EncodeArgs args{x, n, block, static_cast<unsigned char*>(scales), codes, nullptr, nullptr};
+  const QuantEncodeJob job{x, n, scales, codes, feedback ? feedback->residual : nullptr, index0};
   if (!feedback) {
-    launch(grid, args, std::false_type{});
-    cuda::checkLaunch(name);
+    launchEncodes(s, {encodeArgs(s, job, nullptr)}, false, stream);
     return;
   }
-  args.residual = feedback->residual;
   if (feedback->deviceNorms) {  // the caller reads them back later: nothing waits here
-    args.norms = feedback->deviceNorms;
-    launch(grid, args, std::true_type{});
-    cuda::checkLaunch(name);
+    launchEncodes(s, {encodeArgs(s, job, feedback->deviceNorms)}, true, stream);
     return;
   }
-  NormScratch& s = normScratch();
-  args.norms = static_cast<double*>(s.device.data());
-  cuda::check(cudaMemsetAsync(args.norms, 0, 2 * sizeof(double), stream), "cudaMemsetAsync");
-  launch(grid, args, std::true_type{});
-  cuda::checkLaunch(name);
+  NormScratch& sc = normScratch();
+  auto* norms = static_cast<double*>(sc.device.data());
+  cuda::check(cudaMemsetAsync(norms, 0, 2 * sizeof(double), stream), "cudaMemsetAsync");
+  launchEncodes(s, {encodeArgs(s, job, norms)}, true, stream);
   if (!feedback->norms) return;
-  cuda::check(cudaMemcpyAsync(s.host.data(), args.norms, 2 * sizeof(double), cudaMemcpyDeviceToHost,
-                              stream),
-              "cudaMemcpyAsync(feedback norms)");
-  syncStream(stream, name);
-  const double* h = static_cast<const double*>(s.host.data());
+  cuda::check(
+      cudaMemcpyAsync(sc.host.data(), norms, 2 * sizeof(double), cudaMemcpyDeviceToHost, stream),
+      "cudaMemcpyAsync(feedback norms)");
+  syncStream(stream, "quantizer encode with feedback");
+  const double* h = static_cast<const double*>(sc.host.data());
   feedback->norms->inputSq += h[0];
   feedback->norms->sentSq += h[1];
+}
+
+// A payload's view for decoding, as s.kind reads it.
+template <class F>
+void withCodes(const QuantSetting& s, const void* scales, const uint8_t* codes, F&& f) {
+  const auto* sc = static_cast<const unsigned char*>(scales);
+  switch (s.kind) {
+    case QuantKind::kInt8:
+      return f(Int8Codes{sc, codes, packedBytes(s.block, 8)});
+    case QuantKind::kQsgd:
+      SQZ_ENFORCE(s.bits == 4 || s.bits == 8, "qsgd: ", s.bits, " bits per value");
+      return f(QsgdCodes{sc, codes, packedBytes(s.block, s.bits), s.levels, s.bits});
+    case QuantKind::kOnebit:
+      return f(OnebitCodes{sc, codes, packedBytes(s.block, 1)});
+    case QuantKind::kTerngrad:
+      return f(TerngradCodes{sc, codes, packedBytes(s.block, 2)});
+  }
+}
+
+const char* decodeName(QuantKind kind, bool add) {
+  static constexpr const char* kNames[2][4] = {
+      {"int8DecodeKernel", "qsgdDecodeKernel", "onebitDecodeKernel", "terngradDecodeKernel"},
+      {"int8DecodeAddKernel", "qsgdDecodeAddKernel", "onebitDecodeAddKernel",
+       "terngradDecodeAddKernel"}};
+  return kNames[add][static_cast<int>(kind)];
 }
 
 }  // namespace
 
 // ---- entry points ------------------------------------------------------------------------------
 
+void gpuQuantEncodeBatch(const QuantSetting& s, const QuantEncodeJob* jobs, size_t count,
+                         bool feedback, double* deviceNorms, GpuStream stream) {
+  SQZ_ENFORCE(!feedback || deviceNorms, "a batched encode with feedback needs device norms");
+  std::vector<EncodeArgs> args;
+  for (size_t j = 0; j < count; ++j)
+    if (jobs[j].n > 0) args.push_back(encodeArgs(s, jobs[j], feedback ? deviceNorms : nullptr));
+  launchEncodes(s, args, feedback, stream);
+}
+
+void gpuQuantDecodeBatch(const QuantSetting& s, const QuantDecodeJob* jobs, size_t count, bool add,
+                         GpuStream stream) {
+  if (count == 0) return;
+  withCodes(s, jobs[0].scales, jobs[0].codes, [&](auto first) {
+    using Codes = decltype(first);
+    std::vector<DecodeArgs<Codes>> args;
+    for (size_t j = 0; j < count; ++j)
+      if (jobs[j].n > 0)
+        withCodes(s, jobs[j].scales, jobs[j].codes, [&](auto codes) {
+          if constexpr (std::is_same_v<decltype(codes), Codes>)
+            args.push_back({codes, jobs[j].n, jobs[j].out, add ? jobs[j].local : nullptr});
+        });
+    launchDecodes(args, s.block, add, stream, decodeName(s.kind, add));
+  });
+}
+
 void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                    Feedback* feedback, GpuStream stream) {
-  runEncode(x, n, block, scales, codes, feedback, stream, "int8EncodeKernel",
-            [&](unsigned grid, const EncodeArgs& args, auto fb) {
-              int8EncodeKernel<decltype(fb)::value><<<grid, kThreads, 0, stream>>>(args);
-            });
+  runEncode({QuantKind::kInt8, block}, x, n, 0, scales, codes, feedback, stream);
 }
 void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
                    GpuStream stream) {
@@ -537,12 +654,8 @@ void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
                    uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
                    GpuStream stream) {
   SQZ_ENFORCE(bits == 4 || bits == 8, "qsgd: ", bits, " bits per value");
-  const Draws draws = drawsFor(key, index0);
-  runEncode(x, n, block, scales, codes, feedback, stream, "qsgdEncodeKernel",
-            [&](unsigned grid, const EncodeArgs& args, auto fb) {
-              qsgdEncodeKernel<decltype(fb)::value>
-                  <<<grid, kThreads, 0, stream>>>(args, levels, bits, draws);
-            });
+  runEncode({QuantKind::kQsgd, block, levels, bits, key}, x, n, index0, scales, codes, feedback,
+            stream);
 }
 void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
                    int bits, float* out, GpuStream stream) {
@@ -559,10 +672,7 @@ void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const 
 
 void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                      Feedback* feedback, GpuStream stream) {
-  runEncode(x, n, block, scales, codes, feedback, stream, "onebitEncodeKernel",
-            [&](unsigned grid, const EncodeArgs& args, auto fb) {
-              onebitEncodeKernel<decltype(fb)::value><<<grid, kThreads, 0, stream>>>(args);
-            });
+  runEncode({QuantKind::kOnebit, block}, x, n, 0, scales, codes, feedback, stream);
 }
 void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
                      GpuStream stream) {
@@ -577,11 +687,8 @@ void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, cons
 
 void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
                        void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream) {
-  const Draws draws = drawsFor(key, index0);
-  runEncode(x, n, block, scales, codes, feedback, stream, "terngradEncodeKernel",
-            [&](unsigned grid, const EncodeArgs& args, auto fb) {
-              terngradEncodeKernel<decltype(fb)::value><<<grid, kThreads, 0, stream>>>(args, draws);
-            });
+  runEncode({QuantKind::kTerngrad, block, 0, 0, key}, x, n, index0, scales, codes, feedback,
+            stream);
 }
 void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
                        GpuStream stream) {

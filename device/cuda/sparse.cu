@@ -41,6 +41,7 @@
 #include <memory>
 #include <vector>
 
+#include "device/batch.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/sparse.h"
@@ -359,8 +360,11 @@ constexpr int kBlockSelectThreads = 1024;
 // n <= kOneBlockSelectMax. The same steps as the multi-kernel route, in shared memory: three
 // histogram passes with their picks (pickKernel's rule), then the ordered compaction 1024
 // values at a time. The chunk (at most 512 KiB) is read four times, from L2 after the first.
-__global__ void __launch_bounds__(kBlockSelectThreads)
-    selectBlockKernel(const float* __restrict__ x, uint32_t n, uint32_t k, uint32_t* out) {
+__global__ void __launch_bounds__(kBlockSelectThreads) selectBlockKernel(JobTable<SelectJob> t) {
+  const SelectJob& job = t.job[blockIdx.y];
+  const float* __restrict__ x = job.x;
+  const uint32_t n = static_cast<uint32_t>(job.n), k = static_cast<uint32_t>(job.k);
+  uint32_t* out = job.idx;
   using Scan = cub::BlockScan<uint32_t, kBlockSelectThreads>;
   __shared__ typename Scan::TempStorage temp;
   __shared__ uint32_t hist[2048];
@@ -515,13 +519,20 @@ size_t atLeast(Scratch& sc, const float* x, size_t n, uint32_t minKey, size_t ca
 
 // ---- small kernels ---------------------------------------------------------------------------
 
-__global__ void gatherKernel(const float* x, const uint32_t* idx, size_t k, float* out) {
+__global__ void gatherKernel(JobTable<GatherJob> t) {
+  const GatherJob& g = t.job[blockIdx.y];
+  const float* x = g.x;
+  const uint32_t* idx = g.idx;
+  const size_t k = g.n;
+  float* out = g.out;
   for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
        j += gridDim.x * size_t(blockDim.x))
     out[j] = x[idx[j]];
 }
 
-__global__ void zeroKernel(float* dst, size_t n) {
+__global__ void zeroKernel(JobTable<ScatterJob> t) {
+  float* dst = t.job[blockIdx.y].dst;
+  const size_t n = t.job[blockIdx.y].n;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += gridDim.x * size_t(blockDim.x))
     dst[i] = 0.0f;
@@ -529,8 +540,12 @@ __global__ void zeroKernel(float* dst, size_t n) {
 
 // An index at or past n is skipped: a payload's index list may be checked only after the
 // stream has run this (Context::checkIndices), and must never make it write outside dst.
-__global__ void scatterKernel(const uint32_t* idx, const float* vals, size_t k, float* dst,
-                              size_t n, bool add) {
+__global__ void scatterKernel(JobTable<ScatterJob> t, bool add) {
+  const ScatterJob& s = t.job[blockIdx.y];
+  const uint32_t* idx = s.idx;
+  const float* vals = s.vals;
+  const size_t k = s.k, n = s.n;
+  float* dst = s.dst;
   for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < k;
        j += gridDim.x * size_t(blockDim.x)) {
     const uint32_t i = idx[j];
@@ -563,16 +578,34 @@ __device__ size_t lowerBound(const uint32_t* idx, size_t lo, size_t hi, size_t v
 // Sparse feedback over tiles of kTile values: the tile's indices (a contiguous run of idx, found
 // by binary search) go to a shared bitmap, then residual[i] += x[i] off the bitmap. Per-block
 // sums of x^2 and x[idx]^2 in double (a fixed tree), reduced by feedbackSumKernel.
-__global__ void __launch_bounds__(kThreads)
-    feedbackKernel(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                   double2* partial) {
+// One chunk of sparse feedback: its arguments, its blocks (gridFor(n, kTile, kSumBlocks): a
+// batch's wider grid leaves a chunk's sums as its own launch makes them) and where their partial
+// sums go (null: none).
+struct FeedbackArgs {
+  const float* x;
+  size_t n;
+  const uint32_t* idx;
+  size_t k;
+  float* residual;
+  double2* partial;
+  unsigned blocks;
+};
+
+__global__ void __launch_bounds__(kThreads) feedbackKernel(JobTable<FeedbackArgs> table) {
+  const FeedbackArgs& a = table.job[blockIdx.y];
+  if (blockIdx.x >= a.blocks) return;  // the whole block: no barrier is left waiting
+  const float* x = a.x;
+  const size_t n = a.n, k = a.k;
+  const uint32_t* idx = a.idx;
+  float* residual = a.residual;
+  double2* partial = a.partial;
   using Reduce = cub::BlockReduce<double, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
   __shared__ uint32_t sent[kTile / 32];
   __shared__ size_t run[2];
   double in = 0, out = 0;
   const size_t tiles = (n + kTile - 1) / kTile;
-  for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (size_t t = blockIdx.x; t < tiles; t += a.blocks) {
     const size_t lo = t * kTile, hi = min(n, lo + kTile);
     for (uint32_t w = threadIdx.x; w < kTile / 32; w += kThreads) sent[w] = 0;
     if (threadIdx.x < 2) run[threadIdx.x] = lowerBound(idx, 0, k, threadIdx.x ? hi : lo);
@@ -600,7 +633,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    feedbackSumKernel(const double2* partial, unsigned blocks, Slots* slots, double* add) {
+    feedbackSumKernel(const double2* partial, unsigned blocks, Slots* slots) {
   using Reduce = cub::BlockReduce<double, kThreads>;
   __shared__ typename Reduce::TempStorage temp;
   double in = 0, out = 0;
@@ -611,16 +644,57 @@ __global__ void __launch_bounds__(kThreads)
   in = Reduce(temp).Sum(in);
   __syncthreads();
   out = Reduce(temp).Sum(out);
-  if (threadIdx.x == 0 && add) {  // one thread, after the stream's earlier additions
-    add[0] += in;
-    add[1] += out;
-  } else if (threadIdx.x == 0) {
+  if (threadIdx.x == 0) {
     slots->sums[0] = in;
     slots->sums[1] = out;
   }
 }
 
+// feedbackSumKernel's additions for each chunk of a batch in turn.
+__global__ void __launch_bounds__(kThreads)
+    feedbackSumsKernel(JobTable<FeedbackArgs> t, unsigned count, double* add) {
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  for (unsigned j = 0; j < count; ++j) {
+    const FeedbackArgs& a = t.job[j];
+    double in = 0, out = 0;
+    for (unsigned b = threadIdx.x; b < a.blocks; b += kThreads) {
+      in += a.partial[b].x;
+      out += a.partial[b].y;
+    }
+    in = Reduce(temp).Sum(in);
+    __syncthreads();
+    out = Reduce(temp).Sum(out);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      add[0] += in;
+      add[1] += out;
+    }
+  }
+}
+
 unsigned elementGrid(size_t n) { return gridFor(n, kThreads, 65535); }
+
+void launchScatters(const std::vector<ScatterJob>& jobs, bool add, GpuStream stream) {
+  launchJobs(
+      jobs, [](const ScatterJob& j) { return elementGrid(j.k); },
+      [&](dim3 grid, const JobTable<ScatterJob>& t) {
+        scatterKernel<<<grid, kThreads, 0, stream>>>(t, add);
+        cuda::checkLaunch("scatterKernel");
+      });
+}
+
+void launchFeedback(const std::vector<FeedbackArgs>& jobs, double* add, GpuStream stream) {
+  launchJobs(
+      jobs, [](const FeedbackArgs& a) { return a.blocks; },
+      [&](dim3 grid, const JobTable<FeedbackArgs>& t) {
+        feedbackKernel<<<grid, kThreads, 0, stream>>>(t);
+        cuda::checkLaunch("feedbackKernel");
+        if (!add) return;
+        feedbackSumsKernel<<<1, kThreads, 0, stream>>>(t, grid.y, add);
+        cuda::checkLaunch("feedbackSumKernel");
+      });
+}
 
 }  // namespace
 
@@ -629,9 +703,8 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
   k = std::min(k, n);
   if (k == 0) return 0;
   if (n <= kOneBlockSelectMax) {
-    selectBlockKernel<<<1, kBlockSelectThreads, 0, stream>>>(x, static_cast<uint32_t>(n),
-                                                             static_cast<uint32_t>(k), idx);
-    cuda::checkLaunch("selectBlockKernel");
+    const SelectJob job{x, n, k, idx};
+    gpuSelectTopkBatch(&job, 1, stream);
     return k;
   }
   Scratch& sc = scratch(stream);
@@ -685,31 +758,98 @@ size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx
   return kept;
 }
 
+void gpuSelectTopkBatch(const SelectJob* jobs, size_t count, GpuStream stream) {
+  std::vector<SelectJob> live;
+  for (size_t j = 0; j < count; ++j) {
+    SQZ_ENFORCE(jobs[j].n <= kOneBlockSelectMax && jobs[j].k <= jobs[j].n,
+                "a batched top-k selection of ", jobs[j].k, " of ", jobs[j].n, " values");
+    if (jobs[j].n > 0 && jobs[j].k > 0) live.push_back(jobs[j]);
+  }
+  launchJobs(
+      live, [](const SelectJob&) { return 1u; },
+      [&](dim3 grid, const JobTable<SelectJob>& t) {
+        selectBlockKernel<<<grid, kBlockSelectThreads, 0, stream>>>(t);
+        cuda::checkLaunch("selectBlockKernel");
+      });
+}
+
+void gpuGatherBatch(const GatherJob* jobs, size_t count, GpuStream stream) {
+  launchJobs(
+      liveJobs(jobs, count), [](const GatherJob& g) { return elementGrid(g.n); },
+      [&](dim3 grid, const JobTable<GatherJob>& t) {
+        gatherKernel<<<grid, kThreads, 0, stream>>>(t);
+        cuda::checkLaunch("gatherKernel");
+      });
+}
+
+void gpuDensifyBatch(const ScatterJob* jobs, size_t count, GpuStream stream) {
+  std::vector<ScatterJob> live, entries;
+  for (size_t j = 0; j < count; ++j)
+    if (jobs[j].n > 0) {
+      live.push_back(jobs[j]);
+      if (jobs[j].k > 0) entries.push_back(jobs[j]);
+    }
+  launchJobs(
+      live, [](const ScatterJob& s) { return elementGrid(s.n); },
+      [&](dim3 grid, const JobTable<ScatterJob>& t) {
+        zeroKernel<<<grid, kThreads, 0, stream>>>(t);
+        cuda::checkLaunch("zeroKernel");
+      });
+  launchScatters(entries, false, stream);
+}
+
+void gpuScatterAddBatch(const ScatterJob* jobs, size_t count, GpuStream stream) {
+  std::vector<ScatterJob> entries;
+  for (size_t j = 0; j < count; ++j) {
+    const ScatterJob& s = jobs[j];
+    if (s.n == 0) continue;
+    if (s.dst != s.local)
+      cuda::check(cudaMemcpyAsync(s.dst, s.local, s.n * sizeof(float), cudaMemcpyDefault, stream),
+                  "cudaMemcpyAsync");
+    if (s.k > 0) entries.push_back(s);
+  }
+  launchScatters(entries, true, stream);
+}
+
 void gpuGather(const float* x, const uint32_t* idx, size_t k, float* out, GpuStream stream) {
-  if (k == 0) return;
-  gatherKernel<<<elementGrid(k), kThreads, 0, stream>>>(x, idx, k, out);
-  cuda::checkLaunch("gatherKernel");
+  const GatherJob job{x, idx, k, out};
+  gpuGatherBatch(&job, 1, stream);
 }
 
 void gpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n,
                 GpuStream stream) {
-  if (n == 0) return;
-  zeroKernel<<<elementGrid(n), kThreads, 0, stream>>>(dst, n);
-  cuda::checkLaunch("zeroKernel");
-  if (k == 0) return;
-  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, dst, n, false);
-  cuda::checkLaunch("scatterKernel");
+  const ScatterJob job{idx, vals, k, dst, nullptr, n};
+  gpuDensifyBatch(&job, 1, stream);
 }
 
 void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
                    size_t k, GpuStream stream) {
-  if (n == 0) return;
-  if (out != local)
-    cuda::check(cudaMemcpyAsync(out, local, n * sizeof(float), cudaMemcpyDefault, stream),
-                "cudaMemcpyAsync");
-  if (k == 0) return;
-  scatterKernel<<<elementGrid(k), kThreads, 0, stream>>>(idx, vals, k, out, n, true);
-  cuda::checkLaunch("scatterKernel");
+  const ScatterJob job{idx, vals, k, out, local, n};
+  gpuScatterAddBatch(&job, 1, stream);
+}
+
+void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double* deviceSums,
+                            GpuStream stream) {
+  std::vector<FeedbackArgs> args;
+  size_t allBlocks = 0;
+  for (size_t j = 0; j < count; ++j) {
+    const SparseFeedbackJob& f = jobs[j];
+    if (f.n == 0 || (!f.residual && !deviceSums)) continue;
+    const unsigned blocks = gridFor(f.n, kTile, kSumBlocks);
+    args.push_back({f.x, f.n, f.idx, f.k, f.residual, nullptr, blocks});
+    allBlocks += blocks;
+  }
+  if (args.empty()) return;
+  if (deviceSums) {  // each chunk's partials after the previous one's
+    Scratch& sc = scratch(stream);
+    sc.sums.reserve(allBlocks * sizeof(double2), stream);
+    auto* partial = static_cast<double2*>(sc.sums.data());
+    for (FeedbackArgs& a : args) {
+      a.partial = partial;
+      partial += a.blocks;
+    }
+  }
+  launchFeedback(args, deviceSums, stream);
 }
 
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
@@ -717,20 +857,18 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   const bool sums = inputSq || sentSq || deviceSums;
   if (n == 0 || (!residual && !sums)) return;
   const unsigned blocks = gridFor(n, kTile, kSumBlocks);
-  if (!sums) {  // enqueue only: no scratch, which a later call on another stream could reuse
-    feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, nullptr);
-    cuda::checkLaunch("feedbackKernel");
+  if (!sums || deviceSums) {  // no scratch held past the call, which a later call could reuse
+    const SparseFeedbackJob job{x, n, idx, k, residual};
+    gpuSparseFeedbackBatch(&job, 1, deviceSums, stream);
     return;
   }
   Scratch& sc = scratch(stream);
   sc.sums.reserve(blocks * sizeof(double2), stream);
   auto* partial = static_cast<double2*>(sc.sums.data());
-  feedbackKernel<<<blocks, kThreads, 0, stream>>>(x, n, idx, k, residual, partial);
-  cuda::checkLaunch("feedbackKernel");
+  launchFeedback({{x, n, idx, k, residual, partial, blocks}}, nullptr, stream);
   Slots* slots = slotsOf(sc);
-  feedbackSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, slots, deviceSums);
+  feedbackSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, slots);
   cuda::checkLaunch("feedbackSumKernel");
-  if (deviceSums) return;
   syncStream(stream, "sparse feedback");
   if (inputSq) *inputSq += slots->sums[0];
   if (sentSq) *sentSq += slots->sums[1];
