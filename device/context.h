@@ -111,6 +111,19 @@ class Context {
   virtual void checkIndices(const uint32_t* idx, size_t m, size_t count,
                             std::function<void(size_t j, uint32_t index)> fail);
 
+  // ---- batches ---------------------------------------------------------------------------------
+  // The pieces of one schedule step, run as one (the executor's): between beginBatch() and
+  // endBatch(), nextPiece() starts each piece, and no two pieces touch the same memory. A context
+  // may hold the kernels it can launch for many chunks at once (a CUDA context: the quantizers'
+  // and the casts', device/batch.h) and launch each once for the pieces: the first held kernels
+  // of every piece, then the second, and so on. It launches what it holds at endBatch, mark and
+  // wait, and before any other call that enqueues work. Copies from host memory and checkWords
+  // run at once, ahead of the kernels held: within a batch they touch nothing those write (a
+  // payload's header). The host context runs everything at once.
+  virtual void beginBatch() {}
+  virtual void nextPiece() {}
+  virtual void endBatch() {}
+
   // ---- completion ------------------------------------------------------------------------------
   // Marks the work enqueued so far; reached(m) says, without blocking, whether it has all run
   // (a failed kernel or copy throws Error(kCuda)). Host: always reached.

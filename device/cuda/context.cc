@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "device/batch.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
 #include "device/handle_kernels.h"
@@ -67,6 +68,7 @@ class CudaContext final : public Context {
       idle_.clear();
       sumSlots_ = cuda::DeviceBuffer();
       badIndex_ = cuda::DeviceBuffer();
+      badIndices_ = cuda::DeviceBuffer();
       own_.reset();
     } catch (const Error&) {  // the device is gone: nothing left to free on it
     }
@@ -76,6 +78,7 @@ class CudaContext final : public Context {
   int device() const override { return device_; }
   void prepareThread() override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuPrepareThread(stream_);
     if (!prepared()) {  // made once, here, where waiting for the device is allowed
       sumSlots_ = cuda::DeviceBuffer(kSumSlots * 2 * sizeof(double));
@@ -84,6 +87,7 @@ class CudaContext final : public Context {
       for (size_t i = kCheckSlots; i-- > 0;) freeChecks_.push_back(i);
       staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
       badIndex_ = cuda::DeviceBuffer(2 * sizeof(unsigned long long));
+      badIndices_ = cuda::DeviceBuffer(kCheckSlots * 2 * sizeof(unsigned long long));
       stagedAfter_.assign(kStageSlots, kUnused);
     }
   }
@@ -95,19 +99,30 @@ class CudaContext final : public Context {
   }
 
   void retire(std::unique_ptr<Allocation> a) override {
+    {
+      cuda::DeviceGuard guard(device_);
+      settle();  // held kernels may use it
+    }
     if (auto* d = dynamic_cast<DeviceAllocation*>(a.get())) d->releaseAfter(stream_);
   }
 
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return;
     cuda::DeviceGuard guard(device_);
+    // From pageable host memory a copy cannot depend on a held kernel (see beginBatch); from
+    // memory a kernel reaches it may read what one writes.
+    const cuda::PointerInfo from = cuda::pointerInfo(src);
+    if (holding() && bytes <= kSmallCopyBytes && !from.device && !from.pinned && reachable(dst)) {
+      SmallCopyJob job{dst, nullptr, bytes, {}};  // a header: held, one kernel for the batch
+      std::memcpy(job.bytes, src, bytes);
+      hold(Held::kSmallCopy).copies.push_back(job);
+      return;
+    }
+    if (from.device || from.pinned) settle();
     // A few bytes from pageable host memory (a header the host wrote) go through a pinned slot:
     // from pageable memory cudaMemcpyAsync may wait for the stream.
-    if (bytes <= kStageBytes) {
-      const cuda::PointerInfo at = cuda::pointerInfo(src);
-      if (!at.device && !at.pinned)
-        if (void* staged = stage(src, bytes)) src = staged;
-    }
+    if (bytes <= kStageBytes && !from.device && !from.pinned)
+      if (void* staged = stage(src, bytes)) src = staged;
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
   void read(void* dst, const void* src, size_t bytes) override {
@@ -118,11 +133,13 @@ class CudaContext final : public Context {
   void zero(void* dst, size_t bytes) override {
     if (bytes == 0) return;
     cuda::DeviceGuard guard(device_);
+    settle();
     cuda::check(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
   }
   void gatherStrided(float* dst, const float* src, size_t count, size_t stride) override {
     if (count == 0) return;
     cuda::DeviceGuard guard(device_);
+    settle();
     cuda::check(cudaMemcpy2DAsync(dst, sizeof(float), src, stride * sizeof(float), sizeof(float),
                                   count, cudaMemcpyDefault, stream_),
                 "cudaMemcpy2DAsync (a strided sample)");
@@ -131,6 +148,7 @@ class CudaContext final : public Context {
 
   Mark mark() override {
     cuda::DeviceGuard guard(device_);
+    settle();
     std::unique_ptr<cuda::Event> e;
     if (idle_.empty()) {
       e = std::make_unique<cuda::Event>();
@@ -155,6 +173,7 @@ class CudaContext final : public Context {
   }
   void wait(const char* what) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     // The sums the kernels added on the device come back with the stream's other work.
     std::vector<SumTarget> targets;
     targets.swap(sumTargets_);
@@ -186,6 +205,13 @@ class CudaContext final : public Context {
     cuda::DeviceGuard guard(device_);
     Check c{freeChecks_.back(), {}, words, std::move(fail), marked_};
     std::memcpy(c.expected, expected, words * sizeof(uint32_t));
+    if (holding() && reachable(src)) {  // the words come back by one kernel for the batch
+      freeChecks_.pop_back();
+      Held& h = hold(Held::kSmallCopy);
+      h.copies.push_back({checkSlot(c.slot), src, words * sizeof(uint32_t), {}});
+      h.pendingChecks.push_back(std::move(c));
+      return;
+    }
     cuda::check(cudaMemcpyAsync(checkSlot(c.slot), src, words * sizeof(uint32_t), cudaMemcpyDefault,
                                 stream_),
                 "cudaMemcpyAsync (a header back from the GPU)");
@@ -193,151 +219,204 @@ class CudaContext final : public Context {
     checks_.push_back(std::move(c));
   }
 
+  void beginBatch() override {
+    settle();
+    batching_ = prepared();
+    position_ = 0;
+  }
+  void nextPiece() override { position_ = 0; }
+  void endBatch() override {
+    batching_ = false;
+    cuda::DeviceGuard guard(device_);
+    settle();
+  }
+
   void reduce(DataType dtype, RedOp op, void* out, const void* a, const void* b,
               size_t n) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuReduce(dtype, op, out, a, b, n, stream_);
   }
   void divide(void* buf, size_t n, DataType dtype, int divisor) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuDivide(buf, n, dtype, divisor, stream_);
   }
   void narrow(Narrow kind, const float* in, uint16_t* out, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
+    if (holding()) return hold(Held::kNarrow, kind, false).casts.push_back({in, out, nullptr, n});
+    settle();
     gpuNarrow(kind, in, out, n, stream_);
   }
   void widen(Narrow kind, const uint16_t* in, float* out, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
+    if (holding()) return hold(Held::kWiden, kind, false).casts.push_back({in, out, nullptr, n});
+    settle();
     gpuWiden(kind, in, out, n, stream_);
   }
   void widenAdd(Narrow kind, float* out, const float* local, const uint16_t* in,
                 size_t n) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
+    if (holding()) return hold(Held::kWiden, kind, true).casts.push_back({in, out, local, n});
+    settle();
     gpuWidenAdd(kind, out, local, in, n, stream_);
   }
   void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                   Feedback* feedback) override {
-    cuda::DeviceGuard guard(device_);
-    Feedback fb = deferred(feedback);
-    gpuInt8Encode(x, n, block, scales, codes, feedback ? &fb : nullptr, stream_);
+    quantEncode({QuantKind::kInt8, block}, {x, n, scales, codes, nullptr, 0}, feedback,
+                [&](Feedback* fb) { gpuInt8Encode(x, n, block, scales, codes, fb, stream_); });
   }
   void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                   float* out) override {
-    cuda::DeviceGuard guard(device_);
-    gpuInt8Decode(scales, codes, n, block, out, stream_);
+    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, nullptr}, false,
+                [&] { gpuInt8Decode(scales, codes, n, block, out, stream_); });
   }
   void int8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                      size_t n, size_t block) override {
-    cuda::DeviceGuard guard(device_);
-    gpuInt8DecodeAdd(out, local, scales, codes, n, block, stream_);
+    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, local}, true,
+                [&] { gpuInt8DecodeAdd(out, local, scales, codes, n, block, stream_); });
   }
   void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) override {
-    cuda::DeviceGuard guard(device_);
-    Feedback fb = deferred(feedback);
-    gpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback ? &fb : nullptr,
-                  stream_);
+    quantEncode({QuantKind::kQsgd, block, levels, bits, key},
+                {x, n, scales, codes, nullptr, index0}, feedback, [&](Feedback* fb) {
+                  gpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, fb, stream_);
+                });
   }
   void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
                   int bits, float* out) override {
-    cuda::DeviceGuard guard(device_);
-    gpuQsgdDecode(scales, codes, n, block, levels, bits, out, stream_);
+    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, nullptr}, false,
+                [&] { gpuQsgdDecode(scales, codes, n, block, levels, bits, out, stream_); });
   }
   void qsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                      size_t n, size_t block, int levels, int bits) override {
-    cuda::DeviceGuard guard(device_);
-    gpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits, stream_);
+    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, local}, true, [&] {
+      gpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits, stream_);
+    });
   }
   void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                     Feedback* feedback) override {
-    cuda::DeviceGuard guard(device_);
-    Feedback fb = deferred(feedback);
-    gpuOnebitEncode(x, n, block, scales, codes, feedback ? &fb : nullptr, stream_);
+    quantEncode({QuantKind::kOnebit, block}, {x, n, scales, codes, nullptr, 0}, feedback,
+                [&](Feedback* fb) { gpuOnebitEncode(x, n, block, scales, codes, fb, stream_); });
   }
   void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                     float* out) override {
-    cuda::DeviceGuard guard(device_);
-    gpuOnebitDecode(scales, codes, n, block, out, stream_);
+    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, nullptr}, false,
+                [&] { gpuOnebitDecode(scales, codes, n, block, out, stream_); });
   }
   void onebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                        size_t n, size_t block) override {
-    cuda::DeviceGuard guard(device_);
-    gpuOnebitDecodeAdd(out, local, scales, codes, n, block, stream_);
+    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, local}, true,
+                [&] { gpuOnebitDecodeAdd(out, local, scales, codes, n, block, stream_); });
   }
   void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
                       void* scales, uint8_t* codes, Feedback* feedback) override {
-    cuda::DeviceGuard guard(device_);
-    Feedback fb = deferred(feedback);
-    gpuTerngradEncode(x, n, block, key, index0, scales, codes, feedback ? &fb : nullptr, stream_);
+    quantEncode({QuantKind::kTerngrad, block, 0, 0, key}, {x, n, scales, codes, nullptr, index0},
+                feedback, [&](Feedback* fb) {
+                  gpuTerngradEncode(x, n, block, key, index0, scales, codes, fb, stream_);
+                });
   }
   void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                       float* out) override {
-    cuda::DeviceGuard guard(device_);
-    gpuTerngradDecode(scales, codes, n, block, out, stream_);
+    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, nullptr}, false,
+                [&] { gpuTerngradDecode(scales, codes, n, block, out, stream_); });
   }
   void terngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                          size_t n, size_t block) override {
-    cuda::DeviceGuard guard(device_);
-    gpuTerngradDecodeAdd(out, local, scales, codes, n, block, stream_);
+    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, local}, true,
+                [&] { gpuTerngradDecodeAdd(out, local, scales, codes, n, block, stream_); });
   }
   size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) override {
     cuda::DeviceGuard guard(device_);
+    k = std::min(k, n);
+    if (holding() && k > 0 && n <= kOneBlockSelectMax) {  // one block a chunk: batched
+      hold(Held::kSelect).selects.push_back({x, n, k, idx});
+      return k;
+    }
+    settle();
     return gpuSelectTopk(x, n, k, sampled, idx, stream_);
   }
   size_t selectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                        size_t cap) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     return gpuSelectAtLeast(x, n, minKey, idx, cap, stream_);
   }
   void gather(const float* x, const uint32_t* idx, size_t k, float* out) override {
     cuda::DeviceGuard guard(device_);
+    if (k == 0) return;
+    if (holding()) return hold(Held::kGather).gathers.push_back({x, idx, k, out});
+    settle();
     gpuGather(x, idx, k, out, stream_);
   }
   void densify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
+    if (holding()) return hold(Held::kDensify).scatters.push_back({idx, vals, k, dst, nullptr, n});
+    settle();
     gpuDensify(idx, vals, k, dst, n, stream_);
   }
   void scatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
                   size_t k) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
+    if (holding()) return hold(Held::kScatterAdd).scatters.push_back({idx, vals, k, out, local, n});
+    settle();
     gpuScatterAdd(out, local, n, idx, vals, k, stream_);
   }
   void sparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
                       double* inputSq, double* sentSq) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0 || (!residual && !inputSq && !sentSq)) return;
     double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
+    if (holding() && (sums || (!inputSq && !sentSq))) {
+      hold(Held::kSparseFeedback, Narrow::kHalf, false, sums)
+          .sparseFeedbacks.push_back({x, n, idx, k, residual});
+      return;
+    }
+    settle();
     gpuSparseFeedback(x, n, idx, k, residual, inputSq, sentSq, sums, stream_);
   }
   void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                     uint32_t* idx) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuRandomStrata(seed, call, offset, n, k, idx, stream_);
   }
   void matMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
                     float* p) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuMatMulPanels(M, count, n, m, q, r, p, stream_);
   }
   void matTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
                      float* q) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuMatTMulPanels(M, count, n, m, p, r, q, stream_);
   }
   void lowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r, size_t count,
                     const float* x, float scale, float* out, float* residual) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuLowRankApply(p, q, n, m, r, count, x, scale, out, residual, stream_);
   }
   void orthonormalize(float* p, size_t n, size_t r) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuOrthonormalize(p, n, r, stream_);
   }
   double squaredNorm(const float* x, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     return gpuSquaredNorm(x, n, stream_);
   }
   void addSquaredNorm(const float* x, size_t n, double* sum) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     if (double* slot = sumSlot(sum, nullptr))
       gpuAddSquaredNorm(x, n, slot, stream_);
     else
@@ -345,27 +424,38 @@ class CudaContext final : public Context {
   }
   void addResidual(const float* g, float* e, float* x, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuAddResidual(g, e, x, n, stream_);
   }
   void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
                   uint8_t* nonzero, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuDgcPrepare(g, scale, m, u, v, x, nonzero, n, stream_);
   }
   void dgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     gpuDgcMask(u, v, nonzero, n, stream_);
   }
   void feedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
                     double* sentSq) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
     gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, sums, stream_);
   }
   void castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
                     double* inputSq, double* sentSq) override {
     cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
     double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
+    if (holding() && (sums || (!inputSq && !sentSq))) {
+      Held& h = hold(Held::kCastFeedback, kind, false, sums);
+      h.castFeedbacks.push_back({x, payload, n, residual});
+      return;
+    }
+    settle();
     gpuCastFeedback(kind, x, payload, n, residual, inputSq, sentSq, sums, stream_);
   }
   void checkIndices(const uint32_t* idx, size_t m, size_t count,
@@ -376,19 +466,32 @@ class CudaContext final : public Context {
       return;
     }
     cuda::DeviceGuard guard(device_);
-    // One word serves every check: the stream orders each one's kernel before the next memset.
-    auto* found = static_cast<unsigned long long*>(badIndex_.data());
-    gpuFindBadIndex(idx, m, count, found, stream_);
-    const uint32_t none[4] = {~0u, ~0u, ~0u, ~0u};
-    checkWords(found, none, 4, [fail = std::move(fail)](const uint32_t* got) {
+    auto failAt = [fail = std::move(fail)](const uint32_t* got) {
       unsigned long long j, index;
       std::memcpy(&j, got, sizeof j);
       std::memcpy(&index, got + 2, sizeof index);
       fail(static_cast<size_t>(j), static_cast<uint32_t>(index));
-    });
+    };
+    if (holding()) {  // its own words, at its check slot's place (settle enqueues the check)
+      const size_t slot = freeChecks_.back();
+      freeChecks_.pop_back();
+      auto* found = static_cast<unsigned long long*>(badIndices_.data()) + 2 * slot;
+      Held& h = hold(Held::kIndexCheck);
+      h.checks.push_back(
+          {idx, m, count, found, reinterpret_cast<unsigned long long*>(checkSlot(slot))});
+      h.pendingChecks.push_back(Check{slot, {~0u, ~0u, ~0u, ~0u}, 4, std::move(failAt), 0});
+      return;
+    }
+    settle();
+    // One word serves every check: the stream orders each one's kernel before the next memset.
+    auto* found = static_cast<unsigned long long*>(badIndex_.data());
+    gpuFindBadIndex(idx, m, count, found, stream_);
+    const uint32_t none[4] = {~0u, ~0u, ~0u, ~0u};
+    checkWords(found, none, 4, std::move(failAt));
   }
   size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) override {
     cuda::DeviceGuard guard(device_);
+    settle();
     return gpuFirstBadIndex(idx, m, count, stream_);
   }
 
@@ -409,6 +512,154 @@ class CudaContext final : public Context {
   static constexpr size_t kCheckSlots = 256;
   static constexpr size_t kStageSlots = 1024, kStageBytes = 64;
   static constexpr Mark kUnused = ~Mark{0};
+
+  // ---- held kernels (beginBatch) ----------------------------------------------------------------
+
+  // Kernels of one kind and setting at one position in their pieces, launched as one batch.
+  struct Held {
+    enum Kind : uint8_t {
+      kQuantEncode,
+      kQuantDecode,
+      kNarrow,
+      kWiden,
+      kCastFeedback,
+      kSelect,
+      kGather,
+      kDensify,
+      kScatterAdd,
+      kSparseFeedback,
+      kIndexCheck,
+      kSmallCopy
+    };
+    size_t position;
+    Kind kind;
+    QuantSetting quant{};
+    Narrow narrow = Narrow::kHalf;
+    bool flag = false;       // encode: feedback; widen, decode: add
+    double* sums = nullptr;  // the feedback norms' sum slot
+    std::vector<QuantEncodeJob> encodes;
+    std::vector<QuantDecodeJob> decodes;
+    std::vector<CastJob> casts;
+    std::vector<CastFeedbackJob> castFeedbacks;
+    std::vector<SelectJob> selects;
+    std::vector<GatherJob> gathers;
+    std::vector<ScatterJob> scatters;
+    std::vector<SparseFeedbackJob> sparseFeedbacks;
+    std::vector<IndexCheckJob> checks;
+    std::vector<SmallCopyJob> copies;
+    // The checks whose words these bring back, in order: compared from the next mark on.
+    std::vector<Check> pendingChecks;
+  };
+
+  bool holding() const { return batching_; }
+  static bool sameQuant(const QuantSetting& a, const QuantSetting& b) {
+    return a.kind == b.kind && a.block == b.block && a.levels == b.levels && a.bits == b.bits &&
+           a.key == b.key;
+  }
+  // The batch a kernel of this kind and setting joins: the one at this position in the piece
+  // (position_, counted per piece), made if new.
+  Held& hold(Held::Kind kind, Narrow narrow = Narrow::kHalf, bool flag = false,
+             double* sums = nullptr, const QuantSetting& quant = {}) {
+    const size_t position = position_++;
+    for (Held& h : held_)
+      if (h.position == position && h.kind == kind && h.narrow == narrow && h.flag == flag &&
+          h.sums == sums && sameQuant(h.quant, quant))
+        return h;
+    Held h;
+    h.position = position;
+    h.kind = kind;
+    h.quant = quant;
+    h.narrow = narrow;
+    h.flag = flag;
+    h.sums = sums;
+    held_.push_back(std::move(h));
+    return held_.back();
+  }
+  // Launches what is held: position after position, each position's batches in the order they
+  // were made (stable), so each piece's kernels run in its order.
+  void settle() {
+    if (held_.empty()) return;
+    std::vector<Held> held;
+    held.swap(held_);
+    std::stable_sort(held.begin(), held.end(),
+                     [](const Held& a, const Held& b) { return a.position < b.position; });
+    for (Held& h : held) switch (h.kind) {
+        case Held::kQuantEncode:
+          gpuQuantEncodeBatch(h.quant, h.encodes.data(), h.encodes.size(), h.flag, h.sums, stream_);
+          break;
+        case Held::kQuantDecode:
+          gpuQuantDecodeBatch(h.quant, h.decodes.data(), h.decodes.size(), h.flag, stream_);
+          break;
+        case Held::kNarrow:
+          gpuNarrowBatch(h.narrow, h.casts.data(), h.casts.size(), stream_);
+          break;
+        case Held::kWiden:
+          gpuWidenBatch(h.narrow, h.casts.data(), h.casts.size(), h.flag, stream_);
+          break;
+        case Held::kCastFeedback:
+          gpuCastFeedbackBatch(h.narrow, h.castFeedbacks.data(), h.castFeedbacks.size(), h.sums,
+                               stream_);
+          break;
+        case Held::kSelect:
+          gpuSelectTopkBatch(h.selects.data(), h.selects.size(), stream_);
+          break;
+        case Held::kGather:
+          gpuGatherBatch(h.gathers.data(), h.gathers.size(), stream_);
+          break;
+        case Held::kDensify:
+          gpuDensifyBatch(h.scatters.data(), h.scatters.size(), stream_);
+          break;
+        case Held::kScatterAdd:
+          gpuScatterAddBatch(h.scatters.data(), h.scatters.size(), stream_);
+          break;
+        case Held::kSparseFeedback:
+          gpuSparseFeedbackBatch(h.sparseFeedbacks.data(), h.sparseFeedbacks.size(), h.sums,
+                                 stream_);
+          break;
+        case Held::kIndexCheck:
+          gpuFindBadIndexBatch(h.checks.data(), h.checks.size(), stream_);  // into the slots
+          [[fallthrough]];
+        case Held::kSmallCopy:
+          gpuSmallCopyBatch(h.copies.data(), h.copies.size(), stream_);
+          for (Check& c : h.pendingChecks) {
+            c.after = marked_;
+            checks_.push_back(std::move(c));
+          }
+          break;
+      }
+  }
+  // Whether a kernel reaches p (device memory, or pinned host memory).
+  static bool reachable(const void* p) {
+    const cuda::PointerInfo at = cuda::pointerInfo(p);
+    return at.device || at.pinned;
+  }
+  // A quantizer's encode: held when batching (with feedback, when its norms can be summed on
+  // the device), else launched by single(feedback).
+  template <class Single>
+  void quantEncode(const QuantSetting& s, QuantEncodeJob job, Feedback* feedback, Single&& single) {
+    cuda::DeviceGuard guard(device_);
+    if (job.n == 0) return;
+    Feedback fb = deferred(feedback);
+    if (holding() && (!feedback || fb.deviceNorms)) {
+      job.residual = feedback ? feedback->residual : nullptr;
+      hold(Held::kQuantEncode, Narrow::kHalf, feedback != nullptr, fb.deviceNorms, s)
+          .encodes.push_back(job);
+      return;
+    }
+    settle();
+    single(feedback ? &fb : nullptr);
+  }
+  template <class Single>
+  void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add, Single&& single) {
+    cuda::DeviceGuard guard(device_);
+    if (job.n == 0) return;
+    if (holding()) {
+      hold(Held::kQuantDecode, Narrow::kHalf, add, nullptr, s).decodes.push_back(job);
+      return;
+    }
+    settle();
+    single();
+  }
 
   // prepareThread has made the slots below (sums, checks, staging).
   bool prepared() const { return sumSlots_.data() != nullptr; }
@@ -489,8 +740,12 @@ class CudaContext final : public Context {
   std::deque<Check> checks_;       // in enqueue order
   cuda::PinnedBuffer staging_;     // kStageSlots slots for copy()'s small host sources
   cuda::DeviceBuffer badIndex_;    // checkIndices' result on the device
+  cuda::DeviceBuffer badIndices_;  // in a batch, each check's at its check slot
   std::vector<Mark> stagedAfter_;  // per slot: the last mark before its copy, or kUnused
   size_t nextStage_ = 0;
+  bool batching_ = false;  // between beginBatch and endBatch (on a prepared context)
+  size_t position_ = 0;    // the next held kernel's position in its piece
+  std::vector<Held> held_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <numeric>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -163,6 +164,16 @@ class CallRun {
           locals_.push_back(i);
       }
     }
+    wholeSteps_ = dev_ && !raw_ && stepOrdered();
+    recvWindow_.assign(env_.nranks, Executor::kRecvWindow);
+    if (wholeSteps_)  // at least the most receives of one step from the peer
+      for (int p = 0; p < env_.nranks; ++p) {
+        const std::vector<uint32_t>& r = peers_[p].recvs;
+        for (size_t a = 0, b = 0; a < r.size(); a = b) {
+          while (b < r.size() && ops_[r[b]].step == ops_[r[a]].step) ++b;
+          recvWindow_[p] = std::max(recvWindow_[p], b - a);
+        }
+      }
     for (int p = 0; p < env_.nranks; ++p)
       if (!peers_[p].sends.empty() || !peers_[p].recvs.empty()) {
         SQZ_ENFORCE(env_.conns[p] != nullptr, "no connection to rank ", p);
@@ -171,6 +182,36 @@ class CallRun {
     WaitSources ws;
     for (Connection* c : active_) c->addWaitSources(ws);
     doorbell_ = ws.doorbell;
+  }
+
+  // Whether waiting for a step's receives from a peer before handing any on (wholeSteps_) can
+  // never wait forever: every message op depends, through local ops, only on message ops of
+  // earlier steps, and each peer's sends and receives come in step order. Then by induction
+  // every rank's step s completes once the earlier steps have (ring, rhd). A double binary tree
+  // interleaves its two trees' steps on one peer: one piece's wait would hold up the other tree.
+  bool stepOrdered() const {
+    auto message = [&](const Op& op) {
+      return op.kind == OpKind::kSend || op.kind == OpKind::kSendFinal ||
+             op.kind == OpKind::kRecvReduce || op.kind == OpKind::kRecvFinal;
+    };
+    // Per op: the latest step of the message ops it depends on, through local ops (-1: none).
+    std::vector<int64_t> latest(ops_.size(), -1);
+    std::vector<int64_t> lastSend(env_.nranks, -1), lastRecv(env_.nranks, -1);
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = ops_[i];
+      int64_t before = -1;
+      for (uint32_t d : op.deps)
+        if (d != kNoDep)
+          before = std::max(before, message(ops_[d]) ? int64_t(ops_[d].step) : latest[d]);
+      latest[i] = before;
+      if (!message(op)) continue;
+      if (before >= int64_t(op.step)) return false;
+      const bool send = op.kind == OpKind::kSend || op.kind == OpKind::kSendFinal;
+      int64_t& last = send ? lastSend[op.peer] : lastRecv[op.peer];
+      if (int64_t(op.step) < last) return false;
+      last = op.step;
+    }
+    return true;
   }
 
   // A send that only waits for a receive-reduce of the same span is encoded as soon as that
@@ -197,8 +238,13 @@ class CallRun {
   bool postSends(int p) {
     PeerQueues& q = peers_[p];
     bool moved = false;
-    while (q.nextSend < q.sends.size() && ready(ops_[q.sends[q.nextSend]])) {
-      q.preparing.push_back(prepareSend(p, q.sends[q.nextSend++]));
+    std::vector<uint32_t> ready;
+    while (q.nextSend < q.sends.size() && this->ready(ops_[q.sends[q.nextSend]]))
+      ready.push_back(q.sends[q.nextSend++]);
+    if (!ready.empty()) {
+      const size_t first = q.preparing.size();
+      const Mark m = batched(ready, [&](uint32_t i) { q.preparing.push_back(prepareSend(p, i)); });
+      for (size_t j = first; j < q.preparing.size(); ++j) q.preparing[j].mark = m;
       moved = true;
     }
     while (!q.preparing.empty() && ctx_.reached(q.preparing.front().mark)) {
@@ -217,12 +263,13 @@ class CallRun {
   bool postRecvs(int p) {
     PeerQueues& q = peers_[p];
     bool moved = false;
-    while (q.nextRecv < q.recvs.size() && q.receiving.size() < Executor::kRecvWindow) {
+    while (q.nextRecv < q.recvs.size() && q.receiving.size() < recvWindow_[p]) {
       const uint32_t i = q.recvs[q.nextRecv];
       const Op& op = ops_[i];
       const size_t bytes = raw_ ? op.count * esz_ : codec_.maxEncodedBytes(op.count, req_.dtype);
-      // A final piece lands where the call's result goes: its dependencies first.
-      if (op.kind == OpKind::kRecvFinal && !ready(op)) break;
+      // A final piece lands where the call's result goes: its dependencies first (whole steps
+      // land it from a payload buffer once they are done: finishRecvs).
+      if (op.kind == OpKind::kRecvFinal && !ready(op) && !wholeSteps_) break;
       if (op.kind == OpKind::kRecvFinal && raw_ && !hostOnly_[p]) {
         q.receiving.push_back(Transfer{i, {}});
         env_.conns[p]->irecv(header(op, p), at(op.dst), bytes, &q.receiving.back().req);
@@ -249,64 +296,96 @@ class CallRun {
     return moved;
   }
 
-  // Hands each arrived payload, in order, to its op: combine, decode, or copy.
+  // Hands each arrived payload, in order, to its op: combine, decode, or copy. On a device
+  // call with a codec, a step's payloads from p go together, once all have arrived (one batch
+  // of kernels for the step, not one per piece).
   bool finishRecvs(int p) {
     PeerQueues& q = peers_[p];
     bool moved = false;
     while (!q.receiving.empty() && q.receiving.front().req.done) {
-      Transfer& t = q.receiving.front();
-      const Op& op = ops_[t.op];
-      if (op.kind == OpKind::kRecvReduce && !ready(op)) break;
-      const size_t bytes = raw_ ? op.count * esz_ : t.req.bytes;
-      if (raw_ && t.req.bytes != bytes)
-        raise(ErrorCode::kInvalidUsage, "rank ", p, " sent ", t.req.bytes, " bytes where rank ",
-              env_.rank, " expected ", bytes, " in ", describeCall(base_));
-      if (op.kind == OpKind::kRecvReduce) {
-        combineArrived(t, bytes);
-      } else if (raw_) {
-        if (t.buf >= 0) {  // a device dst behind a host-memory connection
-          ctx_.copy(at(op.dst), ctx_.data(t.buf), bytes);
-          ctx_.release(t.buf);
-        }
-        landAfterDeviceWork(t.op);
-      } else {  // a final payload: keep it for forwarding, decode it once
-        Final f{toWorkSpace(t.buf, bytes), bytes, op.count};
-        decodeFinal(op, f);
-        finals_[op.wireOffset] = f;
-        landAfterDeviceWork(t.op);
+      size_t take = 1;
+      if (wholeSteps_) {
+        const uint32_t step = ops_[q.receiving.front().op].step;
+        while (take < q.receiving.size() && ops_[q.receiving[take].op].step == step) ++take;
+        // The step's next receive is not posted yet but will be (the window has room for it):
+        // wait for it.
+        if (take == q.receiving.size() && q.nextRecv < q.recvs.size() &&
+            ops_[q.recvs[q.nextRecv]].step == step)
+          break;
+        // Every payload is in, and what it lands on is free (a final piece's destination too:
+        // postRecvs posts it early, into a payload buffer).
+        bool all = true;
+        for (size_t j = 0; j < take && all; ++j)
+          all = q.receiving[j].req.done && ready(ops_[q.receiving[j].op]);
+        if (!all) break;
+      } else if (ops_[q.receiving.front().op].kind == OpKind::kRecvReduce &&
+                 !ready(ops_[q.receiving.front().op])) {
+        break;
       }
-      q.receiving.pop_front();
+      std::vector<uint32_t> arrived(take);
+      std::iota(arrived.begin(), arrived.end(), 0);
+      batched(arrived, [&](uint32_t j) { landArrived(p, q.receiving[j]); });
+      q.receiving.erase(q.receiving.begin(), q.receiving.begin() + take);
       moved = true;
     }
     return moved;
   }
 
-  bool runLocals() {
-    bool moved = false;
-    for (auto it = locals_.begin(); it != locals_.end();) {
-      const Op& op = ops_[*it];
-      if (!ready(op)) {
-        ++it;
-        continue;
+  // An arrived payload's op: combine, decode, or copy.
+  void landArrived(int p, Transfer& t) {
+    const Op& op = ops_[t.op];
+    const size_t bytes = raw_ ? op.count * esz_ : t.req.bytes;
+    if (raw_ && t.req.bytes != bytes)
+      raise(ErrorCode::kInvalidUsage, "rank ", p, " sent ", t.req.bytes, " bytes where rank ",
+            env_.rank, " expected ", bytes, " in ", describeCall(base_));
+    if (op.kind == OpKind::kRecvReduce) {
+      combineArrived(t, bytes);
+    } else if (raw_) {
+      if (t.buf >= 0) {  // a device dst behind a host-memory connection
+        ctx_.copy(at(op.dst), ctx_.data(t.buf), bytes);
+        ctx_.release(t.buf);
       }
-      if (op.kind == OpKind::kCopy) {
-        ctx_.copy(at(op.dst), at(op.src), op.count * esz_);
-      } else if (op.kind == OpKind::kFinalize && !raw_) {
-        // Encode once; this rank keeps the payload's values, as every other rank will.
-        Final f{-1, 0, op.count};
-        f.buf = encodeInto(op, op.dst, f.bytes);
-        decodeFinal(op, f);
-        finals_[op.wireOffset] = f;
-      } else if (op.kind == OpKind::kFinalize) {
-        if (req_.op == RedOp::kAvg) ctx_.divide(at(op.dst), op.count, req_.dtype, env_.nranks);
-      } else if (op.kind != OpKind::kJoin) {  // a join only waits for its dependencies
-        raise(ErrorCode::kInternal, "op ", opName(op.kind), " is not a local op");
-      }
-      landAfterDeviceWork(*it);
-      it = locals_.erase(it);
-      moved = true;
+      landAfterDeviceWork(t.op);
+    } else {  // a final payload: keep it for forwarding, decode it once
+      Final f{toWorkSpace(t.buf, bytes), bytes, op.count};
+      decodeFinal(op, f);
+      finals_[op.wireOffset] = f;
+      landAfterDeviceWork(t.op);
     }
-    return moved;
+  }
+
+  // Runs the ready local ops, as one batch.
+  bool runLocals() {
+    std::vector<uint32_t> ready;
+    for (auto it = locals_.begin(); it != locals_.end();) {
+      if (this->ready(ops_[*it])) {
+        ready.push_back(*it);
+        it = locals_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (ready.empty()) return false;
+    batched(ready, [&](uint32_t i) { runLocal(i); });
+    return true;
+  }
+
+  void runLocal(uint32_t i) {
+    const Op& op = ops_[i];
+    if (op.kind == OpKind::kCopy) {
+      ctx_.copy(at(op.dst), at(op.src), op.count * esz_);
+    } else if (op.kind == OpKind::kFinalize && !raw_) {
+      // Encode once; this rank keeps the payload's values, as every other rank will.
+      Final f{-1, 0, op.count};
+      f.buf = encodeInto(op, op.dst, f.bytes);
+      decodeFinal(op, f);
+      finals_[op.wireOffset] = f;
+    } else if (op.kind == OpKind::kFinalize) {
+      if (req_.op == RedOp::kAvg) ctx_.divide(at(op.dst), op.count, req_.dtype, env_.nranks);
+    } else if (op.kind != OpKind::kJoin) {  // a join only waits for its dependencies
+      raise(ErrorCode::kInternal, "op ", opName(op.kind), " is not a local op");
+    }
+    landAfterDeviceWork(i);
   }
 
   // Finishes the ops whose device work the context has reached.
@@ -323,7 +402,7 @@ class CallRun {
 
   // ---- payloads --------------------------------------------------------------------------------
 
-  // Peer p's next send: its payload, made now, and the mark after which it may go.
+  // Peer p's next send: its payload, made now (postSends sets the mark after which it may go).
   Outgoing prepareSend(int p, uint32_t i) {
     const Op& op = ops_[i];
     WireHeader h = header(op, env_.rank);
@@ -354,7 +433,7 @@ class CallRun {
         buf = staged;
       }
     }
-    return Outgoing{i, h, from, buf, ctx_.mark()};
+    return Outgoing{i, h, from, buf, 0};  // its mark: the batch's (postSends)
   }
 
   // What connection p can send `bytes` at ptr (in the context's memory) from: ptr itself, or,
@@ -436,7 +515,42 @@ class CallRun {
       finish(i);
       return;
     }
-    landing_.push_back(Landing{i, ctx_.mark(), buf});
+    if (batching_)
+      batchLanding_.push_back(Landing{i, 0, buf});
+    else
+      landing_.push_back(Landing{i, ctx_.mark(), buf});
+  }
+
+  // Runs each(item) for the items, the pieces of one step, as one batch of the context's work
+  // (Context::beginBatch): on a GPU each kernel once for all of them, not once a piece. Returns
+  // the mark after it, at which the ops the pieces landed are done.
+  template <class Each>
+  Mark batched(const std::vector<uint32_t>& items, Each&& each) {
+    ctx_.beginBatch();
+    batching_ = true;
+    try {
+      for (uint32_t item : items) {
+        ctx_.nextPiece();
+        each(item);
+      }
+    } catch (...) {
+      batching_ = false;
+      batchLanding_.clear();
+      try {
+        ctx_.endBatch();        // what the pieces enqueued, so buffers are released after it
+      } catch (const Error&) {  // the first error is the one to report
+      }
+      throw;
+    }
+    batching_ = false;
+    ctx_.endBatch();
+    const Mark m = ctx_.mark();
+    for (Landing& l : batchLanding_) {
+      l.mark = m;
+      landing_.push_back(l);
+    }
+    batchLanding_.clear();
+    return m;
   }
   bool deviceWorkPending() const {
     if (!landing_.empty()) return true;
@@ -529,6 +643,12 @@ class CallRun {
   Doorbell* doorbell_ = nullptr;
   std::unordered_map<size_t, Final> finals_;  // by wire offset
   std::deque<Landing> landing_;
+  // A device call with a codec: a step's receives from a peer are posted and handed on
+  // together (finishRecvs); recvWindow_ is each peer's receive window.
+  bool wholeSteps_ = false;
+  std::vector<size_t> recvWindow_;
+  bool batching_ = false;  // in batched(): landings wait for its mark
+  std::vector<Landing> batchLanding_;
 };
 
 }  // namespace

@@ -3,9 +3,14 @@
 // Per peer it keeps the schedule's sends and receives in order (the transport contract pairs the
 // k-th send with the k-th receive), posts each as soon as its dependencies are done, keeps up to
 // kRecvWindow receives in flight per peer (into payload buffers, for combining), and runs local
-// ops (copy, finalize) when they become ready. When nothing can move it sleeps on the
-// connections' wait sources; a stretch of timeoutMs without progress is an Error(kTimeout)
-// naming the call, the peers and what was outstanding.
+// ops (copy, finalize) when they become ready. What becomes ready together (a peer's ready
+// sends, arrived payloads, ready local ops) goes to the context as one batch of pieces
+// (Context::beginBatch), so a GPU launches each of the codec's kernels once for them. On a
+// device call with a codec whose schedule runs in step order (ring, rhd), a step's receives
+// from a peer are posted together and handed on together once all have arrived: the step's
+// combine is then one batch, not one per piece, whatever the timing. When nothing can move it
+// sleeps on the connections' wait sources; a stretch of timeoutMs without progress is an
+// Error(kTimeout) naming the call, the peers and what was outstanding.
 //
 // Where the bytes are and where the work runs is the call's execution context (device/context.h):
 // the executor asks it for payload buffers, copies and the codec's kernels, and treats its work
