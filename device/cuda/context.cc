@@ -109,8 +109,13 @@ class CudaContext final : public Context {
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return;
     cuda::DeviceGuard guard(device_);
-    // From pageable host memory a copy cannot depend on a held kernel (see beginBatch); from
-    // memory a kernel reaches it may read what one writes.
+    // Where src is matters only to a small copy (staged, or held) and with kernels held: from
+    // pageable host memory a copy cannot depend on one (see beginBatch); from memory a kernel
+    // reaches it may read what one writes.
+    if (held_.empty() && bytes > kStageBytes) {
+      cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
+      return;
+    }
     const cuda::PointerInfo from = cuda::pointerInfo(src);
     if (holding() && bytes <= kSmallCopyBytes && !from.device && !from.pinned && reachable(dst)) {
       SmallCopyJob job{dst, nullptr, bytes, {}};  // a header: held, one kernel for the batch
@@ -271,13 +276,11 @@ class CudaContext final : public Context {
   }
   void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                   float* out) override {
-    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, nullptr}, false,
-                [&] { gpuInt8Decode(scales, codes, n, block, out, stream_); });
+    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, nullptr}, false);
   }
   void int8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                      size_t n, size_t block) override {
-    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, local}, true,
-                [&] { gpuInt8DecodeAdd(out, local, scales, codes, n, block, stream_); });
+    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, local}, true);
   }
   void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) override {
@@ -288,14 +291,11 @@ class CudaContext final : public Context {
   }
   void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
                   int bits, float* out) override {
-    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, nullptr}, false,
-                [&] { gpuQsgdDecode(scales, codes, n, block, levels, bits, out, stream_); });
+    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, nullptr}, false);
   }
   void qsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                      size_t n, size_t block, int levels, int bits) override {
-    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, local}, true, [&] {
-      gpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits, stream_);
-    });
+    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, local}, true);
   }
   void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                     Feedback* feedback) override {
@@ -304,13 +304,11 @@ class CudaContext final : public Context {
   }
   void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                     float* out) override {
-    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, nullptr}, false,
-                [&] { gpuOnebitDecode(scales, codes, n, block, out, stream_); });
+    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, nullptr}, false);
   }
   void onebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                        size_t n, size_t block) override {
-    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, local}, true,
-                [&] { gpuOnebitDecodeAdd(out, local, scales, codes, n, block, stream_); });
+    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, local}, true);
   }
   void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
                       void* scales, uint8_t* codes, Feedback* feedback) override {
@@ -321,13 +319,11 @@ class CudaContext final : public Context {
   }
   void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
                       float* out) override {
-    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, nullptr}, false,
-                [&] { gpuTerngradDecode(scales, codes, n, block, out, stream_); });
+    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, nullptr}, false);
   }
   void terngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                          size_t n, size_t block) override {
-    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, local}, true,
-                [&] { gpuTerngradDecodeAdd(out, local, scales, codes, n, block, stream_); });
+    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, local}, true);
   }
   size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) override {
     cuda::DeviceGuard guard(device_);
@@ -649,8 +645,8 @@ class CudaContext final : public Context {
     settle();
     single(feedback ? &fb : nullptr);
   }
-  template <class Single>
-  void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add, Single&& single) {
+  // A quantizer's decode or decode-add: held when batching, else launched as a batch of one.
+  void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add) {
     cuda::DeviceGuard guard(device_);
     if (job.n == 0) return;
     if (holding()) {
@@ -658,7 +654,7 @@ class CudaContext final : public Context {
       return;
     }
     settle();
-    single();
+    gpuQuantDecodeBatch(s, &job, 1, add, stream_);
   }
 
   // prepareThread has made the slots below (sums, checks, staging).

@@ -281,6 +281,30 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
   addLaneSums(sc, partials, lanes, inputSq, sentSq, deviceSums, stream);
 }
 
+namespace {
+
+// castFeedbackKernel over `args`, kBatchJobs to a launch, and with deviceSums each launch's
+// lanes (one chunk's after another's) added to it, chunk after chunk.
+void launchCastFeedback(Narrow kind, const std::vector<CastFeedbackArgs>& args, double* deviceSums,
+                        GpuStream stream) {
+  launchJobs(
+      args, [](const CastFeedbackArgs& a) { return laneGrid(a.blocks * kNormLanes); },
+      [&](dim3 grid, const JobTable<CastFeedbackArgs>& t) {
+        if (kind == Narrow::kHalf)
+          castFeedbackKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(t);
+        else
+          castFeedbackKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
+        cuda::checkLaunch("castFeedbackKernel");
+        if (!deviceSums) return;
+        JobTable<size_t> lanes{};
+        for (size_t j = 0; j < grid.y; ++j) lanes.job[j] = t.job[j].blocks * kNormLanes;
+        laneSumsKernel<<<1, 1, 0, stream>>>(t.job[0].partials, lanes, grid.y, deviceSums);
+        cuda::checkLaunch("laneSumKernel");
+      });
+}
+
+}  // namespace
+
 void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count,
                           double* deviceSums, GpuStream stream) {
   std::vector<CastFeedbackArgs> args;
@@ -303,20 +327,7 @@ void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count
     if (partials) a.partials = partials + 2 * at;
     at += a.blocks * kNormLanes;
   }
-  launchJobs(
-      args, [](const CastFeedbackArgs& a) { return laneGrid(a.blocks * kNormLanes); },
-      [&](dim3 grid, const JobTable<CastFeedbackArgs>& t) {
-        if (kind == Narrow::kHalf)
-          castFeedbackKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(t);
-        else
-          castFeedbackKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
-        cuda::checkLaunch("castFeedbackKernel");
-        if (!partials) return;
-        JobTable<size_t> lanes{};
-        for (size_t j = 0; j < grid.y; ++j) lanes.job[j] = t.job[j].blocks * kNormLanes;
-        laneSumsKernel<<<1, 1, 0, stream>>>(t.job[0].partials, lanes, grid.y, deviceSums);
-        cuda::checkLaunch("laneSumKernel");
-      });
+  launchCastFeedback(kind, args, deviceSums, stream);
 }
 
 void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
@@ -331,14 +342,7 @@ void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
   const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
   size_t lanes = 0;
   float* partials = lanePartials(sc, n, lanes, stream);
-  JobTable<CastFeedbackArgs> t{};
-  t.job[0] = {x, payload, n, blocks, residual, partials};
-  const dim3 grid(laneGrid(lanes), 1);
-  if (kind == Narrow::kHalf)
-    castFeedbackKernel<Narrow::kHalf><<<grid, kThreads, 0, stream>>>(t);
-  else
-    castFeedbackKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
-  cuda::checkLaunch("castFeedbackKernel");
+  launchCastFeedback(kind, {{x, payload, n, blocks, residual, partials}}, nullptr, stream);
   addLaneSums(sc, partials, lanes, inputSq, sentSq, nullptr, stream);
 }
 

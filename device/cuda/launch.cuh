@@ -40,6 +40,20 @@ std::vector<Job> liveJobs(const Job* jobs, size_t count) {
   return live;
 }
 
+// Scatter-add's first step, on a GPU as on the stand-in: dst = local (a stream-ordered copy)
+// for each job where they differ; returns the jobs with entries to add.
+inline std::vector<ScatterJob> copyScatterAddLocals(const ScatterJob* jobs, size_t count,
+                                                    GpuStream stream) {
+  std::vector<ScatterJob> entries;
+  for (const ScatterJob& s : liveJobs(jobs, count)) {
+    if (s.dst != s.local)
+      cuda::check(cudaMemcpyAsync(s.dst, s.local, s.n * sizeof(float), cudaMemcpyDefault, stream),
+                  "cudaMemcpyAsync");
+    if (s.k > 0) entries.push_back(s);
+  }
+  return entries;
+}
+
 #if defined(__CUDACC__)
 // Launches `jobs` kBatchJobs at a time: launch(grid, table) with grid.y the table's jobs and
 // grid.x the most blocks any of them needs (blocks(job)); a job's extra blocks find no work.

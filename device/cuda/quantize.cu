@@ -483,13 +483,6 @@ void launchDecodes(const std::vector<DecodeArgs<Codes>>& jobs, size_t block, boo
       });
 }
 
-template <class Codes>
-void launchDecode(const Codes& codes, size_t n, size_t block, float* out, const float* local,
-                  GpuStream stream, const char* name) {
-  if (n == 0) return;
-  launchDecodes<Codes>({{codes, n, out, local}}, block, local != nullptr, stream, name);
-}
-
 // ---- encode launch and the feedback round trip ------------------------------------------------
 
 // The two doubles the feedback kernels add to, and the pinned pair the host reads them into;
@@ -639,15 +632,25 @@ void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t
                    Feedback* feedback, GpuStream stream) {
   runEncode({QuantKind::kInt8, block}, x, n, 0, scales, codes, feedback, stream);
 }
+namespace {
+
+// One chunk's decode (local null) or decode-add: a batch of one.
+void decodeOne(const QuantSetting& s, const void* scales, const uint8_t* codes, size_t n,
+               float* out, const float* local, GpuStream stream) {
+  if (n == 0) return;
+  const QuantDecodeJob job{scales, codes, n, out, local};
+  gpuQuantDecodeBatch(s, &job, 1, local != nullptr, stream);
+}
+
+}  // namespace
+
 void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
                    GpuStream stream) {
-  const Int8Codes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 8)};
-  launchDecode(c, n, block, out, nullptr, stream, "int8DecodeKernel");
+  decodeOne({QuantKind::kInt8, block}, scales, codes, n, out, nullptr, stream);
 }
 void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                       size_t n, size_t block, GpuStream stream) {
-  const Int8Codes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 8)};
-  launchDecode(c, n, block, out, local, stream, "int8DecodeAddKernel");
+  decodeOne({QuantKind::kInt8, block}, scales, codes, n, out, local, stream);
 }
 
 void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
@@ -659,15 +662,11 @@ void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
 }
 void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
                    int bits, float* out, GpuStream stream) {
-  const QsgdCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, bits),
-                    levels, bits};
-  launchDecode(c, n, block, out, nullptr, stream, "qsgdDecodeKernel");
+  decodeOne({QuantKind::kQsgd, block, levels, bits}, scales, codes, n, out, nullptr, stream);
 }
 void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                       size_t n, size_t block, int levels, int bits, GpuStream stream) {
-  const QsgdCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, bits),
-                    levels, bits};
-  launchDecode(c, n, block, out, local, stream, "qsgdDecodeAddKernel");
+  decodeOne({QuantKind::kQsgd, block, levels, bits}, scales, codes, n, out, local, stream);
 }
 
 void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
@@ -676,13 +675,11 @@ void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8
 }
 void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
                      GpuStream stream) {
-  const OnebitCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 1)};
-  launchDecode(c, n, block, out, nullptr, stream, "onebitDecodeKernel");
+  decodeOne({QuantKind::kOnebit, block}, scales, codes, n, out, nullptr, stream);
 }
 void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                         size_t n, size_t block, GpuStream stream) {
-  const OnebitCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 1)};
-  launchDecode(c, n, block, out, local, stream, "onebitDecodeAddKernel");
+  decodeOne({QuantKind::kOnebit, block}, scales, codes, n, out, local, stream);
 }
 
 void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
@@ -692,13 +689,11 @@ void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uin
 }
 void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
                        GpuStream stream) {
-  const TerngradCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 2)};
-  launchDecode(c, n, block, out, nullptr, stream, "terngradDecodeKernel");
+  decodeOne({QuantKind::kTerngrad, block}, scales, codes, n, out, nullptr, stream);
 }
 void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                           size_t n, size_t block, GpuStream stream) {
-  const TerngradCodes c{static_cast<const unsigned char*>(scales), codes, packedBytes(block, 2)};
-  launchDecode(c, n, block, out, local, stream, "terngradDecodeAddKernel");
+  decodeOne({QuantKind::kTerngrad, block}, scales, codes, n, out, local, stream);
 }
 
 // Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.

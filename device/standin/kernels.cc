@@ -884,15 +884,7 @@ void gpuDensifyBatch(const ScatterJob* jobs, size_t count, GpuStream stream) {
 }
 
 void gpuScatterAddBatch(const ScatterJob* jobs, size_t count, GpuStream stream) {
-  std::vector<ScatterJob> entries;
-  for (size_t j = 0; j < count; ++j) {
-    const ScatterJob& s = jobs[j];
-    if (s.n == 0) continue;
-    if (s.dst != s.local)
-      cuda::check(cudaMemcpyAsync(s.dst, s.local, s.n * sizeof(float), cudaMemcpyDefault, stream),
-                  "cudaMemcpyAsync");
-    if (s.k > 0) entries.push_back(s);
-  }
+  const std::vector<ScatterJob> entries = copyScatterAddLocals(jobs, count, stream);
   forEachLaunch(entries.data(), entries.size(), [&](std::vector<ScatterJob> batch) {
     enqueue(stream, "gpuScatterAddBatch", scatterArgs(batch), [=] {
       for (const ScatterJob& j : batch) scatterOne(j, true);
