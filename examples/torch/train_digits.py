@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """Data-parallel training of an MLP on scikit-learn's digits (8x8 images, 10 classes; the
-dataset ships with python3-sklearn, no download) with torch.distributed and DDP, over gloo or
-Squeeze, optionally compressing the gradients in flight with Squeeze's DDP hook.
+dataset ships with python3-sklearn, no download) with torch.distributed and DDP, over gloo,
+Squeeze or torch's NCCL backend, optionally compressing the gradients in flight with Squeeze's
+DDP hook. It trains on the GPU when torch has one (--device), each rank on GPU
+LOCAL_RANK % device count, so several ranks may share one GPU.
 
     /usr/bin/python3 examples/torch/train_digits.py --nproc 4 --backend squeeze
     /usr/bin/python3 examples/torch/train_digits.py --nproc 4 --backend squeeze --codec topk:ratio=0.01
     sqzrun -n 4 /usr/bin/python3 examples/torch/train_digits.py --backend gloo
+    LD_PRELOAD=libsqueeze-nccl.so.2 python3 examples/torch/train_digits.py --nproc 2 --backend nccl
 
 --nproc N starts N local ranks itself (Debian 12's torchrun fails on Python 3.11); without it the
 ranks come from torch's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, as sqzrun and
@@ -27,7 +30,11 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=int, default=0, help="start this many local ranks")
-    p.add_argument("--backend", choices=["gloo", "squeeze"], default="squeeze")
+    p.add_argument("--backend", choices=["gloo", "squeeze", "nccl"], default="squeeze",
+                   help="nccl: torch's ProcessGroupNCCL, on GPUs (with LD_PRELOAD="
+                        "libsqueeze-nccl.so.2 it runs over Squeeze's NCCL shim)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: cuda when torch has a GPU, else cpu")
     p.add_argument("--codec", default=None,
                    help="compress every gradient bucket with this Squeeze codec spec through "
                         "squeeze.torch.compression_hook (e.g. topk:ratio=0.01, powersgd:rank=4, "
@@ -98,6 +105,23 @@ def rank_environment():
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
 
+def pick_device(args, rank):
+    """The torch.device this rank trains on; a CUDA device is also made current."""
+    import torch
+    cuda = torch.cuda.is_available()
+    if args.device == "cuda" and not cuda:
+        sys.exit("train_digits: --device cuda, but torch sees no GPU (a CPU-only torch, or "
+                 "CUDA_VISIBLE_DEVICES hides them); pass --device cpu")
+    if args.backend == "nccl" and not (cuda and args.device != "cpu"):
+        sys.exit("train_digits: --backend nccl needs a GPU (NCCL runs on CUDA tensors); pass "
+                 "--backend squeeze or gloo")
+    if args.device == "cpu" or not cuda:
+        return torch.device("cpu")
+    index = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
 def load_data(seed):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -124,13 +148,14 @@ def main():
         import squeeze.torch  # registers the "squeeze" backend
 
     torch.set_num_threads(1)  # N ranks share this machine's cores
+    device = pick_device(args, rank)
     dist.init_process_group(args.backend, rank=rank, world_size=size)
     torch.manual_seed(args.seed)
-    xtr, ytr, xte, yte = load_data(args.seed)
+    xtr, ytr, xte, yte = (t.to(device) for t in load_data(args.seed))
     model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(),
                           nn.Linear(args.hidden, args.hidden), nn.ReLU(),
-                          nn.Linear(args.hidden, 10))
-    ddp = DDP(model)
+                          nn.Linear(args.hidden, 10)).to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     state = None
     if args.codec:
         state = squeeze.torch.CompressionState(specs=args.codec)
@@ -144,15 +169,15 @@ def main():
     steps = len(xtr) // (size * args.batch)
     gen = torch.Generator().manual_seed(args.seed)
     if rank == 0:
-        print(f"train_digits: {size} ranks, backend {args.backend}, codec "
+        print(f"train_digits: {size} ranks on {device.type}, backend {args.backend}, codec "
               f"{args.codec or 'none (DDP all-reduce)'}, {len(xtr)} train / {len(xte)} test "
               f"samples, {steps} steps per epoch, {grad_bytes} gradient bytes", flush=True)
     total_steps, total_time = 0, 0.0
     last_wire = 0
     for epoch in range(args.epochs):
-        perm = torch.randperm(len(xtr), generator=gen)
+        perm = torch.randperm(len(xtr), generator=gen).to(device)
         ddp.train()
-        loss_sum = torch.zeros(1)
+        loss_sum = torch.zeros(1, device=device)
         t0 = time.perf_counter()
         for step in range(steps):
             idx = perm[(step * size + rank) * args.batch:(step * size + rank + 1) * args.batch]
@@ -161,6 +186,8 @@ def main():
             loss.backward()
             opt.step()
             loss_sum += loss.detach()
+        if device.type == "cuda":
+            torch.cuda.synchronize()  # the steps' kernels are asynchronous
         epoch_time = time.perf_counter() - t0
         total_steps += steps
         total_time += epoch_time
