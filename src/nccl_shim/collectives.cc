@@ -1,6 +1,14 @@
 // The shim's data calls: the collectives, send and receive, and the group calls around them,
 // each recorded or run through group.h; and the PreMulSum operators the reducing collectives
-// accept, which Squeeze lacks: the shim scales the input on the host and sums.
+// accept, which Squeeze lacks: the shim scales the input on the host and sums, so only host
+// buffers take them (device buffers fail, saying so). A scalar in host memory
+// (ncclScalarHostImmediate) is read when the operator is made; one in device memory
+// (ncclScalarDevice) when each call using it is issued, in the order of the call's stream: a
+// 1-8 byte cudaMemcpyAsync and a synchronize of that stream (the legacy default stream for host
+// buffers), so each such call first waits on the host for the work queued before it. When
+// ncclRedOpCreatePreMulSum fails it leaves an operator value every call refuses, naming the
+// failure: torch ignores its result, and would otherwise sum unscaled (its op starts as ncclSum).
+#include <array>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -32,6 +40,12 @@ ncclResult_t toReduction(ncclComm* comm, ncclDataType_t datatype, ncclRedOp_t op
     return ncclSuccess;
   }
   std::lock_guard<std::mutex> lock(comm->preMulSumMu);
+  if (static_cast<int>(op) == kFailedPreMulSum)
+    return fail(ncclInvalidArgument, fn, ": op ", static_cast<int>(op),
+                " is what a failed ncclRedOpCreatePreMulSum leaves: no operator was made (",
+                comm->preMulSumFailure.empty() ? "that call was not on this communicator"
+                                               : comm->preMulSumFailure,
+                "); check that call's result.");
   auto it = comm->preMulSums.find(static_cast<int>(op));
   if (it == comm->preMulSums.end())
     return fail(ncclInvalidArgument, fn, ": op ", static_cast<int>(op), " is neither a built-in "
@@ -97,11 +111,28 @@ bool isDeviceMemory(const void* ptr) {
 #endif
 }
 
+// A ncclScalarDevice scalar's bytes, read in `stream`'s order (see the top of the file).
+ncclResult_t readDeviceScalar(const PreMulSum& op, cudaStream_t stream, const char* fn,
+                              unsigned char* out) {
+#if SQZ_HAVE_CUDA
+  cudaError_t e =
+      cudaMemcpyAsync(out, op.deviceScalar, elementBytes(op.datatype), cudaMemcpyDefault, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e == cudaSuccess) return ncclSuccess;
+  cudaGetLastError();  // the program's next CUDA call should not see this one's error
+  return fail(ncclUnhandledCudaError, fn, ": reading the PreMulSum operator's scalar at ",
+              op.deviceScalar, " (ncclScalarDevice) failed: ", cudaGetErrorString(e), ".");
+#else
+  (void)op, (void)stream, (void)out;  // ncclRedOpCreatePreMulSum refuses ncclScalarDevice
+  return fail(ncclInternalError, fn, ": a device scalar in a build without CUDA.");
+#endif
+}
+
 // The input a reducing call passes Squeeze: sendbuff, or for a PreMulSum a scaled copy of it
 // (held in *scaled), since Squeeze has no PreMulSum. The copy is host memory, so device buffers
 // are refused (a device call would need a kernel on the stream).
 ncclResult_t reductionInput(const Reduction& red, const void* sendbuff, size_t count,
-                            void* stream, const char* fn, std::vector<unsigned char>* scaled,
+                            cudaStream_t stream, const char* fn, std::vector<unsigned char>* scaled,
                             const void** in) {
   *in = sendbuff;
   if (!red.preMulSum) return ncclSuccess;
@@ -111,8 +142,13 @@ ncclResult_t reductionInput(const Reduction& red, const void* sendbuff, size_t c
                 "ncclSum, or use ncclAvg.");
   if (count == 0) return ncclSuccess;
   if (!sendbuff) return fail(ncclInvalidArgument, fn, ": sendbuff is NULL with count ", count, ".");
+  std::array<unsigned char, 8> scalar = red.preMulSum->scalar;
+  if (red.preMulSum->deviceScalar)
+    if (ncclResult_t r = readDeviceScalar(*red.preMulSum, stream, fn, scalar.data());
+        r != ncclSuccess)
+      return r;
   scaled->resize(count * elementBytes(red.type));
-  scale(red.type, sendbuff, scaled->data(), count, red.preMulSum->scalar.data());
+  scale(red.type, sendbuff, scaled->data(), count, scalar.data());
   *in = scaled->data();
   return ncclSuccess;
 }
@@ -144,9 +180,10 @@ ncclResult_t submitReduction(ncclComm* comm, const char* fn, const void* sendbuf
 
 // ---- PreMulSum ------------------------------------------------------------------------------------
 
-ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
-                                      ncclScalarResidence_t residence, ncclComm_t comm) {
-  enter();
+namespace {
+
+ncclResult_t createPreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                             ncclScalarResidence_t residence, ncclComm_t comm) {
   SQZ_SHIM_CHECK_COMM(comm, "ncclRedOpCreatePreMulSum");
   if (!op || !scalar)
     return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: ", !op ? "op" : "scalar",
@@ -154,20 +191,45 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
   sqzDataType_t type;
   if (ncclResult_t r = toSqzType(datatype, "ncclRedOpCreatePreMulSum", &type); r != ncclSuccess)
     return r;
-  if (residence != ncclScalarHostImmediate)
-    return fail(ncclInvalidUsage, "ncclRedOpCreatePreMulSum: a scalar in device memory "
-                "(ncclScalarDevice) is not supported by Squeeze; pass ncclScalarHostImmediate "
-                "with the scalar in host memory.");
-  PreMulSum made{type, {}};
-  std::memcpy(made.scalar.data(), scalar, elementBytes(type));
+  PreMulSum made{type, {}, nullptr};
+  if (residence == ncclScalarHostImmediate) {
+    std::memcpy(made.scalar.data(), scalar, elementBytes(type));
+  } else if (residence == ncclScalarDevice) {
+    if (!SQZ_HAVE_CUDA)
+      return fail(ncclInvalidUsage,
+                  "ncclRedOpCreatePreMulSum: a scalar in device memory (ncclScalarDevice) needs a "
+                  "build of Squeeze with CUDA; pass ncclScalarHostImmediate with the scalar in "
+                  "host memory.");
+    made.deviceScalar = scalar;
+  } else {
+    return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: residence ",
+                static_cast<int>(residence),
+                " is neither ncclScalarDevice nor ncclScalarHostImmediate.");
+  }
   std::lock_guard<std::mutex> lock(comm->preMulSumMu);
-  if (comm->nextPreMulSum == ncclMaxRedOp)
+  if (comm->nextPreMulSum == kFailedPreMulSum)
     return fail(ncclInvalidUsage, "ncclRedOpCreatePreMulSum: out of operator values; destroy "
                 "operators with ncclRedOpDestroy.");
   const int value = comm->nextPreMulSum++;
   comm->preMulSums[value] = made;
   *op = static_cast<ncclRedOp_t>(value);
   return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                      ncclScalarResidence_t residence, ncclComm_t comm) {
+  enter();
+  const ncclResult_t r = createPreMulSum(op, scalar, datatype, residence, comm);
+  if (r != ncclSuccess && op) {
+    *op = static_cast<ncclRedOp_t>(kFailedPreMulSum);
+    if (liveComm(comm)) {
+      std::lock_guard<std::mutex> lock(comm->preMulSumMu);
+      comm->preMulSumFailure = lastError();
+    }
+  }
+  return r;
 }
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
@@ -307,4 +369,9 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   enter();
   return groupEnd();
+}
+
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  enter();
+  return groupSimulateEnd(simInfo);
 }

@@ -52,6 +52,15 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
   return adopt(sqz, out);
 }
 
+// ncclCommInitRankConfig, for `fn`: its messages name the call the program made.
+ncclResult_t initRankConfig(const char* fn, ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                            int rank, ncclConfig_t* config) {
+  if (!comm) return fail(ncclInvalidArgument, fn, ": comm is NULL.");
+  if (ncclResult_t r = checkNcclConfig(config, fn); r != ncclSuccess) return r;
+  *comm = nullptr;
+  return submitInit([=] { return initRank(comm, nranks, commId, rank, SQZ_CONFIG_UNDEF_INT); });
+}
+
 // ncclCommInitAll's devices: devlist, or 0..ndev-1; without a GPU, host-memory communicators.
 int deviceCount() {
 #if SQZ_HAVE_CUDA
@@ -106,24 +115,34 @@ void ncclResetDebugInit() {}  // deprecated in NCCL; Squeeze reads its log setti
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
   enter();
-  if (!comm) return fail(ncclInvalidArgument, "ncclCommInitRankConfig: comm is NULL.");
-  if (ncclResult_t r = checkNcclConfig(config, "ncclCommInitRankConfig"); r != ncclSuccess)
-    return r;
-  *comm = nullptr;
-  return submitInit([=] { return initRank(comm, nranks, commId, rank, SQZ_CONFIG_UNDEF_INT); });
+  return initRankConfig("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
 }
 
+// NCCL spreads this init's bootstrap over nId roots: each id comes from ncclGetUniqueId on a
+// different rank (torch: one per TORCH_NCCL_RANKS_PER_ROOT ranks, the first on rank 0), and every
+// rank passes the same nId ids. A Squeeze id holds its rendezvous root's address and the job's
+// secret, and one root (started by the ncclGetUniqueId that made the id) gathers all of a
+// communicator's ranks (up to 65536), so every rank joins the first id's root and the other ids
+// go unused. An unused root waits for ranks that never come: one idle thread and one listening
+// socket in the process whose ncclGetUniqueId made it, until that process exits.
 ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
                                       ncclUniqueId* commIds, ncclConfig_t* config) {
   enter();
-  if (nId != 1 || !commIds)
-    return fail(ncclInvalidUsage, "ncclCommInitRankScalable: Squeeze's rendezvous has one root; "
-                "pass nId = 1 (one id from ncclGetUniqueId), or use ncclCommInitRank.");
-  return ncclCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
+  constexpr const char* fn = "ncclCommInitRankScalable";
+  if (!newcomm) return fail(ncclInvalidArgument, fn, ": newcomm is NULL.");
+  *newcomm = nullptr;
+  if (nId < 1 || nId > nranks)
+    return fail(ncclInvalidArgument, fn, ": nId is ", nId, " with nranks ", nranks,
+                "; pass 1 to nranks ids (one from ncclGetUniqueId on each root rank), the same "
+                "list on every rank.");
+  if (!commIds)
+    return fail(ncclInvalidArgument, fn, ": commIds is NULL; pass the ", nId,
+                " ids from ncclGetUniqueId, the same list on every rank.");
+  return initRankConfig(fn, newcomm, nranks, commIds[0], myrank, config);
 }
 
 ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -203,6 +222,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   sqzResult_t err = sqzSuccess;
   const sqzResult_t r = sqzCommGetAsyncError(comm->sqz, &err);
   if (r != sqzSuccess) return forward(r);
+  // What went wrong, for ncclGetLastError on this thread (torch's watchdog asks here, on a
+  // thread of its own, then prints "Last error:"): Squeeze's sentence naming the rank, the peer
+  // and the call, which sqzCommGetAsyncError has just made the communicator's last error.
+  if (err != sqzSuccess) lastError() = sqzGetLastError(comm->sqz);
   *asyncError = toNccl(err);
   return ncclSuccess;
 }

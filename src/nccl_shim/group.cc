@@ -1,11 +1,13 @@
 // The shim's group queue (group.h).
 #include "nccl_shim/group.h"
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "base/strings.h"
 #include "nccl_shim/shim_comm.h"
 #include "nccl_shim/translate.h"
 
@@ -84,26 +86,22 @@ ncclResult_t report(const Outcome& o) {
   return o.rc;
 }
 
-}  // namespace
-
-std::string& lastError() { return tlsLastError; }
-
-bool inGroup() { return tlsGroup.depth > 0; }
-
-ncclResult_t groupStart() {
-  ++tlsGroup.depth;
-  return ncclSuccess;
-}
-
-ncclResult_t groupEnd() {
+// Ends one level of this thread's group for `fn` (ncclInvalidUsage when none is open). When it
+// was the outermost, *closed takes the group's recorded work and the thread is out of the group.
+ncclResult_t endLevel(const char* fn, std::optional<GroupState>* closed) {
   if (tlsGroup.depth == 0) {
-    lastError() = "squeeze-nccl: ncclGroupEnd without a matching ncclGroupStart on this thread.";
+    lastError() =
+        strCat("squeeze-nccl: ", fn, " without a matching ncclGroupStart on this thread.");
     return ncclInvalidUsage;
   }
   if (--tlsGroup.depth > 0) return ncclSuccess;
-  GroupState group = std::move(tlsGroup);
+  closed->emplace(std::move(tlsGroup));
   tlsGroup = GroupState{};
+  return ncclSuccess;
+}
 
+// An outermost group's work: its inits, then its calls.
+ncclResult_t runGroup(const GroupState& group) {
   if (ncclResult_t r = runConcurrently(group.inits); r != ncclSuccess) return r;
 
   std::vector<std::function<Outcome()>> jobs;
@@ -118,6 +116,46 @@ ncclResult_t groupEnd() {
   for (const auto& entry : byComm)
     jobs.push_back([&calls = entry.second] { return runComm(calls); });
   return jobs.empty() ? ncclSuccess : report(runAll(jobs));
+}
+
+}  // namespace
+
+std::string& lastError() { return tlsLastError; }
+
+bool inGroup() { return tlsGroup.depth > 0; }
+
+ncclResult_t groupStart() {
+  ++tlsGroup.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t groupEnd() {
+  std::optional<GroupState> group;
+  if (ncclResult_t r = endLevel("ncclGroupEnd", &group); r != ncclSuccess || !group) return r;
+  return runGroup(*group);
+}
+
+ncclResult_t groupSimulateEnd(const ncclSimInfo_t* simInfo) {
+  std::optional<GroupState> group;
+  if (ncclResult_t r = endLevel("ncclGroupSimulateEnd", &group); r != ncclSuccess || !group)
+    return r;
+  if (!simInfo) return runGroup(*group);  // NCCL: without simInfo, a plain ncclGroupEnd
+  const ncclSimInfo_t initialized = NCCL_SIM_INFO_INITIALIZER;
+  if (simInfo->magic != initialized.magic) {
+    lastError() = strCat(
+        "squeeze-nccl: ncclGroupSimulateEnd: simInfo was not initialized with "
+        "NCCL_SIM_INFO_INITIALIZER; the group was ended and its recorded calls dropped: ",
+        group->inits.size() + group->calls.size(), ".");
+    return ncclInvalidArgument;
+  }
+  if (ncclResult_t r = runConcurrently(group->inits); r != ncclSuccess) return r;
+  lastError() = strCat(
+      "squeeze-nccl: ncclGroupSimulateEnd is not supported by Squeeze (it has no NCCL "
+      "performance model to estimate a group's time with): the group was ended, its calls "
+      "dropped unrun (communicator inits in it ran, as in NCCL) and simInfo->estimatedTime left "
+      "unset; call ncclGroupEnd to run the calls. Calls dropped: ",
+      group->calls.size(), ".");
+  return ncclInvalidUsage;
 }
 
 ncclResult_t runConcurrently(const std::vector<GroupCall>& calls) {

@@ -22,6 +22,14 @@ using GroupCall = std::function<ncclResult_t()>;
 bool inGroup();
 ncclResult_t groupStart();
 ncclResult_t groupEnd();
+// ncclGroupSimulateEnd, as NCCL's: without simInfo it is groupEnd. Else it ends one level, and
+// an inner level returns ncclSuccess with its calls left to the enclosing ncclGroupEnd (NCCL
+// simulates only at the outermost level, and fills no estimate at an inner one). The outermost
+// level closes the group: the recorded inits run (NCCL runs them when it simulates), the
+// recorded calls are dropped unrun, and it returns ncclInvalidUsage with the reason (Squeeze has
+// no NCCL performance model to estimate them with; simInfo is left as it was), or
+// ncclInvalidArgument for a simInfo not from NCCL_SIM_INFO_INITIALIZER (nothing runs).
+ncclResult_t groupSimulateEnd(const ncclSimInfo_t* simInfo);
 // Runs the calls now, on a thread each when there are several (each may wait for the others'
 // peers), and returns the first failure with its message as this thread's last error.
 ncclResult_t runConcurrently(const std::vector<GroupCall>& calls);

@@ -5,8 +5,9 @@
 // ncclInvalidUsage, with the reason in ncclGetLastError. docs/porting.md lists them.
 //
 // The entry points, by family: communicators.cc (version, ids, errors, init to destroy),
-// collectives.cc (data calls, PreMulSum operators, groups), unsupported.cc, device_api.cc (the
-// host half of nccl_device.h); beneath them
+// collectives.cc (data calls, PreMulSum operators, groups), registration.cc (buffer
+// registration, accepted without effect), unsupported.cc, device_api.cc (the host half of
+// nccl_device.h); beneath them
 // comm_codecs.cc (SQZ_NCCL_CODEC) and group.cc. This header (defined in shim_call.cc) holds what
 // every entry point uses: results and the last error, the NCCL_* environment on entry, the
 // communicator checks, and the datatype translation.

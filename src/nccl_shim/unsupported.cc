@@ -1,7 +1,8 @@
-// The NCCL calls Squeeze has no counterpart for (gather, scatter, buffer and window
-// registration, revoke, shrink, group simulation): each fails with ncclInvalidUsage and says
-// what to call instead. And ncclMemAlloc/ncclMemFree, which need nothing of Squeeze: plain
-// cudaMalloc and cudaFree (ncclInvalidUsage in a build without CUDA).
+// The NCCL calls Squeeze has no counterpart for (gather, scatter, window registration, revoke,
+// shrink): each fails with ncclInvalidUsage and says what to call instead. And
+// ncclMemAlloc/ncclMemFree, which need nothing of Squeeze: plain cudaMalloc and cudaFree
+// (ncclInvalidUsage in a build without CUDA). Buffer registration is registration.cc's, and
+// group simulation (ncclGroupSimulateEnd) is with the other group calls in collectives.cc.
 #include "nccl_shim/shim_call.h"
 #include "squeeze_config.h"
 
@@ -18,21 +19,6 @@ ncclResult_t ncclScatter(const void*, void*, size_t, ncclDataType_t, int, ncclCo
                          cudaStream_t) {
   return fail(ncclInvalidUsage, "ncclScatter is not supported by Squeeze; use ncclSend from the "
               "root and ncclRecv on every rank inside ncclGroupStart/ncclGroupEnd.");
-}
-
-ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
-  return fail(ncclInvalidUsage, "ncclGroupSimulateEnd is not supported by Squeeze (it has no "
-              "NCCL performance model); call ncclGroupEnd.");
-}
-
-ncclResult_t ncclCommRegister(const ncclComm_t, void*, size_t, void** handle) {
-  if (handle) *handle = nullptr;
-  return fail(ncclInvalidUsage, "ncclCommRegister is not supported by Squeeze (it does not "
-              "register user buffers); pass buffers to the calls unregistered.");
-}
-
-ncclResult_t ncclCommDeregister(const ncclComm_t, void*) {
-  return fail(ncclInvalidUsage, "ncclCommDeregister: Squeeze registers no buffers.");
 }
 
 ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
