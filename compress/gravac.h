@@ -37,6 +37,12 @@
 // compression speeds up); omega for the saturation of rule 4 as for the gain's in rule 3.
 // The inputs are all-reduced before the policy sees them (norms summed over ranks, seconds the
 // ranks' mean), so every rank runs the same machine to the same CFs.
+// Measured on real models (perf/adaptive_real.sh; perf/RESULTS.md): no rule departs from the
+// seed. Real gradients are concentrated enough for eps 0.7, where sqz-train-sim's synthetic ones
+// were not: the gain of x at CF 10 is about 0.75 (0.9 without the residual), so windows run
+// compressed. The gain falls 10-20% with each doubling of the CF, so omega 0.01 never finds the
+// pair saturated within a few hundred steps: the policy stays at (10, 20) and runs at 10, at 20
+// when delta_c clears eps, and dense when the residual has pulled both under it.
 #pragma once
 
 #include <cstddef>

@@ -121,6 +121,15 @@ def plot(args, docs):
         drawn += bool(cf or loss)
     if not drawn:
         raise InputError("no steps to plot in %s (every run is empty)" % ", ".join(args.files))
+    if keys_of["x"] and log_metric:
+        # A diverged run's perplexity runs to 1e300 and would squash the others into a line:
+        # the axis ends a little above the highest first evaluation, and such a run leaves it.
+        evals = [positive(zip(run[keys_of["eval_x"]], run[keys_of["eval_y"]]))
+                 for d in docs for run in d["runs"]]
+        firsts = [e[0][1] for e in evals if e]
+        if firsts:
+            lowest = min(y for e in evals for _, y in e)
+            ax_loss.set_ylim(0.8 * lowest, 1.5 * max(firsts))
     targets = {d.get("settings", {}).get("target_loss", d.get("settings", {}).get("target"))
                for d in docs}
     if len(targets) == 1 and isinstance(next(iter(targets)), (int, float)):
