@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import real_models  # noqa: E402
+from train_real_report import ratio_cf  # noqa: E402
 
 FORMAT = "squeeze-train-real/1"
 # The CFs the raw-gradient probe reports: GraVAC's default candidates, and 1000.
@@ -82,16 +83,6 @@ def rank_environment():
     return int(env["RANK"]), int(env["WORLD_SIZE"])
 
 
-def static_cf(spec):
-    """The CF a non-adaptive spec runs at: 1/ratio for a sparsifier, else 1."""
-    _, _, keys = spec.partition(":")
-    for kv in keys.split(","):
-        k, _, v = kv.partition("=")
-        if k.strip() == "ratio":
-            return 1 / float(v)
-    return 1.0
-
-
 def raw_gains(grad):
     """{CF: |top (n/CF) of grad|^2 / |grad|^2} for PROBE_CFS: one top-k over the largest set."""
     import torch
@@ -108,11 +99,13 @@ class Recorder:
     """Wraps compression_hook: after each bucket's all-reduce, what its codec did; before it,
     every probe_every steps, the raw gradient's gains."""
 
-    def __init__(self, state, spec, probe_every):
+    def __init__(self, spec, probe_every):
         # probe_every: 0 on ranks other than 0, which alone records the probes.
         import squeeze.torch
         self.hook = squeeze.torch.compression_hook
-        self.state, self.spec, self.probe_every = state, spec, probe_every
+        self.bucket_tensor = squeeze.ddp_hook._bucket_tensor  # torch 1.13's and 2.x's bucket API
+        self.spec, self.probe_every = spec, probe_every
+        self.spec_cf = ratio_cf(spec) or 1.0  # a non-adaptive spec's CF
         self.adaptive = spec.partition(":")[0].strip() in ("gravac", "accordion")
         self.step = 0
         self.calls = {}  # bucket index -> {"cf": [], "gain": [], "phase": []}
@@ -126,7 +119,7 @@ class Recorder:
         return recording_hook
 
     def record(self, state, bucket):
-        tensor = bucket.buffer() if hasattr(bucket, "buffer") else bucket.get_tensor()
+        tensor = self.bucket_tensor(bucket)
         index = bucket.index()
         if self.probe_every and self.step % self.probe_every == 0:
             self.probes.append({"step": self.step + 1, "bucket": index, "n": tensor.numel(),
@@ -134,7 +127,7 @@ class Recorder:
         fut = self.hook(state, bucket)
         codecs = state.buckets[index].codecs
         st = codecs[0].stats() if len(codecs) == 1 else None
-        cf = (st["cf"] or 1.0) if self.adaptive and st else static_cf(self.spec)
+        cf = (st["cf"] or 1.0) if self.adaptive and st else self.spec_cf
         rec = self.calls.setdefault(index, {"n": tensor.numel(), "cf": [], "gain": [],
                                             "phase": []})
         rec["cf"].append(cf)
@@ -162,7 +155,7 @@ def run_one(args, task, spec, rank, size):
     model = task.make()
     ddp = DDP(model)
     state = squeeze.torch.CompressionState(specs=spec)
-    recorder = Recorder(state, spec, args.probe_every if rank == 0 else 0)
+    recorder = Recorder(spec, args.probe_every if rank == 0 else 0)
     ddp.register_comm_hook(state, recorder.hook_function())
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     run = {"spec": spec, "step_seconds": [], "cf": [], "eval_steps": [], "eval_seconds": [],

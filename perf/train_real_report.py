@@ -42,15 +42,19 @@ def final(run):
     return sum(tail) / len(tail) if tail else float("nan")
 
 
-def static_cf(spec):
-    method, _, keys = spec.partition(":")
-    if method.strip() != "topk":
-        return None
-    for kv in keys.split(","):
+def ratio_cf(spec):
+    """The CF a spec's ratio key sets (1/ratio, a sparsifier's), or None without one."""
+    for kv in spec.partition(":")[2].split(","):
         k, _, v = kv.partition("=")
         if k.strip() == "ratio":
-            return round(1 / float(v))
+            return 1 / float(v)
     return None
+
+
+def static_cf(spec):
+    """A static top-k spec's CF (rounded), else None."""
+    cf = ratio_cf(spec)
+    return round(cf) if cf and spec.partition(":")[0].strip() == "topk" else None
 
 
 def label(spec):
