@@ -175,21 +175,24 @@ void Bench::printHeader() {
         "#   ratio:     dense bytes / wire bytes over the same calls, all ranks.\n"
         "#   relerr:    ||out - exact|| / ||exact||, exact = the float64 %s of every rank's\n"
         "#              input, the largest over the checked calls (each with a fresh codec).\n"
-        "#\n",
+        "#   dense:     timed calls that ran dense (below min_bytes, or the pay-off guard's\n"
+        "#              choice) / timed calls, out of place and in place.\n",
         coll_.name, opName(o_.ops[0]));
+    printOnRoot(rank_, "%s#\n", guardLine().c_str());
   }
   printOnRoot(rank_, "%s%s", columnGroupLine().c_str(), columnNames().c_str());
   if (o_.codecs.empty()) {
     printOnRoot(rank_, "%s\n", "algo");
   } else {
-    printOnRoot(rank_, "%-6s  %-*s  %10s  %7s  %9s\n", "algo", codecWidth_, "codec", "wire/rank",
-                "ratio", "relerr");
+    printOnRoot(rank_, "%-6s  %-*s  %10s  %7s  %9s  %9s\n", "algo", codecWidth_, "codec",
+                "wire/rank", "ratio", "relerr", "dense");
   }
   printOnRoot(rank_, "%s", columnUnits().c_str());
   if (o_.codecs.empty())
     printOnRoot(rank_, "\n");
   else
-    printOnRoot(rank_, "  %-6s  %-*s  %10s  %7s  %9s\n", "", codecWidth_, "", "(B)", "", "");
+    printOnRoot(rank_, "  %-6s  %-*s  %10s  %7s  %9s  %9s\n", "", codecWidth_, "", "(B)", "", "",
+                "(calls)");
 }
 
 void Bench::setup(size_t bytes, sqzDataType_t type) {
@@ -388,8 +391,8 @@ int Bench::run() {
   for (sqzDataType_t type : o_.types)
     for (sqzRedOp_t op : o_.ops) {
       if (o_.codecs.empty()) timeTest(type, op);
-      for (const char* spec : o_.codecs) {
-        spec_ = spec;
+      for (const std::string& spec : specs_) {
+        spec_ = spec.c_str();
         timeTest(type, op);
       }
       spec_ = nullptr;

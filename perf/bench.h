@@ -66,11 +66,15 @@ class Bench {
   void benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace);
   // -z: the same, through codec_ (see the comment at the top).
   void checkSpecs();
+  // The pay-off guard of the -z runs (see bench_codec.cc): the key value each spec gets, and
+  // the header's line on where it came from.
+  const char* guardValue() const;
+  std::string guardLine() const;
   sqzCodec_t createCodec(const char* spec);
   void destroyCodec(sqzCodec_t* codec);
   void initGradient(bool inPlace, uint64_t seed);
   void refreshInPlaceInput();
-  double timeCompressed(sqzRedOp_t op, bool inPlace);
+  double timeCompressed(sqzRedOp_t op, bool inPlace, uint64_t* denseCalls);
   int64_t checkCompressed(sqzRedOp_t op, bool inPlace, double* relErr);
   void benchCompressed(sqzRedOp_t op, bool inPlace);
   void printCodecColumns(size_t firstRow);
@@ -98,10 +102,13 @@ class Bench {
   int errors_ = 0;  // calls with wrong results, over all ranks
   double bwSum_ = 0;
   int bwCount_ = 0;
-  // -z: the spec of the current sweep, the current size's codec, and what the row reports.
+  // -z: the specs as run (each -z with the guard's key added, see checkSpecs), the spec of the
+  // current sweep, the current size's codec, and what the row reports.
+  std::vector<std::string> specs_;
   const char* spec_ = nullptr;
   sqzCodec_t codec_ = nullptr;
-  double codecSums_[3] = {};  // this rank's timed calls' wire bytes, dense bytes, calls
+  double codecSums_[4] = {};  // this rank's timed calls' wire bytes, dense bytes, calls, and
+                              // calls that ran dense
   double relErr_ = -1;        // largest over this size's checked calls; < 0: none
   int codecWidth_ = 5;        // width of the codec column: the longest spec
   // -J: what rank 0 writes at the end.

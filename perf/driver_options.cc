@@ -11,6 +11,8 @@
 namespace squeeze::perf {
 namespace {
 
+constexpr int kGuardFlag = 0x100;  // --guard: a long option only
+
 void usage(FILE* out, const PerfColl& coll) {
   const char* program = coll.program;
   std::fprintf(out,
@@ -42,7 +44,14 @@ void usage(FILE* out, const PerfColl& coll) {
         "  -z, --codec <spec>        time the compressed call through a codec, e.g.\n"
         "                            fp16, int8, topk:ratio=0.01 (sqz-info lists them);\n"
         "                            float only, sum or avg; adds the columns codec,\n"
-        "                            wire/rank, ratio and relerr; repeat -z for several\n");
+        "                            wire/rank, ratio, relerr and dense; repeat -z for\n"
+        "                            several. The pay-off guard is off (auto_dense=0 is\n"
+        "                            added to each spec), so every call runs the codec,\n"
+        "                            unless the spec sets auto_dense, or --guard, or else\n"
+        "                            SQZ_CODEC_AUTO_DENSE says otherwise\n"
+        "      --guard               -z with the pay-off guard on (auto_dense=1), as a\n"
+        "                            training loop has it by default; the dense column\n"
+        "                            counts the timed calls that ran dense\n");
   std::fprintf(out,
                "  -J, --json <file>         also write the rows as JSON (format squeeze-perf/1)\n"
                "                            to <file>, from rank 0; plot them with perf/plot.py\n"
@@ -96,6 +105,7 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
                        {"root", required_argument, nullptr, 'r'},
                        {"algo", required_argument, nullptr, 'a'},
                        {"codec", required_argument, nullptr, 'z'},
+                       {"guard", no_argument, nullptr, kGuardFlag},
                        {"help", no_argument, nullptr, 'h'},
                    },
                    o);
@@ -152,6 +162,11 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
           return bad("-z needs a codec spec, e.g. -z fp16 or -z topk:ratio=0.01");
         o->codecs.push_back(optarg);
         break;
+      case kGuardFlag:
+        if (!coll.runCompressed)
+          return bad(std::string(coll.name) + " has no compressed variant; drop --guard");
+        o->guard = true;
+        break;
       case 'h':
         if (speak) usage(stdout, coll);
         return 0;
@@ -162,6 +177,8 @@ int parseOptions(int argc, char** argv, const PerfColl& coll, Options* o) {
   if (o->stepFactor > 1 && o->minBytes == 0)
     return bad("-b 0 never grows with -f; start at -b 1 or more, or step with -i");
   if (!coll.usesOp) o->ops.assign(1, sqzSum);
+  if (o->guard && o->codecs.empty())
+    return bad("--guard turns on the pay-off guard of -z runs: add -z SPEC, or drop --guard");
   if (!o->codecs.empty()) {
     if (o->types.size() != 1 || o->types[0] != sqzFloat32)
       return bad("-z compresses float32 gradients: drop -d or pass -d float");

@@ -1,6 +1,6 @@
 // The flags of the sqz-*-perf binaries: the shared sweep (sweep_flags.h) plus -d (datatypes, or
-// where the buffers live), -o, -r, -a and -z, checked against what the collective supports, and
-// the launcher's rank before a communicator exists (who prints a flag error).
+// where the buffers live), -o, -r, -a, -z and --guard, checked against what the collective
+// supports, and the launcher's rank before a communicator exists (who prints a flag error).
 #pragma once
 
 #include <squeeze/squeeze.h>
@@ -22,6 +22,7 @@ struct Options : SweepOptions {
   int root = 0;
   const char* algo = nullptr;       // -a: the SQZ_ALGO value after "<coll>:"
   std::vector<const char*> codecs;  // -z: codec specs, each a sweep through runCompressed
+  bool guard = false;               // --guard: -z with the pay-off guard on (bench_codec.cc)
 };
 
 /// The launcher rank from the environment, before the communicator exists (for deciding who

@@ -74,6 +74,7 @@ Json jsonRows(const std::vector<JsonRow>& rows) {
     r["wire_per_rank"] = row.wirePerRank;  // NaN: null
     r["ratio"] = row.ratio;
     r["relerr"] = row.relErr;
+    r["dense_calls"] = row.denseCalls >= 0 ? Json(row.denseCalls) : Json(nullptr);
     out.push_back(std::move(r));
   }
   return out;

@@ -54,10 +54,11 @@ struct JsonRow {
   double busBw = 0;
   int64_t wrong = -1;  // < 0: not checked (null)
   std::string algo;
-  const char* codec = nullptr;  // -z only, like the three below; NaN: null
+  const char* codec = nullptr;  // -z only, like the four below; NaN: null
   double wirePerRank = NAN;
   double ratio = NAN;
   double relErr = NAN;
+  int64_t denseCalls = -1;  // of this half's timed calls, those that ran dense; < 0: null
 };
 
 /// The "rows" member: every row, each an object (one line of the file).

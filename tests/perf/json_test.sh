@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # -J FILE of the perf binaries (tests/perf/meson.build): sqz-allreduce-perf on one rank, with and
-# without -z, and on two ranks under sqzrun, checked against the rows it printed; an unwritable
-# path and a run stopped by a bad flag leave no file; sqz-codec-bench's rows.
+# without -z (the pay-off guard off by default, --guard, a spec's own auto_dense), and on two
+# ranks under sqzrun, checked against the rows it printed; an unwritable path and a run stopped
+# by a bad flag leave no file; sqz-codec-bench's rows.
 # Usage: json_test.sh SQZRUN ALLREDUCE_PERF CODEC_BENCH
 # Every check prints PASS or FAIL; the script exits 1 if any failed, 77 (skip) without
 # /usr/bin/python3 to read the JSON.
@@ -22,7 +23,10 @@ source "$(dirname "$0")/../checks.sh" perf_json_test
 
 # check_perf JSON PRINTED NRANKS [CODEC...]: the file against the table printed next to it. Each
 # printed row is an out-of-place and an in-place JSON row; every figure, formatted as the binary
-# prints it, must give the printed text back.
+# prints it, must give the printed text back. CODEC is each spec as it ran (the codec column,
+# with the pay-off guard's key added); the dense column must say what the guard did: with
+# auto_dense=0 no timed call of a tensor of min_bytes (16K) or more runs dense, with
+# auto_dense=1 the guard's fourth call (dense, while it measures) is a timed one (-w 1 -n 2).
 check_perf() {
   "$py" - "$@" <<'PY'
 import json, re, sys
@@ -47,7 +51,7 @@ rows = d["rows"]
 need(len(lines) > 0, "nothing printed")
 need(len(rows) == 2 * len(lines), "%d rows for %d printed rows" % (len(rows), len(lines)))
 keys = ["size", "count", "type", "redop", "root", "inplace", "time_us", "algbw", "busbw",
-        "wrong", "algo", "codec", "wire_per_rank", "ratio", "relerr"]
+        "wrong", "algo", "codec", "wire_per_rank", "ratio", "relerr", "dense_calls"]
 def time_text(us):
     return "%.*f" % (0 if us >= 10000 else 1 if us >= 100 else 2, us)
 for i, row in enumerate(rows):
@@ -64,13 +68,24 @@ for i, row in enumerate(rows):
     if not codecs:
         need(len(cols) == 14, "printed row %d has codec columns" % (i // 2))
         need(row["codec"] is None and row["wire_per_rank"] is None and row["ratio"] is None
-             and row["relerr"] is None, "row %d: codec columns without -z" % i)
+             and row["relerr"] is None and row["dense_calls"] is None,
+             "row %d: codec columns without -z" % i)
     else:
         need(row["codec"] == cols[14] and row["codec"] in codecs, "row %d: codec %r" % (i, row["codec"]))
         fmt = lambda v, f: "N/A" if v is None else f % v
         got = [fmt(row["wire_per_rank"], "%.0f"), fmt(row["ratio"], "%.2f"), fmt(row["relerr"], "%.2e")]
         need(got == cols[15:18], "row %d: %s, printed %s" % (i, got, cols[15:18]))
         need(row["relerr"] is not None, "row %d: relerr not measured" % i)
+        if row["inplace"]:
+            dense = rows[i - 1]["dense_calls"] + row["dense_calls"]
+            need(cols[18] == "%d/4" % dense, "row %d: dense %d, printed %s" % (i, dense, cols[18]))
+            lossy = not row["codec"].startswith("dense")
+            if lossy and row["size"] < 16384:
+                need(dense == 4, "row %d: %d of 4 calls below min_bytes ran dense" % (i, dense))
+            elif "auto_dense=1" in row["codec"]:
+                need(dense >= 1, "row %d: the guard's measuring call is not counted" % i)
+            else:
+                need(dense == 0, "row %d: %d calls ran dense without the guard" % (i, dense))
 print("%d rows, %d ranks on %s" % (len(rows), nranks, ",".join(d["hosts"])))
 PY
 }
@@ -94,11 +109,25 @@ run_case() {  # NAME JSON NRANKS [CODEC...] -- COMMAND...
 
 sweep=(-b 8 -e 64K -f 8 -n 2 -w 1)
 run_case one-rank "$tmp/a.json" 1 -- "$perf" "${sweep[@]}" -J "$tmp/a.json"
-run_case one-rank-z "$tmp/z.json" 1 topk:ratio=0.1 -- \
+run_case one-rank-z "$tmp/z.json" 1 topk:ratio=0.1,auto_dense=0 -- \
   "$perf" "${sweep[@]}" -z topk:ratio=0.1 --json "$tmp/z.json"
 run_case two-ranks "$tmp/two.json" 2 -- "$sqzrun" -n 2 "$perf" "${sweep[@]}" -J "$tmp/two.json"
-run_case two-ranks-z "$tmp/two-z.json" 2 fp16 int8 -- \
-  "$sqzrun" -n 2 "$perf" -b 1K -e 64K -f 8 -n 2 -w 1 -z fp16 -z int8 -J "$tmp/two-z.json"
+run_case two-ranks-z "$tmp/two-z.json" 2 fp16:auto_dense=0 int8:auto_dense=0 dense -- \
+  "$sqzrun" -n 2 "$perf" -b 1K -e 64K -f 8 -n 2 -w 1 -z fp16 -z int8 -z dense -J "$tmp/two-z.json"
+# The pay-off guard of -z: off by default (the test environment's SQZ_CODEC_AUTO_DENSE=0 unset),
+# on with --guard (which wins over that variable), and a spec's own auto_dense wins over both.
+run_case z-default "$tmp/zd.json" 1 topk:ratio=0.1,auto_dense=0 -- \
+  env -u SQZ_CODEC_AUTO_DENSE "$perf" "${sweep[@]}" -z topk:ratio=0.1 -J "$tmp/zd.json"
+run_case z-guard "$tmp/zg.json" 1 topk:ratio=0.1,auto_dense=1 fp16:auto_dense=0 -- \
+  "$perf" "${sweep[@]}" -z topk:ratio=0.1 -z fp16:auto_dense=0 --guard -J "$tmp/zg.json"
+for c in "z-default:off (auto_dense=0: -z measures the codec" "z-guard:on (auto_dense=1: --guard)" \
+  "one-rank-z:off (auto_dense=0: SQZ_CODEC_AUTO_DENSE)"; do
+  if grep -qF "# -z: the pay-off guard is ${c#*:}" "$tmp/${c%%:*}.out"; then
+    pass "${c%%:*}: the header says the guard is ${c#*:}"
+  else
+    fail "${c%%:*}: no header line saying the guard is ${c#*:}"; grep '^# -z' "$tmp/${c%%:*}.out"
+  fi
+done
 
 # Without -J the table is what it was: the same header, the same rows but for the timings.
 timeout 15 "$perf" "${sweep[@]}" >"$tmp/plain.out" 2>&1
