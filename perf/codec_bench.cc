@@ -14,6 +14,7 @@
 // DGC's chunk codec is its top-k selector (momentum, clipping and masking run once per call in
 // the handle, outside the chunk loop, and are not timed here). PowerSGD is composite (two dense
 // all-reduces of its factors, no chunk codec): it runs whole calls on a one-rank communicator,
+// with the pay-off guard off unless the spec sets auto_dense (the guard would send them dense),
 // and the codec's own statistics split each call into encode (g + e, both products and the
 // orthogonalization) and decode (P Q^T and the residual update).
 //
@@ -257,8 +258,14 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
 }
 
 // PowerSGD-style composite methods: whole calls on a one-rank communicator; the codec's
-// statistics give encode and decode time per call.
-void CodecBench::compositeRow(const std::string& name, const CodecSpec& spec) {
+// statistics give encode and decode time per call. The calls run with the pay-off guard off
+// (auto_dense=0, whatever SQZ_CODEC_AUTO_DENSE says) unless the spec sets auto_dense: on one
+// rank a dense call is a copy, so the guard would send most calls dense and the row would time
+// copies as the codec. Calls that ran dense anyway are counted in the note.
+void CodecBench::compositeRow(const std::string& name, const CodecSpec& given) {
+  CodecSpec spec = given;
+  const CodecMethod* method = findCodecMethod(spec.method);
+  if (method && method->lossy && !spec.autoDense) spec.autoDense = 0.0;
   sqzUniqueId id;
   sqzComm_t comm = nullptr;
   auto fail = [&](const char* what, sqzResult_t r) {
@@ -295,6 +302,7 @@ void CodecBench::compositeRow(const std::string& name, const CodecSpec& spec) {
   }
   std::vector<double> call, enc, dec;
   sqzCodecStats_t before{}, after{};
+  uint64_t denseCalls = 0;
   for (int i = 0; i <= o_.reps && r == sqzSuccess; ++i) {  // the first call is untimed
     sqzCodecGetStats(codec, &before);
     auto t0 = Clock::now();
@@ -308,6 +316,7 @@ void CodecBench::compositeRow(const std::string& name, const CodecSpec& spec) {
     call.push_back(sec);
     enc.push_back(after.encodeSeconds - before.encodeSeconds);
     dec.push_back(after.decodeSeconds - before.decodeSeconds);
+    denseCalls += after.denseCalls - before.denseCalls;
   }
   if (r != sqzSuccess) {
     fail("sqzAllReduceCompressed", r);
@@ -323,11 +332,17 @@ void CodecBench::compositeRow(const std::string& name, const CodecSpec& spec) {
       double n = std::ceil(static_cast<double>(o_.count) / m);
       if (n > rank && m > rank && (n + m) * rank < n * m) payload = (n + m) * rank * sizeof(float);
     }
-    char note[160];
-    std::snprintf(note, sizeof note,
-                  "composite: whole call on 1 rank %.2f GB/s; encodeFB = its encode time, "
-                  "decode = P Q^T + residual",
-                  gbps(o_.count, median(call)));
+    char note[240];
+    int used = std::snprintf(note, sizeof note,
+                             "composite%s: whole call on 1 rank %.2f GB/s; encodeFB = its "
+                             "encode time, decode = P Q^T + residual",
+                             !spec.autoDense        ? ""
+                             : *spec.autoDense != 0 ? ", guard on"
+                                                    : ", guard off",
+                             gbps(o_.count, median(call)));
+    if (denseCalls > 0 && used > 0 && static_cast<size_t>(used) < sizeof note)
+      std::snprintf(note + used, sizeof note - used, "; %llu of %zu timed calls ran dense",
+                    static_cast<unsigned long long>(denseCalls), call.size());
     printFigures(name, payload, -1, gbps(o_.count, median(enc)), -1, gbps(o_.count, median(dec)),
                  note);
   }
