@@ -244,7 +244,8 @@ class Bench:
         self.rows.append({"size": nbytes, "count": buf.numel(), "type": "float", "redop": "sum",
                           "root": -1, "inplace": True, "time_us": us, "algbw": algbw,
                           "busbw": busbw, "wrong": wrong if o.check else None, "algo": "gloo",
-                          "codec": None, "wire_per_rank": None, "ratio": None, "relerr": None})
+                          "codec": None, "wire_per_rank": None, "ratio": None, "relerr": None,
+                          "dense_calls": None})
 
     def header(self, hosts, pids):
         o = self.o
