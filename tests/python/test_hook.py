@@ -3,6 +3,9 @@ DDP over gloo and over the squeeze backend with the hook (ranks end bitwise equa
 with PowerSGD's codec per gradient matrix; a dense spec
 matches DDP's own all-reduce), a checkpoint of the hook's codec states that resumes training
 bit for bit, and a lossy codec on float64 gradients failing with a message. 4 ranks.
+
+SQZ_TEST_DEVICE=cuda (the GPU bundle, with a CUDA torch): the runs over the squeeze backend train
+on the GPU; those over gloo, and the comparisons, stay on the CPU.
 """
 import os
 import sys
@@ -18,6 +21,9 @@ try:
     import squeeze.torch as sqt
 except ImportError as e:
     ranks.skip(f"cannot import torch or squeeze.torch ({e})")
+DEVICE = os.environ.get("SQZ_TEST_DEVICE", "cpu")
+if DEVICE != "cpu" and not torch.cuda.is_available():
+    ranks.skip(f"SQZ_TEST_DEVICE={DEVICE}, but torch {torch.__version__} sees no CUDA device")
 
 
 def check_specs():
@@ -37,13 +43,13 @@ def check_specs():
             raise AssertionError(f"{bad} was accepted")
 
 
-def model_and_data(rank, dtype=torch.float32):
+def model_and_data(rank, dtype=torch.float32, device="cpu"):
     torch.manual_seed(0)
     # 8.5K parameters: above the codecs' 16 KB min_bytes, so top-k really sparsifies.
-    model = nn.Sequential(nn.Linear(16, 256), nn.ReLU(), nn.Linear(256, 16)).to(dtype)
+    model = nn.Sequential(nn.Linear(16, 256), nn.ReLU(), nn.Linear(256, 16)).to(dtype).to(device)
     gen = torch.Generator().manual_seed(100 + rank)
-    data = [(torch.randn(8, 16, generator=gen, dtype=dtype), torch.randint(0, 16, (8,), generator=gen))
-            for _ in range(6)]
+    data = [(torch.randn(8, 16, generator=gen, dtype=dtype).to(device),
+             torch.randint(0, 16, (8,), generator=gen).to(device)) for _ in range(6)]
     return model, data
 
 
@@ -55,7 +61,7 @@ def train(ddp, opt, batches):
 
 
 def flat(model):
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
 
 
 def assert_same_on_every_rank(t, what, group):
@@ -65,9 +71,9 @@ def assert_same_on_every_rank(t, what, group):
         assert torch.equal(other, t), f"{what}: rank {r} differs from rank {dist.get_rank()}"
 
 
-def run_with(pg, gloo, label, rank):
+def run_with(pg, gloo, label, rank, device="cpu"):
     # Top-k with error feedback: every rank ends with bitwise the same parameters.
-    model, data = model_and_data(rank)
+    model, data = model_and_data(rank, device=device)
     ddp = DDP(model, process_group=pg)
     state = sqt.CompressionState(process_group=pg, specs="topk:ratio=0.1")
     ddp.register_comm_hook(state, sqt.compression_hook)
@@ -80,7 +86,7 @@ def run_with(pg, gloo, label, rank):
     state.close()
 
     # PowerSGD: a codec per gradient matrix (2 here) and one for the biases; ranks equal.
-    model, data = model_and_data(rank)
+    model, data = model_and_data(rank, device=device)
     ddp = DDP(model, process_group=pg)
     state = sqt.CompressionState(process_group=pg, specs="powersgd:rank=2")
     ddp.register_comm_hook(state, sqt.compression_hook)
@@ -92,7 +98,7 @@ def run_with(pg, gloo, label, rank):
     # Checkpoint after 3 steps; the original and a restored copy take the same 3 more steps and
     # must end bitwise equal. find_unused_parameters: DDP keeps its first bucket layout (no
     # rebuild), so the copy's buckets have the saved layout from its first step on.
-    model, data = model_and_data(rank)
+    model, data = model_and_data(rank, device=device)
     ddp = DDP(model, process_group=pg, find_unused_parameters=True)
     state = sqt.CompressionState(process_group=pg, specs="topk:ratio=0.1")
     ddp.register_comm_hook(state, sqt.compression_hook)
@@ -101,7 +107,7 @@ def run_with(pg, gloo, label, rank):
     ckpt = {"model": {k: v.clone() for k, v in model.state_dict().items()},
             "hook": state.state_dict()}
     train(ddp, opt, data[3:])
-    model2, _ = model_and_data(rank)
+    model2, _ = model_and_data(rank, device=device)
     model2.load_state_dict(ckpt["model"])
     ddp2 = DDP(model2, process_group=pg, find_unused_parameters=True)
     state2 = sqt.CompressionState(process_group=pg, specs="topk:ratio=0.1")
@@ -110,7 +116,7 @@ def run_with(pg, gloo, label, rank):
     train(ddp2, torch.optim.SGD(ddp2.parameters(), lr=0.1), data[3:])
     assert torch.equal(flat(model), flat(model2)), f"{label}: resumed training differs"
     # Without the saved state the copy would not match: the state is what makes it exact.
-    model5, _ = model_and_data(rank)
+    model5, _ = model_and_data(rank, device=device)
     model5.load_state_dict(ckpt["model"])
     ddp5 = DDP(model5, process_group=pg, find_unused_parameters=True)
     state5 = sqt.CompressionState(process_group=pg, specs="topk:ratio=0.1")
@@ -120,15 +126,16 @@ def run_with(pg, gloo, label, rank):
 
     # A dense spec gives what DDP's own all-reduce gives (to rounding: sums may run in
     # another order).
-    model3, _ = model_and_data(rank)
+    model3, _ = model_and_data(rank, device=device)
     ddp3 = DDP(model3, process_group=pg)
     state3 = sqt.CompressionState(process_group=pg, specs="dense")
     ddp3.register_comm_hook(state3, sqt.compression_hook)
     train(ddp3, torch.optim.SGD(ddp3.parameters(), lr=0.1), data[:3])
-    model4, _ = model_and_data(rank)
+    model4, data4 = model_and_data(rank)  # gloo's on the CPU, whatever the device
     ddp4 = DDP(model4, process_group=gloo)
-    train(ddp4, torch.optim.SGD(ddp4.parameters(), lr=0.1), data[:3])
-    assert torch.allclose(flat(model3), flat(model4), rtol=1e-5, atol=1e-6), \
+    train(ddp4, torch.optim.SGD(ddp4.parameters(), lr=0.1), data4[:3])
+    tol = 1 if device == "cpu" else 10  # the GPU's matmul rounds otherwise
+    assert torch.allclose(flat(model3), flat(model4), rtol=tol * 1e-5, atol=tol * 1e-6), \
         f"{label}: dense hook and DDP's all-reduce disagree"
     for s in (state, state2, state3, state5):
         s.close()
@@ -156,7 +163,7 @@ def rank_main():
     gloo = dist.new_group(backend="gloo")
     run_with(None, gloo, "gloo", rank)
     sq = dist.new_group(backend="squeeze")
-    run_with(sq, gloo, "squeeze", rank)
+    run_with(sq, gloo, "squeeze", rank, DEVICE)
     check_lossy_float64(gloo, rank)
     dist.barrier(group=gloo)
     if rank == 0:

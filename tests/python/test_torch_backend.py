@@ -11,6 +11,10 @@ class itself on a store of its own (and its teardown with queued work and Python
 from one of its own callbacks), and 3 DistributedDataParallel steps compared with gloo's DDP from
 the same seed.
 
+SQZ_TEST_DEVICE=cuda (the GPU bundle, with a CUDA torch): the squeeze side's tensors and DDP
+model are on the GPU, gloo's stay on the CPU, and results are compared on the CPU (DDP's within
+rounding: the GPU's float arithmetic is not the CPU's).
+
 Run 2 ("kill", 4 ranks, SQZ_TIMEOUT_MS=3000): rank 3 exits before an all_reduce; the others'
 all_reduce must raise RuntimeError within SQZ_TIMEOUT_MS + 2 s, and the group's next operation at
 once.
@@ -26,6 +30,12 @@ from ranks import is_rank, run_ranks, skip  # noqa: E402
 KILL_TIMEOUT_MS = 3000
 KILLED_RANK = 3
 MAIN_TIMEOUT_MS = 15000  # bounds the disagreeing-ranks case below without slowing anything else
+DEVICE = os.environ.get("SQZ_TEST_DEVICE", "cpu")
+
+
+def dev(t):
+    """The squeeze side's copy of a tensor: on DEVICE."""
+    return t.to(DEVICE)
 
 
 def import_backend():
@@ -40,6 +50,8 @@ def import_backend():
         import squeeze.torch  # noqa: F401  (registers the backend)
     except ImportError as e:
         skip(f"squeeze.torch (squeeze._torch_backend) is not importable: {e}")
+    if DEVICE != "cpu" and not torch.cuda.is_available():
+        skip(f"SQZ_TEST_DEVICE={DEVICE}, but torch {torch.__version__} sees no CUDA device")
     return torch, dist
 
 
@@ -63,6 +75,8 @@ def check_equal(what, got, want):
     import torch
     assert got.dtype == want.dtype and got.shape == want.shape, \
         f"{what}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}"
+    assert got.device.type == DEVICE, f"{what}: the result is on {got.device}, not {DEVICE}"
+    got = got.cpu()
     assert torch.equal(got, want), f"{what}: squeeze {got.flatten()[:8]} != gloo {want.flatten()[:8]}"
 
 
@@ -96,12 +110,14 @@ def test_collectives(torch, dist, rank, size, gloo):
                     continue
                 x = make(n, dtype, op)
                 want = gloo_all_reduce(x, op)
+                x = dev(x)
                 dist.all_reduce(x, op=op)
                 check_equal(f"all_reduce {dtype} {op} n={n}", x, want)
     # AVG: gloo has none; its SUM / size is exact here (sums of small integers, size 4).
     for dtype in (torch.float16, torch.float32, torch.float64):
         x = make(999, dtype)
         want = gloo_all_reduce(x, ReduceOp.SUM) / size
+        x = dev(x)
         dist.all_reduce(x, op=ReduceOp.AVG)
         check_equal(f"all_reduce {dtype} AVG", x, want)
     log("all_reduce: ok")
@@ -110,6 +126,7 @@ def test_collectives(torch, dist, rank, size, gloo):
     xs = [make(5, torch.float32, salt=1), make(300, torch.float32, salt=2)]
     want = [x.clone() for x in xs]
     dist.all_reduce_coalesced(want, group=gloo)
+    xs = [dev(x) for x in xs]
     dist.all_reduce_coalesced(xs)
     for k in range(2):
         check_equal("all_reduce_coalesced", xs[k], want[k])
@@ -119,6 +136,7 @@ def test_collectives(torch, dist, rank, size, gloo):
         x = make(333, dtype, salt=rank)
         want = x.clone()
         dist.broadcast(want, src=2, group=gloo)
+        x = dev(x)
         dist.broadcast(x, src=2)
         check_equal(f"broadcast {dtype}", x, want)
 
@@ -127,18 +145,20 @@ def test_collectives(torch, dist, rank, size, gloo):
     want = x.clone()
     dist.reduce(want, dst=1, group=gloo)
     before = x.clone()
+    x = dev(x)
     dist.reduce(x, dst=1)
     check_equal("reduce", x, want if rank == 1 else before)
 
     # all_gather (list) and all_gather_into_tensor (flat; gloo's side from its all_gather)
     x = make(77, torch.float32, salt=rank)
-    outs = [torch.empty_like(x) for _ in range(size)]
+    outs = [dev(torch.empty_like(x)) for _ in range(size)]
     want = [torch.empty_like(x) for _ in range(size)]
     dist.all_gather(want, x, group=gloo)
+    x = dev(x)
     dist.all_gather(outs, x)
     for r in range(size):
         check_equal(f"all_gather [{r}]", outs[r], want[r])
-    flat = torch.empty(size * 77)
+    flat = dev(torch.empty(size * 77))
     gather_into = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
     gather_into(flat, x)
     check_equal("all_gather_into_tensor", flat, torch.cat(want))
@@ -147,33 +167,33 @@ def test_collectives(torch, dist, rank, size, gloo):
     chunks = [make(50, torch.int32, salt=r) for r in range(size)]
     total = gloo_all_reduce(torch.cat(chunks), ReduceOp.SUM)
     mine = total[rank * 50:(rank + 1) * 50]
-    out = torch.empty(50, dtype=torch.int32)
-    dist.reduce_scatter(out, [c.clone() for c in chunks])
+    out = dev(torch.empty(50, dtype=torch.int32))
+    dist.reduce_scatter(out, [dev(c) for c in chunks])
     check_equal("reduce_scatter", out, mine)
-    out = torch.empty(50, dtype=torch.int32)
+    out = dev(torch.empty(50, dtype=torch.int32))
     scatter_tensor = getattr(dist, "reduce_scatter_tensor", None) or dist._reduce_scatter_base
-    scatter_tensor(out, torch.cat(chunks), op=ReduceOp.MAX)
+    scatter_tensor(out, dev(torch.cat(chunks)), op=ReduceOp.MAX)
     check_equal("reduce_scatter_tensor MAX", out,
                 gloo_all_reduce(torch.cat(chunks), ReduceOp.MAX)[rank * 50:(rank + 1) * 50])
 
     # all_to_all_single, equal splits and unequal ones (rank r sends r+p+1 rows to rank p)
     x = make(size * 6, torch.float64, salt=rank).reshape(size * 2, 3)
-    out, want = torch.empty_like(x), torch.empty_like(x)
+    out, want = dev(torch.empty_like(x)), torch.empty_like(x)
     dist.all_to_all_single(want, x, group=gloo)
-    dist.all_to_all_single(out, x)
+    dist.all_to_all_single(out, dev(x))
     check_equal("all_to_all_single", out, want)
     in_splits = [rank + p + 1 for p in range(size)]
     out_splits = [p + rank + 1 for p in range(size)]
     x = make(sum(in_splits) * 2, torch.int64, salt=rank).reshape(-1, 2)
-    out = torch.empty(sum(out_splits), 2, dtype=torch.int64)
-    want = torch.empty_like(out)
+    want = torch.empty(sum(out_splits), 2, dtype=torch.int64)
+    out = dev(torch.empty_like(want))
     dist.all_to_all_single(want, x, out_splits, in_splits, group=gloo)
-    dist.all_to_all_single(out, x, out_splits, in_splits)
+    dist.all_to_all_single(out, dev(x), out_splits, in_splits)
     check_equal("all_to_all_single (unequal splits)", out, want)
 
     # send/recv around the ring, both posted before either is waited on
     nxt, prv = (rank + 1) % size, (rank - 1) % size
-    x = make(1000, torch.float32, salt=rank)
+    x = dev(make(1000, torch.float32, salt=rank))
     got = torch.empty_like(x)
     works = [dist.isend(x, nxt), dist.irecv(got, prv)]
     for w in works:
@@ -193,7 +213,7 @@ def test_collectives(torch, dist, rank, size, gloo):
 
 def test_work(torch, dist, rank, size, gloo):
     # Several in flight at once; they run in call order.
-    xs = [torch.full((10 + k,), float(rank + k)) for k in range(4)]
+    xs = [torch.full((10 + k,), float(rank + k), device=DEVICE) for k in range(4)]
     works = [dist.all_reduce(x, async_op=True) for x in xs]
     futs = [w.get_future() for w in works]
     for k, (w, f) in enumerate(zip(works, futs)):
@@ -202,12 +222,12 @@ def test_work(torch, dist, rank, size, gloo):
         assert torch.equal(value[0], xs[k]), "the future's value is not the output tensor"
         assert w.wait() is True
         assert w.is_completed()
-        assert torch.equal(xs[k], torch.full((10 + k,), float(sum(range(size)) + size * k)))
+        assert torch.equal(xs[k].cpu(), torch.full((10 + k,), float(sum(range(size)) + size * k)))
         assert torch.equal(w.result()[0], xs[k])
     # then(): callbacks see the value; the barrier's future holds an empty list.
-    x = torch.ones(8)
+    x = torch.ones(8, device=DEVICE)
     chained = dist.all_reduce(x, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
-    assert torch.equal(chained.wait(), torch.full((8,), 2.0 * size))
+    assert torch.equal(chained.wait().cpu(), torch.full((8,), 2.0 * size))
     w = dist.barrier(async_op=True)
     assert w.wait() and w.get_future().wait() == []
     log("async work and futures: ok")
@@ -215,41 +235,42 @@ def test_work(torch, dist, rank, size, gloo):
 
 def test_refusals(torch, dist, rank, size, gloo):
     ReduceOp = dist.ReduceOp
-    x = torch.ones(4)
+    x = torch.ones(4, device=DEVICE)
     for name, fn in [
-            ("gather", lambda: dist.gather(x, [torch.empty(4) for _ in range(size)]
+            ("gather", lambda: dist.gather(x, [torch.empty_like(x) for _ in range(size)]
                                            if rank == 0 else None, dst=0)),
-            ("scatter", lambda: dist.scatter(x, [torch.ones(4) for _ in range(size)]
+            ("scatter", lambda: dist.scatter(x, [torch.ones_like(x) for _ in range(size)]
                                              if rank == 0 else None, src=0)),
-            ("alltoall", lambda: dist.all_to_all([torch.empty(1) for _ in range(size)],
-                                                 [torch.ones(1) for _ in range(size)])),
+            ("alltoall", lambda: dist.all_to_all([dev(torch.empty(1)) for _ in range(size)],
+                                                 [dev(torch.ones(1)) for _ in range(size)])),
             ("allgather_coalesced", lambda: dist.all_gather_coalesced(
-                [[torch.empty(4)] for _ in range(size)], [x])),
-            ("recvAnysource", lambda: dist.recv(torch.empty(4)))]:
+                [[torch.empty_like(x)] for _ in range(size)], [x])),
+            ("recvAnysource", lambda: dist.recv(torch.empty_like(x)))]:
         expect_error(fn, "squeeze backend does not implement", name)
     # Bad inputs raise at the call, naming the problem; nothing is queued.
-    expect_error(lambda: dist.all_reduce(torch.ones(4, 6)[:, ::2]), "allreduce", "not contiguous")
-    expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool)), "dtype Bool")
+    expect_error(lambda: dist.all_reduce(dev(torch.ones(4, 6))[:, ::2]), "allreduce",
+                 "not contiguous")
+    expect_error(lambda: dist.all_reduce(dev(torch.ones(4, dtype=torch.bool))), "dtype Bool")
     # torch 1.13's dispatcher refuses a meta tensor before the backend sees it ("AutogradMeta");
     # either way the error names the device.
     msg = expect_error(lambda: dist.all_reduce(torch.empty(4, device="meta")))
     assert "meta" in msg.lower(), f"meta tensor: the error does not name the device: {msg}"
-    expect_error(lambda: dist.broadcast(torch.ones(4, dtype=torch.bool), src=0),
+    expect_error(lambda: dist.broadcast(dev(torch.ones(4, dtype=torch.bool)), src=0),
                  "broadcast", "dtype Bool")
-    expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=ReduceOp.BAND),
+    expect_error(lambda: dist.all_reduce(dev(torch.ones(4, dtype=torch.int32)), op=ReduceOp.BAND),
                  "BAND is not supported")
-    expect_error(lambda: dist.all_reduce(torch.ones(4), op=ReduceOp.BXOR), "BXOR")
+    expect_error(lambda: dist.all_reduce(dev(torch.ones(4)), op=ReduceOp.BXOR), "BXOR")
     world = dist.distributed_c10d._get_default_group()
-    expect_error(lambda: world.allreduce([torch.ones(2), torch.ones(2)]),
+    expect_error(lambda: world.allreduce([dev(torch.ones(2)), dev(torch.ones(2))]),
                  "exactly one tensor per call, got 2")
-    expect_error(lambda: dist.all_gather([torch.empty(3)] * size, torch.ones(4)),
+    expect_error(lambda: dist.all_gather([dev(torch.empty(3))] * size, dev(torch.ones(4))),
                  "allgather", "3 elements but the input has 4")
-    expect_error(lambda: dist.all_to_all_single(torch.empty(5), torch.ones(5)),
+    expect_error(lambda: dist.all_to_all_single(dev(torch.empty(5)), dev(torch.ones(5))),
                  "alltoall_base", "not divisible")
     # The group still works after refused calls.
-    y = torch.ones(3)
+    y = dev(torch.ones(3))
     dist.all_reduce(y)
-    assert torch.equal(y, torch.full((3,), float(size)))
+    assert torch.equal(y.cpu(), torch.full((3,), float(size)))
     log("refused operations and bad inputs: ok")
 
 
@@ -258,12 +279,12 @@ def test_disagreement(torch, dist, rank, size):
     # of its own, which fails every later operation.
     bad = dist.new_group(backend="squeeze")
     start = time.monotonic()
-    x = torch.ones(1001 if rank == 0 else 1000)
+    x = dev(torch.ones(1001 if rank == 0 else 1000))
     msg = expect_error(lambda: dist.all_reduce(x, group=bad), "squeeze backend: allreduce failed")
     elapsed = time.monotonic() - start
     log(f"count mismatch raised after {elapsed:.2f} s: {msg}")
     assert elapsed < MAIN_TIMEOUT_MS / 1000 + 2, f"took {elapsed:.1f} s"
-    expect_error(lambda: dist.all_reduce(torch.ones(4), group=bad),
+    expect_error(lambda: dist.all_reduce(dev(torch.ones(4)), group=bad),
                  "allreduce was not run", "an earlier operation of this process group failed")
     dist.destroy_process_group(bad)  # aborts the communicator; must not hang
 
@@ -276,11 +297,11 @@ def test_direct(torch, dist, rank, size):
     store = dist.PrefixStore("direct", dist.distributed_c10d._get_default_store())
     pg = squeeze.torch.ProcessGroupSqueeze(store, rank, size, timedelta(seconds=30))
     assert pg.comm_handle != 0 and pg.name() == "squeeze" and pg.size() == size
-    x = torch.ones(1000)
+    x = dev(torch.ones(1000))
     pg.allreduce([x]).wait()
-    assert torch.equal(x, torch.full((1000,), float(size)))
+    assert torch.equal(x.cpu(), torch.full((1000,), float(size)))
     seen = []
-    futs = [pg.allreduce([torch.ones(100000)]).get_future().then(
+    futs = [pg.allreduce([dev(torch.ones(100000))]).get_future().then(
         lambda f: seen.append(f.value()[0][0].item())) for _ in range(4)]
     del pg  # the destructor drains the queue with the GIL released
     assert seen == [float(size)] * 4, seen
@@ -288,7 +309,7 @@ def test_direct(torch, dist, rank, size):
     # The last reference dropped by a future callback, most likely on the progress thread itself.
     store = dist.PrefixStore("direct2", dist.distributed_c10d._get_default_store())
     holder = [squeeze.torch.ProcessGroupSqueeze(store, rank, size, timedelta(seconds=30))]
-    futs = [holder[0].allreduce([torch.ones(1 << 20)]).get_future() for _ in range(4)]
+    futs = [holder[0].allreduce([dev(torch.ones(1 << 20))]).get_future() for _ in range(4)]
     last = futs[-1].then(lambda f: holder.clear())
     last.wait()
     assert not holder and all(f.done() for f in futs)
@@ -300,16 +321,16 @@ def test_ddp(torch, dist, rank, size, gloo):
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4)
     nets = {}
-    for name, group in (("squeeze", None), ("gloo", gloo)):
-        net = DDP(copy.deepcopy(model), process_group=group)
+    for name, group, device in (("squeeze", None, DEVICE), ("gloo", gloo, "cpu")):
+        net = DDP(copy.deepcopy(model).to(device), process_group=group)
         opt = torch.optim.SGD(net.parameters(), lr=0.1)
         gen = torch.Generator().manual_seed(100 + rank)
         for _ in range(3):
             opt.zero_grad()
-            loss = net(torch.randn(16, 8, generator=gen)).pow(2).sum()
+            loss = net(torch.randn(16, 8, generator=gen).to(device)).pow(2).sum()
             loss.backward()
             opt.step()
-        nets[name] = torch.cat([p.detach().flatten() for p in net.parameters()])
+        nets[name] = torch.cat([p.detach().flatten() for p in net.parameters()]).cpu()
     sq, gl = nets["squeeze"], nets["gloo"]
     # The same on every rank, bitwise (gathered through gloo).
     every = [torch.empty_like(sq) for _ in range(size)]
@@ -317,7 +338,8 @@ def test_ddp(torch, dist, rank, size, gloo):
     assert all(torch.equal(e, sq) for e in every), "DDP parameters differ across ranks"
     # Against gloo's DDP: the bucket sums may add in another order, so not necessarily bitwise.
     diff = (sq - gl).abs().max().item()
-    assert torch.allclose(sq, gl, rtol=1e-5, atol=1e-5), f"squeeze DDP vs gloo DDP: {diff}"
+    tol = 1e-5 if DEVICE == "cpu" else 1e-4  # the GPU's matmul rounds otherwise
+    assert torch.allclose(sq, gl, rtol=tol, atol=tol), f"squeeze DDP vs gloo DDP: {diff}"
     log(f"DDP: 3 steps, equal across ranks, max |squeeze - gloo| = {diff:g}")
 
 
@@ -346,7 +368,7 @@ def kill_rank():
     torch, dist = import_backend()
     rank = int(os.environ["RANK"])
     dist.init_process_group("squeeze")
-    x = torch.ones(10000)
+    x = dev(torch.ones(10000))
     dist.all_reduce(x)  # every connection up
     if rank == KILLED_RANK:
         os._exit(0)  # a peer dies (exit 0: the parent expects it)
