@@ -185,13 +185,15 @@ cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | grep -v '^libcuda\.so' | grep . | 
 echo "gpu-bundle: ldd check passed; left to the GPU node: ${cuda_needed}libcuda.so.1 (the driver)"
 
 # ---- the run script, the reference programs, what the bundle is ------------------------------
-shared_check=/work/shared/gpu-runs/2026-11-26-h100/check
-if [ -d "$shared_check" ]; then
-  cp "$shared_check"/*.py "$bundle/check/"
-else
-  echo "gpu-bundle: $shared_check not found: no torch reference programs in the bundle" >&2
-fi
-cp tests/nccl_shim/nccl_shim_test.sh "$bundle/check/"
+cp tests/gpu/torch/*.py tests/nccl_shim/nccl_shim_test.sh scripts/build-python-ext.sh "$bundle/check/"
+# The Python package's sources, built on the GPU node against its own torch (run.sh's torch
+# step: check/build-python-ext.sh), and the package's torch tests, which run there on CUDA.
+mkdir -p "$bundle/src/include/squeeze" "$bundle/src/python/squeeze" "$bundle/src/tests/python"
+cp include/squeeze/squeeze.h "$bundle/src/include/squeeze/"
+cp -r python/src python/torch_backend python/torch_paths.py "$bundle/src/python/"
+cp python/squeeze/*.py "$bundle/src/python/squeeze/"
+cp tests/python/ranks.py tests/python/test_torch_backend.py tests/python/test_hook.py \
+  "$bundle/src/tests/python/"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit+=" (with local changes)"
 {
@@ -212,16 +214,21 @@ cat >"$bundle/run.sh" <<'RUN_SH'
 #   phase 1 (up to 270 s): every tests/gpu binary (collective_test and compress_test in 4 gtest
 #     shards each), beside sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats (120 s), the
 #     NCCL shim's program on device buffers (nccl_shim_test.sh sqzrun and codec 120 s, initall
-#     60 s) and torch's ProcessGroupNCCL over the shim (LD_PRELOAD, 2 ranks, 90 s);
+#     60 s), torch's ProcessGroupNCCL over the shim (LD_PRELOAD; check/ddp_check.py at 2 and 4
+#     ranks, dense and with SQZ_NCCL_CODEC=1M-inf=topk:ratio=0.01, 120 s each) and the squeeze
+#     package built against this node's torch (check/build-python-ext.sh into BUNDLE/python,
+#     240 s), then its torch tests on CUDA tensors (SQZ_TEST_DEVICE=cuda: test_torch_backend.py
+#     and test_hook.py, 180 s each);
 #   phase 2 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
 #     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each);
-#   phase 3: torch references (device copy, torch.topk, torch's NCCL DDP on 1 rank), if a
-#     python3 imports torch with CUDA; never failures.
+#   phase 3: ms per DDP step (check/ddp_check.py --ddp-only, one run at a time, 60 s each):
+#     torch's NCCL on 1 rank (a reference), the shim and the squeeze backend on 1, 2 and 4; then
+#     torch references (device copy, torch.topk). torch's own numbers are never failures.
 # Every step's log is in OUT_DIR/logs/, summary.md has a table of the steps and the
 # benchmark tables, and after every step both are packed into OUT_DIR/gpu-logs.tar.gz, so a
 # run stopped from outside still leaves them. The whole run stays within RUN_BUDGET_S seconds
-# (default 470): a step that no longer fits is SKIPped. RUN_BENCH_SERIAL=1 runs phase 2's lanes
+# (default 540): a step that no longer fits is SKIPped. RUN_PHASES (default "1 2 3") picks phases. RUN_BENCH_SERIAL=1 runs phase 2's lanes
 # one after another (cleaner timings, longer). PYTHON names the interpreter for the torch steps;
 # SQZ_CUDA_LIB_DIRS (colon-separated) overrides where cudart and cuBLAS are looked for.
 # Exits 1 when a step failed or timed out (or no GPU was usable), 0 otherwise.
@@ -238,7 +245,8 @@ if [ -d "$L" ] && [ ! -d "$S" ]; then
 fi
 rm -rf "$L" "$S" "$O/summary.md" "$O/gpu-logs.tar.gz"
 mkdir -p "$L" "$S" || exit 2
-BUDGET=${RUN_BUDGET_S:-470}
+BUDGET=${RUN_BUDGET_S:-540}
+PHASES=" ${RUN_PHASES:-1 2 3} "
 T0=$SECONDS
 # shellcheck source=/dev/null
 . "$B/bundle.env"
@@ -269,6 +277,12 @@ write_summary() {
       cat "$S"/*.perf
       [ "${RUN_BENCH_SERIAL:-0}" = 1 ] ||
         printf '\nThe seven lanes ran side by side (one GPU, 16 cores): correctness first; timings are rough.\n'
+    fi
+    if compgen -G "$S/*.ddp" >/dev/null; then
+      printf '\n## DDP: ms per step (check/ddp_check.py N 30 --ddp-only: the MLP 1024-2048-1024,'
+      printf ' batch 64, all ranks on the one GPU; one run at a time)\n\n'
+      printf '| process group | ranks | ms/step (rank 0) | status |\n|---|---|---|---|\n'
+      cat "$S"/*.ddp
     fi
     for f in "$S"/*.sec; do [ -e "$f" ] && cat "$f"; done
     printf '\nLogs: logs/ (and gpu-logs.tar.gz).\n'
@@ -520,17 +534,82 @@ shim_step() {
   fi
   section "$key" "$name" "$log" 40
 }
-torch_shim() {  # torch's ProcessGroupNCCL over the shim: ours, so a failure is a failure
-  local key=33-torch-shim name="torch DDP over the NCCL shim (LD_PRELOAD), 2 ranks" log=$L/torch-shim-n2.log
-  if [ -z "$torch_py" ]; then record $key "$name" SKIP 0 "$torch_why"; return; fi
-  run $key "$name" 90 "$log" env LD_PRELOAD="$BB/src/nccl_shim/libsqueeze-nccl.so.2" \
-    "$torch_py" "$B/check/torch_nccl_shim.py" 2 20 || return
+# torch_result KEY NAME LOG: records a torch step by its exit status; rank 0's DDP line is the note.
+torch_result() {
+  local key=$1 name=$2 log=$3
   case $rc in
-    0) record $key "$name" PASS "$secs" "$(grep -m1 -o 'DDP.*' "$log")" ;;
-    124 | 137) record $key "$name" TIMEOUT "$secs" "$(first_message "$log")" ;;
-    *) record $key "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'undefined symbol|Error|WRONG' "$log" || tail -1 "$log")" ;;
+    0) record "$key" "$name" PASS "$secs" "$(grep -m1 -o 'rank 0: .*DDP [0-9]* steps.*' "$log" || tail -1 "$log")" ;;
+    124 | 137) record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")" ;;
+    *) record "$key" "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'undefined symbol|Error|WRONG|FAIL|SKIP' "$log" || tail -1 "$log")" ;;
   esac
-  section $key "$name" "$log" 40
+  section "$key" "$name" "$log" 40
+}
+# torch_shim KEY N [CODEC]: torch's ProcessGroupNCCL over the shim (LD_PRELOAD), N ranks on the
+# one GPU, dense or with SQZ_NCCL_CODEC=CODEC: check/ddp_check.py's collectives, DDP, reference.
+torch_shim() {
+  local key=$1 n=$2 codec=${3:-} tag=dense envs=(LD_PRELOAD="$BB/src/nccl_shim/libsqueeze-nccl.so.2")
+  if [ -n "$codec" ]; then
+    tag=${codec#*=} tag=${tag%%:*}
+    envs+=(SQZ_NCCL_CODEC="$codec")
+  fi
+  local name="torch ProcessGroupNCCL over the shim, $n ranks, $tag" log=$L/torch-shim-n$n-$tag.log
+  if [ -z "$torch_py" ]; then record "$key" "$name" SKIP 0 "$torch_why"; return; fi
+  run "$key" "$name" 120 "$log" env "${envs[@]}" "$torch_py" "$B/check/ddp_check.py" "$n" 20 || return
+  torch_result "$key" "$name" "$log"
+}
+# torch_build: the squeeze package against this node's torch, into $B/python (not OUT_DIR: its
+# modules are large). Leaves $S/python.ok when the backend takes CUDA tensors.
+torch_build() {
+  local key=20-torch-build name="squeeze package built against torch" log=$L/torch-build.log
+  if [ -z "$torch_py" ]; then record $key "$name" SKIP 0 "$torch_why"; return 1; fi
+  touch "$S/python.tried"
+  run $key "$name" 240 "$log" env JOBS=8 bash "$B/check/build-python-ext.sh" --cuda "$B/src" "$BB" \
+    "$B/python" "$torch_py" || return 1
+  { echo "--- ldd"; ldd "$B"/python/squeeze/*.so; } >>"$log" 2>&1
+  if [ "$rc" = 0 ] && grep -q '_torch_backend takes CUDA tensors' "$log"; then
+    record $key "$name" PASS "$secs" "$(grep -m1 'takes CUDA' "$log")"
+    touch "$S/python.ok"
+  elif [ "$rc" = 0 ]; then
+    record $key "$name" FAIL "$secs" "built, but without CUDA tensors: $(grep 'build-python-ext:' "$log" | tail -1)"
+  else
+    record $key "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'error|build-python-ext:' "$log")"
+  fi
+  section $key "$name" "$log" 60
+  [ -e "$S/python.ok" ]
+}
+# torch_test KEY SCRIPT: one of the package's torch tests (tests/python), on CUDA tensors.
+torch_test() {
+  local key=$1 script=$2 name="tests/python/$2, SQZ_TEST_DEVICE=cuda" log=$L/torch-${2%.py}.log
+  run "$key" "$name" 180 "$log" env PYTHONPATH="$B/python" SQZ_TEST_DEVICE=cuda GLOO_SOCKET_IFNAME=lo \
+    "$torch_py" "$B/src/tests/python/$script" || return
+  case $rc in
+    0) record "$key" "$name" PASS "$secs" "$(grep -v '^\s*$' "$log" | tail -1)" ;;
+    124 | 137) record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")" ;;
+    *) record "$key" "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'Error|assert|SKIP|failed' "$log" || tail -1 "$log")" ;;
+  esac
+  section "$key" "$name" "$log" 60
+}
+# ddp_time KEY LABEL N BACKEND [shim]: ms per DDP step, check/ddp_check.py --ddp-only, 30 steps;
+# one run at a time (phase 3). LABEL's row goes into the DDP table; torch's NCCL is a reference.
+ddp_time() {
+  local key=$1 label=$2 n=$3 backend=$4 how=${5:-} log=$L/ddp-time-$1.log ms st envs=()
+  local name="DDP ms/step: $label, $n ranks"
+  if [ -z "$torch_py" ]; then record "$key" "$name" SKIP 0 "$torch_why"; return; fi
+  case $how in
+    shim) envs=(LD_PRELOAD="$BB/src/nccl_shim/libsqueeze-nccl.so.2") ;;
+    ref) envs=(LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH") ;;
+  esac
+  if [ "$backend" = squeeze ]; then
+    [ -e "$S/python.ok" ] || { record "$key" "$name" SKIP 0 "the package was not built"; return; }
+    envs+=(PYTHONPATH="$B/python")
+  fi
+  run "$key" "$name" 60 "$log" env "${envs[@]}" "$torch_py" "$B/check/ddp_check.py" "$n" 30 \
+    --backend "$backend" --ddp-only || return
+  ms=$(sed -n 's/^rank 0: .* steps, \([0-9.]*\) ms\/step.*/\1/p' "$log" | head -1)
+  if [ "$rc" = 0 ] && [ -n "$ms" ]; then st=PASS; elif [ "$how" = ref ]; then st=SKIP; else st=FAIL; fi
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && [ "$how" != ref ] && st=TIMEOUT
+  record "$key" "$name" $st "$secs" "${ms:+$ms ms/step (rank 0)}${ms:-exit $rc: $(first_message "$log")}"
+  printf '| %s | %s | %s | %s |\n' "$label" "$n" "${ms:--}" "$st" >"$S/$key.ddp"
 }
 # allreduce KEY TRANSPORT N CODEC: one sqz-allreduce-perf run (TRANSPORT default: unset).
 allreduce() {
@@ -584,44 +663,71 @@ torch_ref() {  # torch_ref KEY NAME LIMIT LOG LINE ARGS...: a reference point, n
   section "$key" "$name (reference)" "$log" 20
 }
 
-# ---- phase 1: the tests, beside the codec bench and the NCCL shim ------------------------------
-pids=()
-for bin in "$BB"/tests/gpu/*_test; do
-  t=${bin##*/}
-  case $t in
-    collective_test | compress_test)
-      for s in 0 1 2 3; do
-        gtest_step "10-$t.$s" "$t.$s" "$bin" $s 4 &
-        pids+=($!)
-      done ;;
-    *) gtest_step "10-$t" "$t" "$bin" & pids+=($!) ;;
-  esac
-done
-(codec_bench; shim_step 31-shim-initall initall 60; torch_shim) & pids+=($!)
-(shim_step 32a-shim-sqzrun sqzrun 120; shim_step 32b-shim-codec codec 120) & pids+=($!)
-wait "${pids[@]}"
+# ---- phase 1: the tests, beside the codec bench, the NCCL shim and the torch steps ---------------
+phase1() {
+  local pids=() bin t s
+  for bin in "$BB"/tests/gpu/*_test; do
+    t=${bin##*/}
+    case $t in
+      collective_test | compress_test)
+        for s in 0 1 2 3; do
+          gtest_step "10-$t.$s" "$t.$s" "$bin" $s 4 &
+          pids+=($!)
+        done ;;
+      *) gtest_step "10-$t" "$t" "$bin" & pids+=($!) ;;
+    esac
+  done
+  (codec_bench; shim_step 31-shim-initall initall 60) & pids+=($!)
+  (
+    torch_shim 33a-torch-shim 2
+    torch_shim 33b-torch-shim 4
+    torch_shim 33c-torch-shim 2 1M-inf=topk:ratio=0.01
+    torch_shim 33d-torch-shim 4 1M-inf=topk:ratio=0.01
+  ) & pids+=($!)
+  (
+    if torch_build; then  # then the package's two torch tests side by side
+      torch_test 21-torch-backend test_torch_backend.py &
+      torch_test 22-torch-hook test_hook.py &
+      wait
+    fi
+  ) & pids+=($!)
+  (shim_step 32a-shim-sqzrun sqzrun 120; shim_step 32b-shim-codec codec 120) & pids+=($!)
+  wait "${pids[@]}"
+}
 
 # ---- phase 2: sqz-allreduce-perf -d cuda ------------------------------------------------------
-pids=()
-lane=0
-for cfg in "default 1" "cuda_ipc 2" "cuda_ipc 4" "shm 2" "shm 4" "tcp 2" "tcp 4"; do
-  # shellcheck disable=SC2086
-  if [ "${RUN_BENCH_SERIAL:-0}" = 1 ]; then
-    ar_lane $lane $cfg
-  else
-    ar_lane $lane $cfg & pids+=($!)
-  fi
-  lane=$((lane + 1))
+phase2() {
+  local pids=() lane=0 cfg
+  for cfg in "default 1" "cuda_ipc 2" "cuda_ipc 4" "shm 2" "shm 4" "tcp 2" "tcp 4"; do
+    # shellcheck disable=SC2086
+    if [ "${RUN_BENCH_SERIAL:-0}" = 1 ]; then
+      ar_lane $lane $cfg
+    else
+      ar_lane $lane $cfg & pids+=($!)
+    fi
+    lane=$((lane + 1))
+  done
+  [ ${#pids[@]} = 0 ] || wait "${pids[@]}"
+}
+
+# ---- phase 3: DDP step times, one run at a time; torch's numbers, for reference -------------------
+phase3() {
+  [ -e "$S/python.tried" ] || torch_build  # phase 1 was not run
+  ddp_time 52a-ddp "torch's NCCL (reference)" 1 nccl ref
+  ddp_time 52b-ddp "torch ProcessGroupNCCL over the NCCL shim" 1 nccl shim
+  ddp_time 52c-ddp "torch ProcessGroupNCCL over the NCCL shim" 2 nccl shim
+  ddp_time 52d-ddp "torch ProcessGroupNCCL over the NCCL shim" 4 nccl shim
+  ddp_time 52e-ddp "squeeze backend" 1 squeeze
+  ddp_time 52f-ddp "squeeze backend" 2 squeeze
+  ddp_time 52g-ddp "squeeze backend" 4 squeeze
+  torch_ref 50-membw "device copy 1 GiB (torch)" 60 "$L/torch-membw.log" 'GB/s' "$B/check/membw.py"
+  torch_ref 51-topk "torch.topk 64M float32 (torch)" 60 "$L/torch-topk.log" 'ratio 0.001' \
+    "$B/check/topk_ref.py"
+}
+
+for phase in 1 2 3; do
+  if [[ $PHASES == *" $phase "* ]]; then "phase$phase"; fi
 done
-[ ${#pids[@]} = 0 ] || wait "${pids[@]}"
-
-# ---- phase 3: torch's numbers, for reference ----------------------------------------------------
-torch_ref 50-membw "device copy 1 GiB (torch)" 60 "$L/torch-membw.log" 'GB/s' "$B/check/membw.py"
-torch_ref 51-topk "torch.topk 64M float32 (torch)" 60 "$L/torch-topk.log" 'ratio 0.001' \
-  "$B/check/topk_ref.py"
-torch_ref 52-nccl-n1 "torch's NCCL DDP, 1 rank" 90 "$L/torch-nccl-n1.log" 'DDP' \
-  "$B/check/torch_nccl_shim.py" 1 20
-
 pack
 n_bad=$(find "$S" -name '*.bad' | wc -l)
 echo "run.sh: $([ "$n_bad" = 0 ] && echo PASS || echo "FAIL ($n_bad steps)") in $((SECONDS - T0))s; summary $O/summary.md, logs $O/gpu-logs.tar.gz"
