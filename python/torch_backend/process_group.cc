@@ -265,6 +265,7 @@ WorkPtr ProcessGroupSqueeze::enqueue(OpType opType, const char* opName,
     if (state_->stop) fail(opName, "the process group is being destroyed");
     state_->tasks.push_back(std::move(task));
   }
+  if (opType != OpType::SEND && opType != OpType::RECV) ++seq_;
   state_->cv.notify_one();
   return work;
 }
@@ -287,8 +288,10 @@ void ProcessGroupSqueeze::progressLoop(const std::shared_ptr<State>& state) {
       s.tasks.pop_front();
     }
     // For CUDA: the caller's stream is current while the call is enqueued and the future
-    // records its events.
-    c10::OptionalStreamGuard guard(task.stream);
+    // records its events. (reset_stream, not the optional constructor: torch 1.x takes a
+    // c10::optional there, torch 2.x a std::optional.)
+    c10::OptionalStreamGuard guard;
+    if (task.stream) guard.reset_stream(*task.stream);
     std::exception_ptr error;
     if (!s.firstError.empty()) {
       error = std::make_exception_ptr(

@@ -21,10 +21,10 @@
 #define SQUEEZE_PYTHON_TORCH_BACKEND_PROCESS_GROUP_H_
 
 #include <c10/core/Stream.h>
-#include <c10/util/Optional.h>
 #include <squeeze/squeeze.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -32,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -140,6 +141,13 @@ class ProcessGroupSqueeze : public ProcessGroupBase {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+  /// The number of collectives (every operation but send and recv) called so far; the same on
+  /// every rank while they call the same collectives. c10d's ProcessGroupWrapper (which torch 2.x
+  /// puts around plugin backends under TORCH_DISTRIBUTED_DEBUG=DETAIL) sets it at creation and
+  /// compares it across ranks before each collective; the base class's versions throw.
+  void setSequenceNumberForGroup() override { seq_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
   // Not implemented: each raises "squeeze backend does not implement <op>".
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
@@ -161,7 +169,8 @@ class ProcessGroupSqueeze : public ProcessGroupBase {
   struct Task {
     const char* opName;
     c10::intrusive_ptr<WorkSqueeze> work;
-    c10::optional<c10::Stream> stream;  // the caller's CUDA stream, made current for run()
+    // std::optional, not c10::optional: the latter is only a deprecated alias in torch 2.x.
+    std::optional<c10::Stream> stream;  // the caller's CUDA stream, made current for run()
     void* rawStream = nullptr;          // the same as a cudaStream_t; NULL for host tensors
     std::function<void(sqzComm_t, void*)> run;
   };
@@ -187,6 +196,7 @@ class ProcessGroupSqueeze : public ProcessGroupBase {
   static void closeComm(State& state);
 
   std::chrono::milliseconds timeout_;
+  std::atomic<uint64_t> seq_{0};  // see getSequenceNumberForGroup; counted by enqueue
   std::shared_ptr<State> state_;
   std::thread thread_;
 };
