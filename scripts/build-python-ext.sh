@@ -95,6 +95,16 @@ compile _squeeze "${pybind_flags[@]}" -fvisibility=hidden -DSQZ_PY_HAVE_CUDA=$cu
 # torch's own pybind11 (include/pybind11): the backend's class derives from torch's registered
 # c10d types, which needs the pybind11 torch was built with.
 tflags=(-D_GLIBCXX_USE_CXX11_ABI="$torch_abi")
+# ... and the pybind11 ABI key torch was built with, as torch.utils.cpp_extension passes it:
+# pybind11 shares registered types (c10d's Backend) only between modules with the same key.
+while IFS= read -r flag; do [ -n "$flag" ] && tflags+=("$flag"); done < <("$py" - <<'PY' 2>/dev/null
+import torch
+for name in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI"):
+    value = getattr(torch._C, "_PYBIND11_" + name, None)
+    if value is not None:
+        print('-DPYBIND11_%s="%s"' % (name, value))
+PY
+)
 tlibs=(-ltorch -ltorch_cpu -lc10 -ltorch_python)
 if [ -n "$torch_inc" ] && [ -f "$torch_inc/torch/csrc/distributed/c10d/ProcessGroup.hpp" ]; then
   tflags+=(-isystem "$torch_inc" -isystem "$torch_api_inc")
