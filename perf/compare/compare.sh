@@ -129,6 +129,7 @@ launch_mpi() {
   "$MPIRUN" --allow-run-as-root --oversubscribe --timeout "$TIMEOUT" \
     --mca oob_tcp_if_include lo --mca btl_tcp_if_include lo -np "$n" "$@"
 }
+SETTING="one host, loopback"  # the table says where it ran; a -L file describes its own
 launch_ranks() {  # LIBRARY CMD...
   local library=$1
   shift
@@ -251,10 +252,10 @@ if [ ! -x "$PY" ]; then
   echo "compare.sh: $PY is needed for the table; the JSON files are in $OUT" >&2
   exit 1
 fi
-"$PY" - "$manifest" "$NRANKS" "$OUT/table.md" "$load_before" "$ROUNDS" <<'EOF'
+"$PY" - "$manifest" "$NRANKS" "$OUT/table.md" "$load_before" "$ROUNDS" "$SETTING" <<'EOF'
 import json, statistics, sys
 
-manifest, nranks, table_path, load, rounds = sys.argv[1:6]
+manifest, nranks, table_path, load, rounds, setting = sys.argv[1:7]
 rounds = int(rounds)
 
 def human(n):  # 16777216 -> 16M, as the sizes are given
@@ -315,6 +316,7 @@ for size in sorted({r["size"] for r in rows}):
         out.append("| %s | %s | %s | %s | %.0f | %.3f | %s |" % (
             human(size), r["library"], r["transport"], r["algo"], r["time_us"], r["busbw"], rel))
 out.append("")
+out.append("Where: %s." % setting)
 out.append("float32 sum, %s ranks, in-place calls (Gloo and torch have no out-of-place all-reduce); "
            "time = mean per call, max over ranks; busbw = algbw * 2(n-1)/n; load average before "
            "the runs: %s." % (nranks, load))

@@ -15,6 +15,12 @@ if [ "$netlab_hosts" != "$NRANKS" ]; then
   echo "lab-launch.sh: the lab has $netlab_hosts hosts but -n is $NRANKS: one rank per host" >&2
   exit 2
 fi
+# The lab as the table states it: netlab.sh up's rate, tbf queue bound and where it shapes.
+lab_state() { sed -n "s/^$1=//p" "/run/netlab-$NETLAB_NAME.state" 2>/dev/null; }
+SETTING="network lab '$NETLAB_NAME', $netlab_hosts hosts, links $(lab_state rate), tbf queue bound \
+$(lab_state latency), shaped at $(lab_state shape_at | sed 's/^$/both/') ends"
+SETTING=${SETTING/shaped at switch ends/shaped at the switch only}
+SETTING=${SETTING/shaped at both ends/shaped at both ends (host and switch)}
 launch_squeeze() {  # NRANKS CMD...
   shift
   bash "$NETLAB" run --name "$NETLAB_NAME" --timeout "$TIMEOUT" -- "$@"

@@ -9,7 +9,11 @@
 # machine's own namespace has no address on the lab. Each link is shaped in both directions with
 # tc tbf (the host's egress on lab0, and the switch port's egress towards the host), as a switch
 # with per-port rate limits would; netem is not in this kernel, so there is no added delay: the
-# -l latency is tbf's bound on queueing delay.
+# -l latency is tbf's bound on queueing delay. With --shape switch only the switch ports are
+# shaped: the hosts send at the veth's speed and the bottleneck queue, where packets are dropped
+# when it overflows, is the switch's (faster hosts behind a slower link, or a switch port with a
+# shallow buffer); with both (the default) a host's own qdisc holds its queue and TCP backs off
+# before the switch drops anything.
 #
 #   netlab.sh [opts] -- PROGRAM ARGS   up, verify, run one rank per host, down (always, on any exit)
 #   netlab.sh up [opts]                create and verify the lab, leave it up
@@ -21,7 +25,8 @@
 #   netlab.sh check                    exit 0 if this machine can make a lab, else print why, exit 77
 #
 # Options: -n N hosts (default 4), -r RATE (tc rate such as 1gbit, 10gbit, 500mbit; 'none': not
-# shaped; default none), -l LATENCY (tbf queueing bound, default 20ms), --name NAME (default
+# shaped; default none), -l LATENCY (tbf queueing bound, default 20ms), --shape both|switch
+# (where the links are shaped, default both), --name NAME (default
 # sqzlab), --timeout SECONDS (bound on a run, default 900), --mtu BYTES (default 1500),
 # --no-verify.
 #
@@ -45,7 +50,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-nhosts=4 rate=none latency=20ms name=sqzlab timeout_s=900 mtu=1500 verify=1 tag_output=0
+nhosts=4 rate=none latency=20ms shape_at=both name=sqzlab timeout_s=900 mtu=1500 verify=1 tag_output=0
 netprobe=${SQZ_NETPROBE:-}
 
 die() { echo "netlab: $*" >&2; exit 2; }
@@ -56,6 +61,7 @@ parse_opts() {
       -n) nhosts=${2:?-n needs a host count}; shift 2 ;;
       -r) rate=${2:?-r needs a rate}; shift 2 ;;
       -l) latency=${2:?-l needs a latency}; shift 2 ;;
+      --shape) shape_at=${2:?--shape needs both or switch}; shift 2 ;;
       --name) name=${2:?--name needs a name}; shift 2 ;;
       --timeout) timeout_s=${2:?--timeout needs seconds}; shift 2 ;;
       --mtu) mtu=${2:?--mtu needs bytes}; shift 2 ;;
@@ -76,6 +82,7 @@ validate() {
   [[ $rate == none || $rate =~ ^[0-9]+(\.[0-9]+)?([kmg]?bit)$ ]] ||
     die "-r $rate: a tc rate such as 1gbit, 10gbit or 500mbit, or 'none'"
   [[ $latency =~ ^[0-9]+(ms|us)$ ]] || die "-l $latency: a time such as 20ms"
+  [[ $shape_at == both || $shape_at == switch ]] || die "--shape $shape_at: both or switch"
   [[ $timeout_s =~ ^[0-9]+$ ]] && ((timeout_s > 0)) || die "--timeout $timeout_s: seconds > 0"
   [[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 576 && mtu <= 65000)) || die "--mtu $mtu: 576 to 65000"
 }
@@ -176,11 +183,15 @@ up() {
     ip -n "$h" link set lab0 up
     ip -n "$sw" link set "p$i" master br0
     ip -n "$sw" link set "p$i" up
-    shape "$h" lab0
+    [ "$shape_at" = switch ] || shape "$h" lab0
     shape "$sw" "p$i"
   done
-  printf 'nhosts=%s\nrate=%s\nlatency=%s\nmtu=%s\n' "$nhosts" "$rate" "$latency" "$mtu" >"$(state_file)"
-  echo "netlab: $nhosts hosts $(host_addr 0)..$(host_addr $((nhosts - 1))), links $rate (tbf latency $latency), mtu $mtu"
+  printf 'nhosts=%s\nrate=%s\nlatency=%s\nshape_at=%s\nmtu=%s\n' "$nhosts" "$rate" "$latency" \
+    "$shape_at" "$mtu" >"$(state_file)"
+  local shaping="tbf latency $latency, shaped at both ends"
+  [ "$shape_at" = switch ] && shaping="tbf latency $latency, shaped at the switch only"
+  [ "$rate" = none ] && shaping="unshaped"
+  echo "netlab: $nhosts hosts $(host_addr 0)..$(host_addr $((nhosts - 1))), links $rate ($shaping), mtu $mtu"
 }
 
 load_state() {

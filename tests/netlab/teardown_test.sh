@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # netlab.sh leaves nothing behind: a one-shot run interrupted with Ctrl-C (SIGINT) while its ranks
-# run, a run whose rank fails, and a bad option all end with no namespace of the lab left.
+# run, a run whose rank fails, and a bad option all end with no namespace of the lab left. And
+# --shape switch shapes the switch ports, not the hosts.
 #
 # Usage: teardown_test.sh NETLAB_SH NETPROBE. Exit 77 where namespaces cannot be made.
 set -uo pipefail
@@ -38,6 +39,21 @@ rc=$?
 msg=$(bash "$netlab" --name "$name" -r 1gb -- true 2>&1); rc=$?
 ((rc == 2)) && [[ $msg == *"-r 1gb"* ]] || { echo "FAIL: bad rate gave $rc: $msg"; fail=1; }
 (($(left) == 0)) || { echo "FAIL: namespaces made for a bad option"; fail=1; }
+
+# --shape switch: tbf on the switch ports only, none on the hosts; a bad --shape is refused.
+if bash "$netlab" up --name "$name" -n 2 -r 1gbit -l 5ms --shape switch --no-verify >/dev/null; then
+  host_q=$(ip netns exec "$name-h0" tc qdisc show dev lab0)
+  port_q=$(ip netns exec "$name-sw" tc qdisc show dev p0)
+  [[ $host_q != *tbf* ]] || { echo "FAIL: --shape switch shaped the host: $host_q"; fail=1; }
+  [[ $port_q == *tbf*"lat 5ms"* ]] || { echo "FAIL: --shape switch left the port unshaped: $port_q"; fail=1; }
+  grep -qx shape_at=switch "/run/netlab-$name.state" || { echo "FAIL: the state lacks shape_at"; fail=1; }
+  bash "$netlab" down --name "$name"
+else
+  echo "FAIL: netlab.sh up --shape switch failed"; fail=1
+fi
+msg=$(bash "$netlab" --name "$name" --shape host -- true 2>&1); rc=$?
+((rc == 2)) && [[ $msg == *"--shape host"* ]] || { echo "FAIL: bad --shape gave $rc: $msg"; fail=1; }
+(($(left) == 0)) || { echo "FAIL: $(left) namespaces left after the --shape cases"; fail=1; }
 
 ((fail == 0)) && echo "netlab teardown: ok"
 exit "$fail"
