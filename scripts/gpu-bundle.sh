@@ -534,15 +534,17 @@ shim_step() {
   fi
   section "$key" "$name" "$log" 40
 }
-# torch_result KEY NAME LOG: records a torch step by its exit status; rank 0's DDP line is the note.
+# torch_result KEY NAME LOG: records a torch step by its exit status. The note: rank 0's DDP line
+# (ddp_check.py) or else the log's last line; on failure the first error, WRONG or SKIP line.
 torch_result() {
   local key=$1 name=$2 log=$3
   case $rc in
-    0) record "$key" "$name" PASS "$secs" "$(grep -m1 -o 'rank 0: .*DDP [0-9]* steps.*' "$log" || tail -1 "$log")" ;;
+    0) record "$key" "$name" PASS "$secs" \
+      "$(grep -m1 -o 'rank 0: .*DDP [0-9]* steps.*' "$log" || grep -v '^\s*$' "$log" | tail -1)" ;;
     124 | 137) record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")" ;;
-    *) record "$key" "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'undefined symbol|Error|WRONG|FAIL|SKIP' "$log" || tail -1 "$log")" ;;
+    *) record "$key" "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'undefined symbol|Error|assert|WRONG|FAIL|SKIP|failed' "$log" || tail -1 "$log")" ;;
   esac
-  section "$key" "$name" "$log" 40
+  section "$key" "$name" "$log" 60
 }
 # torch_shim KEY N [CODEC]: torch's ProcessGroupNCCL over the shim (LD_PRELOAD), N ranks on the
 # one GPU, dense or with SQZ_NCCL_CODEC=CODEC: check/ddp_check.py's collectives, DDP, reference.
@@ -582,12 +584,7 @@ torch_test() {
   local key=$1 script=$2 name="tests/python/$2, SQZ_TEST_DEVICE=cuda" log=$L/torch-${2%.py}.log
   run "$key" "$name" 180 "$log" env PYTHONPATH="$B/python" SQZ_TEST_DEVICE=cuda GLOO_SOCKET_IFNAME=lo \
     "$torch_py" "$B/src/tests/python/$script" || return
-  case $rc in
-    0) record "$key" "$name" PASS "$secs" "$(grep -v '^\s*$' "$log" | tail -1)" ;;
-    124 | 137) record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")" ;;
-    *) record "$key" "$name" FAIL "$secs" "exit $rc: $(grep -m1 -E 'Error|assert|SKIP|failed' "$log" || tail -1 "$log")" ;;
-  esac
-  section "$key" "$name" "$log" 60
+  torch_result "$key" "$name" "$log"
 }
 # ddp_time KEY LABEL N BACKEND [shim]: ms per DDP step, check/ddp_check.py --ddp-only, 30 steps;
 # one run at a time (phase 3). LABEL's row goes into the DDP table; torch's NCCL is a reference.
@@ -606,8 +603,15 @@ ddp_time() {
   run "$key" "$name" 60 "$log" env "${envs[@]}" "$torch_py" "$B/check/ddp_check.py" "$n" 30 \
     --backend "$backend" --ddp-only || return
   ms=$(sed -n 's/^rank 0: .* steps, \([0-9.]*\) ms\/step.*/\1/p' "$log" | head -1)
-  if [ "$rc" = 0 ] && [ -n "$ms" ]; then st=PASS; elif [ "$how" = ref ]; then st=SKIP; else st=FAIL; fi
-  [ "$rc" = 124 ] || [ "$rc" = 137 ] && [ "$how" != ref ] && st=TIMEOUT
+  if [ "$rc" = 0 ] && [ -n "$ms" ]; then
+    st=PASS
+  elif [ "$how" = ref ]; then
+    st=SKIP  # torch's own NCCL is a reference: never a failure of the run
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    st=TIMEOUT
+  else
+    st=FAIL
+  fi
   record "$key" "$name" $st "$secs" "${ms:+$ms ms/step (rank 0)}${ms:-exit $rc: $(first_message "$log")}"
   printf '| %s | %s | %s | %s |\n' "$label" "$n" "${ms:--}" "$st" >"$S/$key.ddp"
 }
