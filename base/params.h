@@ -22,6 +22,10 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Log to this file instead of stderr; %h is the host, %p the pid.")                         \
   X(timeoutMs, kInt, "SQZ_TIMEOUT_MS", "300000",                                               \
     "Bound on every blocking wait (rendezvous, connect, send, receive), in ms.")               \
+  X(spinUs, kInt, "SQZ_SPIN_US", "100",                                                        \
+    "How long a call keeps polling its connections, yielding the CPU between polls, after it "  \
+    "last made progress before it sleeps on them, in us. Spares a sleep and a wake-up per "      \
+    "message (small and mid-size calls); 0 sleeps at once.")                                     \
   X(transport, kString, "SQZ_TRANSPORT", "cuda_ipc,shm,tcp",                                   \
     "Ordered transports to try per peer (cuda_ipc: GPU ranks on one host, CUDA builds only; "    \
     "shm: same host only; tcp: any; ucx: any, over UCX_TLS/UCX_NET_DEVICES; ib: peers with an "  \

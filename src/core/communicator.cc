@@ -345,7 +345,8 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
   base.seq = seq;
   base.count = req.count;
   base.root = req.root;
-  CallEnv env{rank_, nranks_, peers_.conns, config_.timeoutMs, aborted_, ctx ? *ctx : *hostCtx_};
+  CallEnv env{rank_,          nranks_,  peers_.conns,          config_.timeoutMs,
+              config_.spinUs, aborted_, ctx ? *ctx : *hostCtx_};
   try {
     if (config_.fullCheck && !prebuilt && nranks_ > 1) {
       CollRequest agree = req;  // the same call, its description on empty dense messages

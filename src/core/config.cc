@@ -15,6 +15,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_TIMEOUT_MS=", p.timeoutMs,
           " is out of range; use 1 to 604800000 ms.");
   c.timeoutMs = static_cast<int>(p.timeoutMs);
+  if (p.spinUs < 0 || p.spinUs > 1000000)
+    raise(ErrorCode::kInvalidArgument, "SQZ_SPIN_US=", p.spinUs,
+          " is out of range; use 0 (sleep at once) to 1000000 us.");
+  c.spinUs = static_cast<int>(p.spinUs);
   const auto& known = availableTransports();
   for (const std::string& name : split(p.transport, ',')) {
     if (name.empty()) continue;

@@ -102,6 +102,8 @@ class CallRun {
     setUp();
     Deadline idleDeadline = deadlineAfterMs(env_.timeoutMs);
     auto pause = std::chrono::microseconds(2);
+    const auto spin = std::chrono::microseconds(env_.spinUs);
+    auto lastMoved = Clock::now();
     while (remaining_ > 0) {
       if (env_.aborted.load(std::memory_order_relaxed))
         raise(ErrorCode::kRemote, "rank ", env_.rank, ": ", describeCall(base_),
@@ -116,12 +118,19 @@ class CallRun {
       if (moved) {
         idleDeadline = deadlineAfterMs(env_.timeoutMs);
         pause = std::chrono::microseconds(2);
+        if (spin.count() > 0) lastMoved = Clock::now();
         continue;
       }
       if (remainingMs(idleDeadline) == 0) raiseStalled();
       if (deviceWorkPending()) {  // poll the context as a socket, briefly
         std::this_thread::sleep_for(pause);
         pause = std::min(pause * 2, std::chrono::microseconds(200));
+        continue;
+      }
+      // A sleep costs a futex or poll wake-up per message, tens of us where ranks share cores;
+      // polling a little longer, yielding the core to whoever needs it, spares most of them.
+      if (spin.count() > 0 && Clock::now() - lastMoved < spin) {
+        std::this_thread::yield();
         continue;
       }
       sleepOnConnections(bell, idleDeadline);

@@ -41,6 +41,7 @@ struct CallEnv {
   int nranks;
   std::vector<std::unique_ptr<Connection>>& conns;  // by rank
   int timeoutMs;
+  int spinUs;  // poll (yielding) this long after the last progress before sleeping
   const std::atomic<bool>& aborted;
   device::Context& ctx;
 };

@@ -57,6 +57,7 @@ TEST_F(ParamsTest, DefaultsWhenUnset) {
   EXPECT_EQ(p.debugSubsys, "ALL");
   EXPECT_EQ(p.debugFile, "");
   EXPECT_EQ(p.timeoutMs, 300000);
+  EXPECT_EQ(p.spinUs, 100);
   EXPECT_EQ(p.transport, "cuda_ipc,shm,tcp");
   EXPECT_EQ(p.socketIfname, "");
   EXPECT_EQ(p.tcpNsocks, 2);
@@ -142,9 +143,10 @@ TEST_F(ParamsTest, BadByteSizeNamesTheVariable) {
 TEST_F(ParamsTest, TunerConstantsOutOfRangeAreRefusedByTheConfig) {
   // A positive double parses, but 1e-320 GB/s makes every cost infinite: the tuner would choose
   // nothing at the first call. The config refuses it at init, naming the variable and the range.
-  for (const auto& [key, value] : {std::pair{"SQZ_REDUCE_GBPS", "1e-320"},
-                                   std::pair{"SQZ_TCP_GBPS", "1e300"},
-                                   std::pair{"SQZ_SHM_LATENCY_US", "1e12"}}) {
+  for (const auto& [key, value] :
+       {std::pair{"SQZ_REDUCE_GBPS", "1e-320"}, std::pair{"SQZ_TCP_GBPS", "1e300"},
+        std::pair{"SQZ_SHM_LATENCY_US", "1e12"}, std::pair{"SQZ_SPIN_US", "-1"},
+        std::pair{"SQZ_SPIN_US", "1000001"}}) {
     setenv(key, value, 1);
     try {
       CommConfig::fromParams(loadParams());
