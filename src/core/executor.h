@@ -9,8 +9,9 @@
 // device call with a codec whose schedule runs in step order (ring, rhd), a step's receives
 // from a peer are posted together and handed on together once all have arrived: the step's
 // combine is then one batch, not one per piece, whatever the timing. When nothing can move it
-// sleeps on the connections' wait sources; a stretch of timeoutMs without progress is an
-// Error(kTimeout) naming the call, the peers and what was outstanding.
+// polls on for spinUs (yielding the core), then sleeps on the connections' wait sources; a
+// stretch of timeoutMs without progress is an Error(kTimeout) naming the call, the peers and what
+// was outstanding.
 //
 // Where the bytes are and where the work runs is the call's execution context (device/context.h):
 // the executor asks it for payload buffers, copies and the codec's kernels, and treats its work
