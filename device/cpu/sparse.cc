@@ -150,9 +150,21 @@ SQZ_ISA_CLONES double squareSum(const float* x, size_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// r[i] += x[i].
-SQZ_ISA_CLONES void addTo(float* r, const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) r[i] += x[i];
+// r[i] += x[i]; returns sum x^2 in double (eight partial sums, as squareSum): error feedback's
+// pass and the input's norm in one read of x.
+SQZ_ISA_CLONES double addToSquareSum(float* __restrict r, const float* __restrict x, size_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) {
+      r[i + l] += x[i + l];
+      acc[l] += double(x[i + l]) * x[i + l];
+    }
+  for (; i < n; ++i) {
+    r[i] += x[i];
+    acc[0] += double(x[i]) * x[i];
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 }  // namespace
@@ -273,20 +285,29 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
                        double* inputSq, double* sentSq) {
   double sent = 0;
   for (size_t j = 0; j < k; ++j) sent += double(x[idx[j]]) * x[idx[j]];
-  if (inputSq) *inputSq += squareSum(x, n);
   if (sentSq) *sentSq += sent;
-  if (!residual) return;
+  if (!residual) {
+    if (inputSq) *inputSq += squareSum(x, n);
+    return;
+  }
+  // The pass over what stays reads x once for the residual and the norm: |x|^2 is what it
+  // kept plus what was sent (the norms are statistics; their summation order is free).
+  double kept = 0;
   size_t from = 0;
   for (size_t j = 0; j <= k; ++j) {
     if (j < k && x[idx[j]] == 0.0f) continue;  // a zero entry sends nothing: i stays in the run
     const size_t to = j < k ? idx[j] : n;
     if (to - from >= 32) {
-      addTo(residual + from, x + from, to - from);
+      kept += addToSquareSum(residual + from, x + from, to - from);
     } else {
-      for (size_t t = from; t < to; ++t) residual[t] += x[t];
+      for (size_t t = from; t < to; ++t) {
+        residual[t] += x[t];
+        kept += double(x[t]) * x[t];
+      }
     }
     from = to + 1;
   }
+  if (inputSq) *inputSq += kept + sent;
 }
 
 void cpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
