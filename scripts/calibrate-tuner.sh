@@ -41,8 +41,9 @@ out=${OUT:-$BUILD/calibrate-tuner.txt}
 tuner_file=${TUNER_FILE:-$BUILD/tuner.txt}
 : >"$out"
 
-# Timed and warm-up iterations per size: small sizes need many warm-up calls before the
-# scheduler settles (the first ~50 calls at 64 KiB over shm take 10x longer); large ones few.
+# Timed and warm-up iterations per size: small sizes are noisy, so they get many of both (the
+# first ~64 calls at 64 KiB over shm used to take 3x longer, faulting in the rings' pages, which
+# are now mapped at init); large ones few.
 iterations() {
   local bytes
   bytes=$(numfmt --from=iec "$1")

@@ -15,8 +15,11 @@
 namespace squeeze {
 namespace {
 
+// MAP_POPULATE maps every page now: the pages are reserved already (posix_fallocate), but each
+// process would otherwise take a fault on each page it first touches. A ring is touched in
+// message order, so the first ~64 calls of 64 KiB paid for it (3x their settled time).
 Mapping mapFd(int fd, size_t bytes, const std::string& name) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) throw SysError(strCat("mmap of shared-memory segment ", name), errno);
   return Mapping(p, bytes);
 }
