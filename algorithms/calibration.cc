@@ -80,13 +80,19 @@ const TransportRows& builtinRows(const std::string& transport) {
   static const AlgoEfficiency tcpEff[kAllReduceAlgos] = {
       {0.183, 0.00714, 0.245, 0.421}, {0.322, 0.0212, 0.297, 0.377}, {0.401, 0, 0.242, 0.307},
       {0.331, 0.0847, 0.264, 0.338},  {0.299, 0.0651, 0.23, 0.37}};
-  static const AlgoEfficiency shmEff[kAllReduceAlgos] = {
-      {0.658, 0, 0.184, 0.335}, {0.929, 0, 0.204, 0.357}, {1.26, 0.0145, 0.214, 0.297},
-      {1.22, 0.247, 0.2, 0.313}, {1.1, 0.234, 0.203, 0.327}};
-  // What calibration measured there (communicators of 3 to 8 ranks, medians of 48): alpha us,
-  // beta GB/s, gamma GB/s.
+  // shm: refit after the executor began polling before it sleeps (SQZ_SPIN_US) and the rings'
+  // pages were mapped at init, which cut shm's per-message cost most (calibrate-tuner.sh 3, twice,
+  // 64 KiB to 16 MiB; the old rows kept naive up to 2 MiB, 1.2-1.4x slower than ps or rhd at
+  // 256 KiB-4 MiB).
+  static const AlgoEfficiency shmEff[kAllReduceAlgos] = {{0, 0.0354, 0.704, 0.98},
+                                                         {0.682, 0.517, 0.519, 1.05},
+                                                         {0.108, 0.465, 0.642, 0.937},
+                                                         {0.268, 0.619, 0.609, 0.955},
+                                                         {0.504, 0.389, 0.583, 1.03}};
+  // What calibration measured there (communicators of 3 to 8 ranks, medians of 48 for tcp, of 96
+  // for the shm refit): alpha us, beta GB/s, gamma GB/s.
   static const MeasuredTerms tcpRef = fromUnits(20.75, 5.46, 60.1);
-  static const MeasuredTerms shmRef = fromUnits(9.504, 2.265, 60.17);
+  static const MeasuredTerms shmRef = fromUnits(8.5, 4.52, 11.8);
   // Between hosts (tcp, each rank with its own link) loopback's rows mislead: there naive's bytes
   // through rank 0 are memory copies; on a wire they queue on one link (on 1 Gbit/s lab hosts
   // naive was 3x slower than ring at 1 MiB where loopback's row chose it). The "net" row is
