@@ -15,7 +15,6 @@ constexpr size_t kMaxShmBufferBytes = size_t{1} << 30;
 
 struct TransportSettings {
   int timeoutMs = 300000;
-  int spinUs = 100;                     // SQZ_SPIN_US
   std::vector<std::string> transports;  // in preference order
   int tcpNsocks = 2;
   std::string tcpCongestion = "cubic";  // SQZ_TCP_CONGESTION ("system": the kernel's default)

@@ -103,7 +103,7 @@ class CallRun {
     Deadline idleDeadline = deadlineAfterMs(env_.timeoutMs);
     auto pause = std::chrono::microseconds(2);
     const auto spin = std::chrono::microseconds(env_.spinUs);
-    auto lastMoved = Clock::now();
+    std::optional<Clock::time_point> spinUntil;  // set at the first idle pass since progress
     while (remaining_ > 0) {
       if (env_.aborted.load(std::memory_order_relaxed))
         raise(ErrorCode::kRemote, "rank ", env_.rank, ": ", describeCall(base_),
@@ -118,7 +118,7 @@ class CallRun {
       if (moved) {
         idleDeadline = deadlineAfterMs(env_.timeoutMs);
         pause = std::chrono::microseconds(2);
-        if (spin.count() > 0) lastMoved = Clock::now();
+        spinUntil.reset();
         continue;
       }
       if (remainingMs(idleDeadline) == 0) raiseStalled();
@@ -129,7 +129,8 @@ class CallRun {
       }
       // A sleep costs a futex or poll wake-up per message, tens of us where ranks share cores;
       // polling a little longer, yielding the core to whoever needs it, spares most of them.
-      if (spin.count() > 0 && Clock::now() - lastMoved < spin) {
+      if (!spinUntil) spinUntil = Clock::now() + spin;
+      if (spin.count() > 0 && Clock::now() < *spinUntil) {
         std::this_thread::yield();
         continue;
       }
