@@ -115,6 +115,21 @@ inline void syncStream(GpuStream stream, const char* what) {
 // execution context's prepareThread.
 void gpuPrepareThread(GpuStream stream);
 
+// Kernel modules loaded ahead of use (kernel_modules.cc says why). Each file that includes this
+// header registers its module at load time, through a kernel of its own (below);
+// loadKernelModules loads all of them into the current device's context, once per device.
+bool registerKernelModule(const void* anchor, const char* file);
+void loadKernelModules();
+
+#if defined(__CUDACC__)
+namespace {
+// This file's module, for registerKernelModule: a kernel every module has, never launched.
+__global__ void moduleAnchorKernel() {}
+[[maybe_unused]] const bool kModuleRegistered =
+    registerKernelModule(reinterpret_cast<const void*>(&moduleAnchorKernel), __BASE_FILE__);
+}  // namespace
+#endif
+
 // Each kernel file's part of it (pinned result slots, cuBLAS's handle).
 void prepareSparseThread(cudaStream_t stream);
 void prepareQuantizeThread();

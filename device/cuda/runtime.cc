@@ -1,13 +1,12 @@
 // The CUDA runtime wrappers (see runtime.h).
 #include "device/cuda/runtime.h"
 
-#include <cuda.h>
-
 #include <cstdint>
 #include <map>
 #include <mutex>
 
 #include "base/logging.h"
+#include "device/cuda/driver_entry.h"
 
 namespace squeeze::cuda {
 
@@ -75,21 +74,6 @@ PointerInfo pointerInfo(const void* p) {
 }
 
 namespace {
-
-// A driver entry point through the runtime, so the library does not link libcuda (absent on
-// machines without a driver, where the build and its tests must still run).
-template <class Fn>
-Fn driverEntry(const char* symbol, int version) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &status) !=
-          cudaSuccess ||
-      status != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  return reinterpret_cast<Fn>(fn);
-}
 
 using MemGetAddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 using StreamWaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
