@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -83,6 +84,9 @@ struct Device {
   std::shared_ptr<Stream> legacy;
   std::vector<bool> peerEnabled;
   std::atomic<int> sticky{cudaSuccess};
+  // Lazy loading: the kernel names launched so far; all of them once loadKernels() ran.
+  std::set<std::string> loadedKernels;
+  bool allKernelsLoaded = false;
 
   // Host functions run here, one at a time, as on a GPU's callback thread.
   std::mutex callbackMu;

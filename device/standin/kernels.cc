@@ -667,6 +667,7 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
 // ---- launch.cuh ------------------------------------------------------------------------------
 
 void gpuPrepareThread(GpuStream stream) {
+  standin::loadKernels();  // first, as on a GPU (kernel_modules.cc)
   (void)scratchOf<HandleScratch>();
   (void)sparseScratch(stream);
   (void)scratchOf<QuantizeNorms>();

@@ -12,7 +12,12 @@
 //     cudaFreeHost, cudaHostRegister, synchronous cudaMemcpy/cudaMemset and
 //     cudaDeviceSynchronize wait for all earlier work on the device (the stream-ordered
 //     cudaMallocAsync/cudaFreeAsync do not); work on a blocking stream waits for the legacy
-//     default stream and the other way round.
+//     default stream and the other way round;
+//   - CUDA's lazy loading (the default since 12.2): a kernel's first launch on a device loads
+//     it, which may synchronize the whole device, so the stand-in's first launch of each kernel
+//     name waits for all earlier work, as cudaFree does, unless loadKernels() ran for the device
+//     (the library's gpuPrepareThread, as kernel_modules.cc does on a GPU) or
+//     CUDA_MODULE_LOADING=EAGER.
 // Kernels are the gpu* entry points of device/ (device/standin/kernels.cc), which run their
 // cpu* twins on the stream through launch() below.
 //
@@ -59,6 +64,10 @@ Counters threadCounters();
 // cudaErrorInvalidResourceHandle for a stream that is not one (nothing is enqueued), else
 // cudaSuccess; the library depends on nothing of Squeeze, so it reports as CUDA does.
 cudaError_t launch(cudaStream_t stream, const char* kernel, std::function<void()> body);
+
+// Loads every kernel on the current device ahead of use (cuFuncLoad of each module on a GPU): no
+// later first launch there waits for the device.
+void loadKernels();
 
 // True when `p` is inside memory the stand-in tracks as device memory (cudaMalloc,
 // cudaMallocAsync, or an IPC mapping).

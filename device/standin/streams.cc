@@ -465,6 +465,28 @@ namespace squeeze::standin {
 
 using namespace detail;
 
+namespace {
+
+// True when `kernel` is loaded on `d`; marks it loaded (its first launch loads it).
+bool kernelLoaded(Device& d, const std::string& kernel) {
+  static const bool eager = [] {
+    const char* mode = std::getenv("CUDA_MODULE_LOADING");
+    return mode && std::string(mode) == "EAGER";
+  }();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return eager || d.allKernelsLoaded || !d.loadedKernels.insert(kernel).second;
+}
+
+}  // namespace
+
+void loadKernels() {
+  cudaError_t rc;
+  auto s = resolveStream(nullptr, &rc);
+  if (!s) return;
+  std::lock_guard<std::mutex> lock(s->device->mu);
+  s->device->allKernelsLoaded = true;
+}
+
 cudaError_t launch(cudaStream_t stream, const char* kernel, std::function<void()> body) {
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
@@ -472,9 +494,14 @@ cudaError_t launch(cudaStream_t stream, const char* kernel, std::function<void()
   // As CUDA: a kernel goes to a stream of the current device.
   if (s->device->ordinal != currentOrdinal()) return fail(cudaErrorInvalidResourceHandle);
   if ((rc = stickyError(*s->device))) return fail(rc);
+  const std::string name = kernel ? kernel : "?";
+  if (!kernelLoaded(*s->device, name)) {
+    const std::string call = "loading kernel " + name + " (CUDA's lazy loading)";
+    if ((rc = syncDevice(*s->device, call.c_str()))) return fail(rc);
+  }
   count(Count::kLaunches);
   Item item;
-  item.what = std::string("kernel ") + (kernel ? kernel : "?");
+  item.what = "kernel " + name;
   item.run = [body = std::move(body)](Stream&) { body(); };
   enqueue(s, std::move(item));
   return cudaSuccess;

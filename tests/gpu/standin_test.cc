@@ -51,6 +51,9 @@ class StandinTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(kTwoDevices);
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    // The ordering tests launch new kernels behind held ones; a first launch would wait for
+    // them (lazy loading, which has tests of its own below).
+    loadKernels();
   }
 };
 
@@ -490,6 +493,31 @@ TEST_F(StandinTest, FailingKernelMakesTheDeviceErrorSticky) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// After loadKernels (SetUp), a kernel launched for the first time runs beside a held stream, as
+// on a GPU after cuFuncLoad; without it, the first launch waits for the device (the death test).
+TEST_F(StandinTest, LoadedKernelsLaunchBesideAHeldStream) {
+  auto wait = driverEntry<WaitValueFn>("cuStreamWaitValue32");
+  uint32_t* word = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&word), 64, cudaHostAllocMapped), cudaSuccess);
+  *word = 0;
+  cudaStream_t held, other;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&held, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(wait(held, reinterpret_cast<CUdeviceptr>(word), 1, CU_STREAM_WAIT_VALUE_GEQ),
+            CUDA_SUCCESS);
+  const Counters before = threadCounters();
+  std::atomic<bool> ran{false};
+  ASSERT_EQ(launch(other, "first launch after loadKernels", [&] { ran = true; }), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  EXPECT_TRUE(ran);
+  EXPECT_EQ((threadCounters() - before).implicitSyncs, 0u);
+  __atomic_store_n(word, 1u, __ATOMIC_RELEASE);
+  ASSERT_EQ(cudaStreamSynchronize(held), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(held), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(other), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(word), cudaSuccess);
+}
+
 // For the death tests: SQZ_STANDIN_HANG_MS=300, a new stream (flags) held by a
 // cuStreamWaitValue32 on a word nobody will store, and 64 bytes of device memory.
 void* heldStreamAndBuffer(unsigned streamFlags) {
@@ -534,6 +562,22 @@ TEST(StandinDeathTest, WatchdogFollowsTheLegacyStreamBehindAHeldBlockingStream) 
       },
       "sqz-cuda-standin: cudaMemcpy waits for its stream while the legacy default stream of "
       "device 0 waits for stream 0x[0-9a-f]+ of device 0, which is held by cuStreamWaitValue32");
+}
+
+// A kernel's first launch loads it (CUDA's lazy loading, the default since 12.2), which may
+// synchronize the device: behind a stream held for a call, the H100's hang of every device
+// collective until gpuPrepareThread loaded the kernels (kernel_modules.cc).
+TEST(StandinDeathTest, WatchdogAbortsAFirstLaunchBehindAHeldStream) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        heldStreamAndBuffer(cudaStreamNonBlocking);
+        cudaStream_t other;
+        cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
+        launch(other, "neverLaunched", [] {});
+      },
+      "sqz-cuda-standin: loading kernel neverLaunched \\(CUDA's lazy loading\\) waits for the "
+      "whole device while stream 0x[0-9a-f]+ of device 0 is held by cuStreamWaitValue32");
 }
 
 }  // namespace
