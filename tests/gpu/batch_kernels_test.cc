@@ -40,8 +40,12 @@ template <class T>
 struct Dev {
   explicit Dev(const std::vector<T>& h)
       : buf(std::max<size_t>(1, h.size()) * sizeof(T)), n(h.size()) {
-    if (n)
+    if (n) {
       cuda::check(cudaMemcpy(buf.data(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "up");
+      // From pageable memory cudaMemcpy may return before the copy lands (it is staged), and the
+      // kernels run on non-blocking streams, which do not wait for the legacy one.
+      cuda::check(cudaStreamSynchronize(cudaStreamLegacy), "up");
+    }
   }
   T* ptr() const { return static_cast<T*>(buf.data()); }
   std::vector<T> get() const {

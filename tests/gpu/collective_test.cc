@@ -40,6 +40,8 @@ struct DeviceBytes {
   void upload(const std::vector<char>& h) {
     if (!stream) {
       EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      // From pageable memory cudaMemcpy may return before the copy lands (it is staged).
+      EXPECT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
       return;
     }
     EXPECT_EQ(cudaMemcpyAsync(ptr, h.data(), h.size(), cudaMemcpyHostToDevice, stream),

@@ -110,6 +110,8 @@ class GpuBytes {
   void copy(void* dst, const void* src, size_t bytes) const {
     if (!stream_) {
       EXPECT_EQ(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), cudaSuccess);
+      // From pageable memory cudaMemcpy may return before the copy lands (it is staged).
+      EXPECT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
       return;
     }
     EXPECT_EQ(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), cudaSuccess);

@@ -50,7 +50,11 @@ class Dev {
     put(host, bytes, offset);
   }
   void put(const void* host, size_t bytes, size_t offset = 0) {
-    if (bytes) cuda::check(cudaMemcpy(at(offset), host, bytes, cudaMemcpyHostToDevice), "upload");
+    if (!bytes) return;
+    cuda::check(cudaMemcpy(at(offset), host, bytes, cudaMemcpyHostToDevice), "upload");
+    // From pageable memory cudaMemcpy may return before the copy lands (it is staged), and the
+    // kernels run on non-blocking streams, which do not wait for the legacy one.
+    cuda::check(cudaStreamSynchronize(cudaStreamLegacy), "upload");
   }
   template <class T = unsigned char>
   std::vector<T> get(size_t count, size_t offset = 0) const {

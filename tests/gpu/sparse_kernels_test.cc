@@ -55,6 +55,9 @@ class Dev {
   void put(const std::vector<T>& h, size_t offset = 0) {
     EXPECT_EQ(cudaMemcpy(ptr_ + offset, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice),
               cudaSuccess);
+    // Like the memset above: from pageable memory cudaMemcpy returns once the bytes are staged,
+    // maybe before they land; on the H100 gpuSquaredNorm read a partly written x (n = 1001).
+    EXPECT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
   }
   std::vector<T> get(size_t count, size_t offset = 0) const {
     std::vector<T> h(count);
