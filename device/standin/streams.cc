@@ -480,11 +480,10 @@ bool kernelLoaded(Device& d, const std::string& kernel) {
 }  // namespace
 
 void loadKernels() {
-  cudaError_t rc;
-  auto s = resolveStream(nullptr, &rc);
-  if (!s) return;
-  std::lock_guard<std::mutex> lock(s->device->mu);
-  s->device->allKernelsLoaded = true;
+  Device* d = deviceAt(currentOrdinal());
+  if (!d) return;
+  std::lock_guard<std::mutex> lock(d->mu);
+  d->allKernelsLoaded = true;
 }
 
 cudaError_t launch(cudaStream_t stream, const char* kernel, std::function<void()> body) {

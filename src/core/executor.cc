@@ -129,10 +129,13 @@ class CallRun {
       }
       // A sleep costs a futex or poll wake-up per message, tens of us where ranks share cores;
       // polling a little longer, yielding the core to whoever needs it, spares most of them.
-      if (!spinUntil) spinUntil = Clock::now() + spin;
-      if (spin.count() > 0 && Clock::now() < *spinUntil) {
-        std::this_thread::yield();
-        continue;
+      if (spin.count() > 0) {
+        const auto now = Clock::now();
+        if (!spinUntil) spinUntil = now + spin;
+        if (now < *spinUntil) {
+          std::this_thread::yield();
+          continue;
+        }
       }
       sleepOnConnections(bell, idleDeadline);
     }
