@@ -45,6 +45,10 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(shmSingleCopyBytes, kBytes, "SQZ_SHM_SINGLE_COPY_BYTES", "0",                             \
     "Shared memory: messages of at least this size are copied once, by the receiver reading "  \
     "the sender's buffer (process_vm_readv), instead of twice through the ring. 0: never.")     \
+  X(shmDirectBytes, kBytes, "SQZ_SHM_DIRECT_BYTES", "1M",                                     \
+    "Shared memory: where every rank shares one host over shm, a dense all-reduce on host "     \
+    "memory runs the direct algorithm, reading the peers' windows of this many bytes per "      \
+    "rank (about 2.5x this in /dev/shm per rank). 0: no window, the other algorithms run.")    \
   X(ibHca, kString, "SQZ_IB_HCA", "",                                                          \
     "InfiniBand: device[:port] for the ib transport (e.g. mlx5_0:1). Empty: the first device " \
     "with an active port.")                                                                    \

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/strings.h"
+#include "transports/shm/window.h"
 #include "transports/transport.h"
 
 namespace squeeze {
@@ -74,6 +75,11 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_SINGLE_COPY_BYTES=", p.shmSingleCopyBytes,
           " is out of range; use 0 (never) or 4K to 1T.");
   c.shmSingleCopyBytes = p.shmSingleCopyBytes;
+  if (p.shmDirectBytes != 0 &&
+      (p.shmDirectBytes < kMinWindowBytes || p.shmDirectBytes > kMaxWindowBytes))
+    raise(ErrorCode::kInvalidArgument, "SQZ_SHM_DIRECT_BYTES=", p.shmDirectBytes,
+          " is out of range; use 0 (no direct all-reduce) or 4K to 1G.");
+  c.shmDirectBytes = p.shmDirectBytes;
   c.ibHca = p.ibHca;
   if (p.ibGidIndex < 0 || p.ibGidIndex > 255)
     raise(ErrorCode::kInvalidArgument, "SQZ_IB_GID_INDEX=", p.ibGidIndex,

@@ -35,6 +35,7 @@
 // Error(kRemote) too.
 #include "transports/shm/shm_transport.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -56,6 +57,7 @@
 #include "transports/shm/cma.h"
 #include "transports/shm/doorbell.h"
 #include "transports/shm/segment.h"
+#include "transports/shm/window.h"
 
 namespace squeeze {
 namespace {
@@ -148,12 +150,15 @@ void checkPeerName(const std::string& name, const std::string& prefix, const std
 // connections (a connection may outlive the transport).
 class BellSegment {
  public:
-  BellSegment(std::string name, Mapping map) : name_(std::move(name)), map_(std::move(map)) {
-    bell_ = new (map_.data()) Doorbell();
+  BellSegment(std::string name, Mapping map)
+      : name_(std::move(name)), map_(std::make_shared<Mapping>(std::move(map))) {
+    bell_ = new (map_->data()) Doorbell();
   }
   ~BellSegment() { unlinkName(); }
   Doorbell* bell() const { return bell_; }
   const std::string& name() const { return name_; }
+  // The whole segment: the doorbell page, then this rank's window if it has one.
+  std::shared_ptr<const Mapping> mapping() const { return map_; }
   // Idempotent.
   void unlinkName() {
     if (!unlinked_.exchange(true)) ::shm_unlink(name_.c_str());
@@ -161,7 +166,7 @@ class BellSegment {
 
  private:
   std::string name_;
-  Mapping map_;
+  std::shared_ptr<Mapping> map_;
   Doorbell* bell_;
   std::atomic<bool> unlinked_{false};
 };
@@ -175,8 +180,9 @@ struct RingView {
 
 class ShmConnection : public Connection {
  public:
-  ShmConnection(int myRank, int peerRank, size_t ringBytes, Mapping pair, Mapping peerBellMap,
-                std::shared_ptr<BellSegment> selfBell, Socket watch, const SingleCopyPlan& plan)
+  ShmConnection(int myRank, int peerRank, size_t ringBytes, Mapping pair,
+                std::shared_ptr<const Mapping> peerBellMap, std::shared_ptr<BellSegment> selfBell,
+                Socket watch, const SingleCopyPlan& plan)
       : myRank_(myRank),
         peerRank_(peerRank),
         ringBytes_(ringBytes),
@@ -186,7 +192,7 @@ class ShmConnection : public Connection {
         peerPid_(plan.peerPid),
         pair_(std::move(pair)),
         peerBellMap_(std::move(peerBellMap)),
-        peerBell_(reinterpret_cast<Doorbell*>(peerBellMap_.data())),
+        peerBell_(reinterpret_cast<Doorbell*>(peerBellMap_->data())),
         selfBell_(std::move(selfBell)),
         watch_(std::move(watch)) {
     auto* hdr = reinterpret_cast<PairHeader*>(pair_.data());
@@ -562,7 +568,7 @@ class ShmConnection : public Connection {
   const size_t inThreshold_;   // single copy peer -> this rank from this many bytes (0: never)
   const pid_t peerPid_;
   Mapping pair_;
-  Mapping peerBellMap_;
+  std::shared_ptr<const Mapping> peerBellMap_;  // the peer's segment (shared with the window)
   Doorbell* peerBell_;
   std::shared_ptr<BellSegment> selfBell_;
   RingView out_;
@@ -589,17 +595,35 @@ class ShmConnection : public Connection {
 class ShmTransport : public Transport {
  public:
   explicit ShmTransport(const TransportContext& ctx)
-      : myRank_(ctx.myRank), nranks_(ctx.nranks), commHash_(ctx.commHash) {
+      : myRank_(ctx.myRank),
+        nranks_(ctx.nranks),
+        commHash_(ctx.commHash),
+        windowBytes_(ctx.nranks > 1 ? ctx.config.shmDirectBytes : 0),
+        peerSegments_(static_cast<size_t>(ctx.nranks)) {
     const std::string name = bellName(commHash_, myRank_);
-    Mapping m = createSegment(name, kPageBytes);
+    const size_t extra = windowBytes_ ? windowSegmentBytes(windowBytes_, nranks_) : 0;
+    Mapping m = createSegment(name, kPageBytes + extra);
+    if (windowBytes_) initWindow(m.data() + kPageBytes, myRank_, nranks_, commHash_, windowBytes_);
     bell_ = std::make_shared<BellSegment>(name, std::move(m));
     if (nranks_ <= 1) bell_->unlinkName();
   }
 
   ~ShmTransport() override { bell_->unlinkName(); }
 
-  // Every local peer that will map the doorbell has mapped it by now.
-  void setupDone() override { bell_->unlinkName(); }
+  // Every local peer that will map the doorbell has mapped it by now. With every peer over shm,
+  // the rank's segments make its window.
+  void setupDone() override {
+    bell_->unlinkName();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!windowBytes_) return;
+    for (int p = 0; p < nranks_; ++p)
+      if (p != myRank_ && (!peerSegments_[p].map || !holdsWindow(*peerSegments_[p].map))) return;
+    peerSegments_[myRank_].map = bell_->mapping();
+    window_ = std::make_shared<ShmWindow>(myRank_, nranks_, commHash_, std::move(peerSegments_));
+    peerSegments_.clear();
+  }
+
+  std::shared_ptr<ShmWindow> window() const { return window_; }
 
   const char* name() const override { return "shm"; }
 
@@ -614,7 +638,7 @@ class ShmTransport : public Transport {
     SQZ_ENFORCE_EQ(setup.commHash, commHash_);
     PeerLink& link = setup.link;
     Mapping pair;
-    Mapping peerBell;
+    std::shared_ptr<const Mapping> peerBell;
     size_t ringBytes = 0;
     if (myRank_ < peer) {
       ringBytes = setup.config.shmBufferBytes;
@@ -635,7 +659,7 @@ class ShmTransport : public Transport {
       pairGuard.unlink();  // the peer has mapped it (it answers only after mapping)
       checkPeerName(peerBellName, strCat(segmentPrefix(commHash_), peer, "-"), "-bell",
                     peer);
-      peerBell = openSegment(peerBellName, sizeof(Doorbell), peer);
+      peerBell = std::make_shared<Mapping>(openSegment(peerBellName, sizeof(Doorbell), peer));
       noteBellMapped();
       link.sendBytes(&kAckMagic, sizeof kAckMagic);
     } else {
@@ -659,7 +683,7 @@ class ShmTransport : public Transport {
         SQZ_WARN(kTransport, "shm connection to rank ", peer, " uses rank ", peer, "'s ring size ",
                  formatBytes(ringBytes), ", not this rank's ",
                  formatBytes(setup.config.shmBufferBytes));
-      peerBell = openSegment(peerBellName, sizeof(Doorbell), peer);
+      peerBell = std::make_shared<Mapping>(openSegment(peerBellName, sizeof(Doorbell), peer));
       link.sendString(bell_->name());
       uint32_t ack = 0;
       link.recvBytes(&ack, sizeof ack);
@@ -668,6 +692,7 @@ class ShmTransport : public Transport {
       noteBellMapped();
     }
     Socket watch = link.openDataSocket(kWatchSocketIndex);
+    keepForWindow(peer, peerBell, watch);
     const SingleCopyPlan plan =
         negotiateSingleCopy(link, myRank_, peer, setup.config.shmSingleCopyBytes);
     auto mode = [](size_t threshold, const std::string& why) {
@@ -689,18 +714,36 @@ class ShmTransport : public Transport {
     if (++mappedPeers_ >= nranks_ - 1) bell_->unlinkName();
   }
 
+  // The peer's segment and a dup of its liveness socket, for the window (setupDone).
+  void keepForWindow(int peer, const std::shared_ptr<const Mapping>& segment, const Socket& watch) {
+    if (!windowBytes_) return;
+    Fd dup(::fcntl(watch.fd(), F_DUPFD_CLOEXEC, 0));
+    if (dup.get() < 0) throw SysError(strCat("dup of the liveness socket to rank ", peer), errno);
+    std::lock_guard<std::mutex> lock(mu_);
+    peerSegments_[peer] = WindowSegment{segment, std::move(dup)};
+  }
+
   const int myRank_;
   const int nranks_;
   const uint64_t commHash_;
+  const size_t windowBytes_;  // this rank's window capacity (0: no window)
   std::shared_ptr<BellSegment> bell_;
-  std::mutex mu_;  // protects mappedPeers_ (connect() may run concurrently for different peers)
+  // Protects mappedPeers_ and peerSegments_ (connect() may run concurrently for different peers).
+  std::mutex mu_;
   int mappedPeers_ = 0;
+  std::vector<WindowSegment> peerSegments_;  // by rank, until the window takes them
+  std::shared_ptr<ShmWindow> window_;        // set by setupDone() when every peer is over shm
 };
 
 }  // namespace
 
 std::unique_ptr<Transport> createShmTransport(const TransportContext& ctx) {
   return std::make_unique<ShmTransport>(ctx);
+}
+
+std::shared_ptr<ShmWindow> shmWindow(const Transport& t) {
+  const auto* shm = dynamic_cast<const ShmTransport*>(&t);
+  return shm ? shm->window() : nullptr;
 }
 
 ShmConnectionStats shmConnectionStats(const Connection& c) {

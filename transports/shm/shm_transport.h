@@ -1,15 +1,18 @@
 // The shared-memory transport, for peers on the same host (equal PeerInfo::hostId).
 //
-// Per communicator, each rank owns one doorbell (transports/shm/doorbell.h) in a one-page POSIX
-// shm segment; every local peer maps it and rings it when it wrote a message for the rank or
-// freed ring space the rank may wait for, so one futex word covers all of a rank's shm peers.
+// Per communicator, each rank owns one doorbell (transports/shm/doorbell.h) in the first page of
+// a POSIX shm segment; every local peer maps it and rings it when it wrote a message for the rank
+// or freed ring space the rank may wait for, so one futex word covers all of a rank's shm peers.
+// The rest of the segment is the rank's window (transports/shm/window.h, SQZ_SHM_DIRECT_BYTES;
+// none when 0): once every peer of the communicator is connected over shm, the transport
+// assembles the window from every rank's segment (shmWindow()).
 //
 // Per pair, the lower rank creates one segment holding two single-producer/single-consumer byte
-// rings (lower -> higher and higher -> lower) of TransportSettings::shmBufferBytes each. A ring carries
-// a byte stream of messages, each a WireHeader followed by its payload, so a message of any size
-// streams through a ring of any size. Head and tail are monotonically increasing byte counters,
-// each alone on its cache line; the producer publishes with a release store of the head, the
-// consumer with a release store of the tail. Each direction has a `closed` flag set by its
+// rings (lower -> higher and higher -> lower) of TransportSettings::shmBufferBytes each. A ring
+// carries a byte stream of messages, each a WireHeader followed by its payload, so a message of any
+// size streams through a ring of any size. Head and tail are monotonically increasing byte
+// counters, each alone on its cache line; the producer publishes with a release store of the head,
+// the consumer with a release store of the tail. Each direction has a `closed` flag set by its
 // producer on shutdown() or destruction.
 //
 // Names in /dev/shm live only as long as needed: the pair segment is unlinked as soon as the
@@ -17,8 +20,8 @@
 // once all nranks - 1 peers mapped it, or when the ShmTransport is destroyed. A process killed
 // after communicator setup on one host leaves nothing behind; the mappings stay valid.
 //
-// Single copy (TransportSettings::shmSingleCopyBytes, SQZ_SHM_SINGLE_COPY_BYTES): a message of at least
-// that many payload bytes puts only its header and a 32-byte descriptor (its address in the
+// Single copy (TransportSettings::shmSingleCopyBytes, SQZ_SHM_SINGLE_COPY_BYTES): a message of at
+// least that many payload bytes puts only its header and a 32-byte descriptor (its address in the
 // sender's process, its length) in the ring; the receiver checks the header, copies the payload
 // straight from the sender's memory into its own buffer with process_vm_readv, and then counts
 // it done in the pair segment and rings the sender, whose send completes only then. Whether the
@@ -56,6 +59,13 @@ namespace squeeze {
 /// progress() moves nothing. A send's payload must stay unchanged until its request is done:
 /// with single copy the peer reads it in place.
 std::unique_ptr<Transport> createShmTransport(const TransportContext& ctx);
+
+class ShmWindow;
+
+/// The shared-memory window of transport `t` (transports/shm/window.h): set once setup is done
+/// when `t` is the shm transport, every peer of the communicator is connected over it and
+/// SQZ_SHM_DIRECT_BYTES is not 0; null otherwise. The window outlives the transport.
+std::shared_ptr<ShmWindow> shmWindow(const Transport& t);
 
 /// What one shm connection agreed at connect time and has done since.
 struct ShmConnectionStats {
