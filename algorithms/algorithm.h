@@ -13,7 +13,8 @@
 
 namespace squeeze {
 
-enum class AlgoId : uint8_t { kNaive, kPs, kRing, kRhd, kTree };
+// kDirect is last: it has no efficiency row (cost_model.h), the others are indexed by their id.
+enum class AlgoId : uint8_t { kNaive, kPs, kRing, kRhd, kTree, kDirect };
 
 struct ScheduleParams {
   int rank;
@@ -27,6 +28,7 @@ struct AlgorithmEntry {
   const char* name;
   const char* description;
   bool (*supports)(const CollRequest& req, int nranks);
+  // Null for direct, which the communicator runs over its window (src/core/direct_allreduce.h).
   Schedule (*build)(const CollRequest& req, const ScheduleParams& params);
   // Predicted seconds for `bytes` per rank over `nranks` ranks.
   double (*cost)(const CostModel& m, double bytes, int nranks);

@@ -228,8 +228,10 @@ TunerFile parseTunerFile(const std::string& text, const std::string& name) {
              f.size() - 1);
       int t = transport(f[1]);
       const AlgorithmEntry* algo = findAlgorithm(CollKind::kAllReduce, f[2]);
-      if (!algo)
-        fail("'", f[2], "' is not an all-reduce algorithm; use naive, ps, ring, rhd or tree");
+      if (!algo || algo->id == AlgoId::kDirect)
+        fail("'", f[2],
+             "' is not an all-reduce algorithm with a row; use naive, ps, ring, rhd or "
+             "tree");
       int a = static_cast<int>(algo->id);
       if (seenRow[t][a]) fail("a second row for ", f[1], " ", f[2]);
       seenRow[t][a] = true;

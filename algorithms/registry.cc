@@ -7,6 +7,7 @@ namespace squeeze {
 namespace {
 
 bool always(const CollRequest&, int) { return true; }
+bool windowed(const CollRequest& req, int nranks) { return req.windowed && nranks > 1; }
 
 int log2Floor(int p) {
   int l = 0;
@@ -62,6 +63,17 @@ double treeCost(const CostModel& m, double n, int P) {
   return calibrated(m, AlgoId::kTree, 2 * depth * m.alpha, 1.5 * m.beta + m.gamma, n, P);
 }
 
+// Direct (src/core/direct_allreduce.h): three waits a round; per rank (P-1)/P n copied into the
+// window, as much out, and (P-1)/P n combined, a share of the host's memory work that ranks
+// beyond the cores divide among them. For sqz-info's table: where it runs, the tuner takes it
+// (tuner.cc).
+double directCost(const CostModel& m, double n, int P) {
+  const double f = double(P - 1) / P;
+  double perByte = 2 * f * m.beta + f * m.gamma;
+  if (m.cores > 0 && P > m.cores) perByte *= double(P) / m.cores;
+  return 3 * m.alpha + perByte * n;
+}
+
 // n is bytes per rank's buffer (broadcast, reduce) or per block (all-gather, reduce-scatter,
 // all-to-all), as CollRequest::bytes() gives it.
 double chainCost(const CostModel& m, double n, int P) {
@@ -84,8 +96,8 @@ const std::vector<AlgorithmEntry>& algorithms() {
       {AlgoId::kNaive, CollKind::kAllReduce, "naive",
        "all to rank 0, reduce there, send back (the reference)", always, buildNaiveAllReduce,
        naiveCost},
-      {AlgoId::kPs, CollKind::kAllReduce, "ps",
-       "parameter server: shard owners reduce and reply", always, buildPsAllReduce, psCost},
+      {AlgoId::kPs, CollKind::kAllReduce, "ps", "parameter server: shard owners reduce and reply",
+       always, buildPsAllReduce, psCost},
       {AlgoId::kRing, CollKind::kAllReduce, "ring",
        "reduce-scatter then all-gather around a ring, pipelined", always, buildRingAllReduce,
        ringCost},
@@ -95,6 +107,10 @@ const std::vector<AlgorithmEntry>& algorithms() {
       {AlgoId::kTree, CollKind::kAllReduce, "tree",
        "double binary tree, each tree half the data, pipelined", always, buildTreeAllReduce,
        treeCost},
+      {AlgoId::kDirect, CollKind::kAllReduce, "direct",
+       "ranks on one host over shm: each reduces its part in the others' shared-memory windows"
+       " (dense, host memory)",
+       windowed, nullptr, directCost},
       {AlgoId::kRing, CollKind::kBroadcast, "ring", "pipelined chain from the root", always,
        buildRingBroadcast, chainCost},
       {AlgoId::kNaive, CollKind::kBroadcast, "naive", "root sends to every rank", always,

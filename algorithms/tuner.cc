@@ -90,6 +90,9 @@ const AlgorithmEntry& Tuner::byModel(const CollRequest& req, int nranks) const {
   double bestCost = std::numeric_limits<double>::infinity();
   for (const auto& a : algorithms()) {
     if (a.coll != req.kind || !a.supports(req, nranks)) continue;
+    // Where ranks share memory, direct moves the least of it with the fewest waits: measured
+    // the fastest at every size and rank count there (perf/RESULTS.md, "Direct all-reduce").
+    if (a.id == AlgoId::kDirect) return a;
     double c = a.cost(model_, static_cast<double>(req.bytes()), nranks);
     if (c < bestCost) {
       bestCost = c;

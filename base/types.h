@@ -50,6 +50,9 @@ struct CollRequest {
   uint8_t codecMethod = 0;
   uint32_t specHash = 0;
   void* stream = nullptr;
+  // Set by the communicator: every rank shares its shared-memory window (one host, shm), the
+  // buffers are host memory and the call is dense, so the direct all-reduce can run it.
+  bool windowed = false;
 
   bool inPlace() const { return sendbuf == recvbuf; }
   size_t bytes() const { return count * dataTypeSize(dtype); }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Measures every all-reduce algorithm and the tuner's own pick ("auto") over shm and tcp at
+# Measures every all-reduce algorithm (direct over shm only) and the tuner's own pick ("auto") over shm and tcp at
 # several rank counts and sizes (out-of-place time of the perf binary, REPS runs each), then
 # (scripts/fit_tuner.py) prints the table of the tuner's pick against the fastest algorithm per
 # cell (medians) and writes a tuner file: the efficiency rows fit to these measurements over all
@@ -61,7 +61,9 @@ for rep in $(seq 1 "$REPS"); do
     for p in $RANKS; do
       for size in $SIZES; do
         read -r iters warm <<<"$(iterations "$size")"
-        for a in auto naive ps ring rhd tree; do
+        algos="auto naive ps ring rhd tree"
+        [ "$t" = shm ] && algos="$algos direct"  # no row to fit; measured for the verdict
+        for a in $algos; do
           args=()
           [ "$a" != auto ] && args=(-a "$a")
           SQZ_TRANSPORT=$t SQZ_DEBUG=INFO SQZ_DEBUG_SUBSYS=TUNING timeout 300 "$SQZRUN" -n "$p" \

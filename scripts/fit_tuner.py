@@ -27,6 +27,8 @@ CACHE = 2 << 20
 # SQZ_REDUCE_GBPS (init-time calibration scales them by measured / reference).
 MODEL = {"tcp": (40e-6, 1 / 1.2e9, 1 / 4e9), "shm": (8e-6, 1 / 2.5e9, 1 / 4e9)}
 ALGOS = ["naive", "ps", "ring", "rhd", "tree"]
+# Measured where it runs (shm), never fit: the tuner takes it wherever it applies.
+DIRECT = "direct"
 EVAL_MIN_BYTES = 65536  # the table's verdict covers these sizes and up
 
 
@@ -150,30 +152,32 @@ def main():
         reps = max(len(v) for k, v in times.items() if k[0] == t)
         print(f"\n{t}: out-of-place time (us), median of up to {reps} runs; 'auto' is what the "
               f"library picked, 'fit' what the rows below pick")
-        print("| ranks | size | " + " | ".join(ALGOS) +
+        measured = ALGOS + ([DIRECT] if any(k[0] == t and k[2] == DIRECT for k in times) else [])
+        print("| ranks | size | " + " | ".join(measured) +
               " | fastest | auto pick | auto time | auto / fastest | fit pick | fit / fastest |")
-        print("|---" * (len(ALGOS) + 8) + "|")
-        misses = 0
+        print("|---" * (len(measured) + 8) + "|")
+        misses = auto_misses = 0
         for P, n in cells:
-            if any((t, P, a, n) not in times for a in ALGOS):
+            if any((t, P, a, n) not in times for a in measured):
                 continue
-            m = {a: med((t, P, a, n)) for a in ALGOS}
+            m = {a: med((t, P, a, n)) for a in measured}
             best = min(m, key=m.get)
-            fit_pick = min(ALGOS, key=lambda a: predict(a, P, n))
+            fit_pick = DIRECT if DIRECT in m else min(ALGOS, key=lambda a: predict(a, P, n))
             auto = ""
             if (t, P, "auto", n) in times:
                 picks = collections.Counter(ran[(t, P, "auto", n)]).most_common()
                 at = med((t, P, "auto", n))
                 auto = (f"{'/'.join(p for p, _ in picks)} | {at * 1e6:.0f} | "
                         f"{at / m[best]:.2f}x")
+                auto_misses += n >= EVAL_MIN_BYTES and at / m[best] > 1.10
             else:
                 auto = "- | - | -"
             ratio = m[fit_pick] / m[best]
             misses += n >= EVAL_MIN_BYTES and ratio > 1.10
-            print(f"| {P} | {n} | " + " | ".join(f"{m[a] * 1e6:.0f}" for a in ALGOS) +
+            print(f"| {P} | {n} | " + " | ".join(f"{m[a] * 1e6:.0f}" for a in measured) +
                   f" | {best} | {auto} | {fit_pick} | {ratio:.2f}x |")
         print(f"{t}: the fit's pick is more than 10% slower than the fastest in {misses} cells "
-              f"of {EVAL_MIN_BYTES} bytes and up")
+              f"of {EVAL_MIN_BYTES} bytes and up; the library's pick (auto) in {auto_misses}")
         print(f"\n{t} rows (lat, latShared, bw, bwCold) for algorithms/calibration.cc:")
         print("{" + ", ".join("{%.3g, %.3g, %.3g, %.3g}" % tuple(fit[a]) for a in ALGOS) + "}")
         ref = [m for m in models if m[0] == t]

@@ -11,6 +11,7 @@
 #include "bootstrap/rendezvous.h"
 #include "compress/codec.h"
 #include "core/calibrate.h"
+#include "transports/shm/shm_transport.h"
 
 namespace squeeze {
 namespace {
@@ -78,6 +79,7 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   comm->buildTuner(manyHosts ? "net" : anyNetwork ? "tcp" : "shm",
                    manyHosts ? config.netModel : anyNetwork ? config.tcpModel : config.shmModel,
                    tunerFile ? &*tunerFile : nullptr, table.peers);
+  if (nranks > 1) comm->setUpDirect();
   // The cuda_ipc rings were allocated while connecting: a rank done with that must not start a
   // device call that another rank's allocation in this process would then wait for. Like the
   // calibration's, the barrier leaves no trace: the first user call is call 0.
@@ -141,11 +143,37 @@ void Communicator::buildTuner(const char* transport, const CostModel& configured
   loggedChoice_ = false;
 }
 
+void Communicator::setUpDirect() {
+  std::shared_ptr<ShmWindow> window;
+  for (const auto& t : peers_.transports)
+    if (auto w = shmWindow(*t)) window = w;
+  uint8_t all = window ? 1 : 0;
+  CollRequest agree;
+  agree.kind = CollKind::kAllReduce;
+  agree.sendbuf = agree.recvbuf = &all;
+  agree.count = 1;
+  agree.dtype = DataType::kUint8;
+  agree.op = RedOp::kMin;
+  run(agree, nullptr);
+  if (all) direct_ = std::make_unique<DirectAllReduce>(window);
+  SQZ_INFO(kInit, "rank ", rank_, ": direct all-reduce ",
+           all      ? "on"
+           : window ? "off (a peer has no shared-memory window)"
+                    : "off (no shared-memory window to every peer)");
+  // Like the calibration's calls, the agreement leaves no trace: the first user call is call 0.
+  calibrationBytes_ = executor_.payloadBytesSent();
+  seq_ = 0;
+  lastAlgorithm_ = "";
+  loggedChoice_ = false;
+}
+
 Communicator::~Communicator() {
   callQueue_.reset();  // its enqueued calls complete first, so the count below includes them
   // Traffic, for users comparing runs with and without a codec (SQZ_DEBUG=INFO).
+  const uint64_t direct = direct_ ? direct_->bytesPublished() : 0;
   SQZ_INFO(kInit, "rank ", rank_, ": communicator ", toHex(&commHash_, 8), " closed after ", seq_,
-           " calls; sent ", executor_.payloadBytesSent() - calibrationBytes_, " payload bytes");
+           " calls; sent ", executor_.payloadBytesSent() - calibrationBytes_ + direct,
+           " payload bytes");
 }
 
 void Communicator::fail(const Error& e) {
@@ -154,6 +182,7 @@ void Communicator::fail(const Error& e) {
     if (!asyncError_) asyncError_ = e;
   }
   // Peers blocked on us learn at once that this rank is out.
+  if (direct_) direct_->shutdown();
   for (auto& c : peers_.conns)
     if (c) c->shutdown();
   for (auto& s : peers_.controls) s.shutdownBoth();
@@ -316,11 +345,14 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
   if (!req.codec) req.codec = &denseCodec();
   Schedule sched;
   uint64_t seq = 0;
+  bool direct = false;  // the direct all-reduce runs it, over the window
   if (prebuilt) {
     sched = std::move(*prebuilt);
     lastAlgorithm_ = "p2p";
   } else {
     seq = seq_++;
+    req.windowed = direct_ && !ctx && req.kind == CollKind::kAllReduce && req.codec->rawWire() &&
+                   !req.codecCall;
     const AlgorithmEntry& algo = tuner_->choose(req, nranks_);
     lastAlgorithm_ = algo.name;
     if (req.count == 0) return;
@@ -329,9 +361,10 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
                " bytes uses ", algo.name, ", codec ", req.codec->name());
       loggedChoice_ = true;
     }
+    direct = !algo.build;
     ScheduleParams params{rank_, nranks_,
                           std::max<size_t>(1, config_.chunkBytes / dataTypeSize(req.dtype))};
-    sched = algo.build(req, params);
+    if (!direct) sched = algo.build(req, params);
   }
 
   WireHeader base;
@@ -354,7 +387,10 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
       agree.codecCall = nullptr;
       executor_.run(agree, agreementSchedule(rank_, nranks_), base, env);
     }
-    executor_.run(req, sched, base, env);
+    if (direct)
+      direct_->run(req, base, config_.timeoutMs, config_.spinUs, aborted_);
+    else
+      executor_.run(req, sched, base, env);
   } catch (const Error& e) {
     fail(e);
     throw;

@@ -20,6 +20,7 @@
 #include "bootstrap/unique_id.h"
 #include "compress/codec_comm.h"
 #include "core/config.h"
+#include "core/direct_allreduce.h"
 #include "core/executor.h"
 #include "core/peer_setup.h"
 #include "device/call_queue.h"
@@ -84,6 +85,9 @@ class Communicator final : public CodecComm {
   // (no rank's device call may start while another still sets up device memory). Collective.
   void setUpDevice();
   void fail(const Error& e);
+  // The direct all-reduce, when every rank has a complete shared-memory window (one small
+  // all-reduce agrees on it, so that all use it or none). Collective; leaves no trace.
+  void setUpDirect();
   // Builds tuner_ for the communicator's slowest transport ("shm", "tcp" or "net"): `configured`
   // with the efficiency rows of `file` (SQZ_TUNER_FILE) or the built-in ones, its alpha, beta and
   // gamma scaled by an init-time measurement (core/calibrate.h) when SQZ_TUNER_CALIBRATE=1.
@@ -109,6 +113,7 @@ class Communicator final : public CodecComm {
   Socket listener_;
   PeerSet peers_;
   Executor executor_;
+  std::unique_ptr<DirectAllReduce> direct_;  // null: no window, dense calls run schedules
   std::atomic<bool> aborted_{false};
   std::mutex callMu_;              // held for the duration of a collective
   mutable std::mutex errorMu_;     // protects asyncError_

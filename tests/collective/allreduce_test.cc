@@ -193,9 +193,10 @@ std::string checkOutput(const Case& c, const Expectation& e, const unsigned char
 }
 
 // Runs every case on one rank.
+// `algo`, when not empty: the algorithm every call must have run (a case that ran another fails).
 void runCases(sqzComm_t& comm, int rank, int nranks, const std::vector<Case>& cases,
               const std::vector<Expectation>& expect, std::vector<std::vector<Outcome>>& outcomes,
-              std::mutex& mu) {
+              std::mutex& mu, const std::string& algo) {
   int n = -1, me = -1;
   {
     sqzResult_t r1 = sqzCommCount(comm, &n), r2 = sqzCommUserRank(comm, &me);
@@ -232,6 +233,10 @@ void runCases(sqzComm_t& comm, int rank, int nranks, const std::vector<Case>& ca
     }
     const OffsetBuffer& out = c.inPlace ? send : recv;
     o.mismatch = checkOutput(c, expect[k], out.data());
+    const char* ran = nullptr;
+    if (!algo.empty() && c.count > 0 && sqzCommGetLastAlgorithm(comm, &ran) == sqzSuccess &&
+        algo != ran)
+      o.mismatch += std::string(o.mismatch.empty() ? "" : "; ") + "ran " + ran + ", not " + algo;
     o.guardBroken = !out.guardIntact();
     o.sendModified = !c.inPlace && c.bytes() > 0 &&
                      std::memcmp(send.data(), input.data(), c.bytes()) != 0;
@@ -295,8 +300,11 @@ TEST_P(AllReduceTest, AllTypesOpsAndCounts) {
       env.unset("SQZ_ALGO");
     else
       env.set("SQZ_ALGO", algo.c_str());
+    // Direct moves a window's worth per round: 4100 bytes makes the large cases hundreds of
+    // rounds, of element counts that do not divide evenly among the ranks.
+    if (algo == "direct") env.set("SQZ_SHM_DIRECT_BYTES", "4100");
     run = runRanks(nranks, opts, [&](sqzComm_t& comm, int rank) {
-      runCases(comm, rank, nranks, cases, expect, outcomes, mu);
+      runCases(comm, rank, nranks, cases, expect, outcomes, mu, algo == "direct" ? algo : "");
     });
   }
   if (run.unknownTransport)
@@ -320,6 +328,14 @@ INSTANTIATE_TEST_SUITE_P(Collective, AllReduceTest,
                          ::testing::ValuesIn(transportRanksAlgos(
                              {1, 2, 3, 4, 5, 7, 8},
                              {"auto", "naive", "ps", "ring", "rhd", "tree"})),
+                         transportRanksAlgoName);
+
+// Direct runs only where every rank shares one host's memory, so over shm only (the "auto"
+// instances above run it too, with the default window, wherever it applies).
+INSTANTIATE_TEST_SUITE_P(Direct, AllReduceTest,
+                         ::testing::Combine(::testing::Values("shm"),
+                                            ::testing::Values(2, 3, 4, 5, 7, 8),
+                                            ::testing::Values("direct")),
                          transportRanksAlgoName);
 
 const auto* const kLoopback = ::testing::AddGlobalTestEnvironment(new LoopbackEnvironment);
