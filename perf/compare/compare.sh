@@ -194,7 +194,9 @@ sqz_perf=$BUILD/perf/sqz-allreduce-perf
 sqz_perf_reason=
 if [ ! -x "$sqz_perf" ]; then
   sqz_perf_reason="$sqz_perf not built"
-elif ! "$sqz_perf" -h 2>&1 | grep -q -- '-J'; then
+# Not `| grep -q`: it exits at the first match, and under pipefail the help's SIGPIPE would
+# fail the test (it did, in one round of a lab run).
+elif ! "$sqz_perf" -h 2>&1 | grep -- '-J' >/dev/null; then
   sqz_perf_reason="$sqz_perf has no -J (JSON) option"
 fi
 for variant in squeeze squeeze-tcp; do
