@@ -147,14 +147,7 @@ void Communicator::setUpDirect() {
   std::shared_ptr<ShmWindow> window;
   for (const auto& t : peers_.transports)
     if (auto w = shmWindow(*t)) window = w;
-  uint8_t all = window ? 1 : 0;
-  CollRequest agree;
-  agree.kind = CollKind::kAllReduce;
-  agree.sendbuf = agree.recvbuf = &all;
-  agree.count = 1;
-  agree.dtype = DataType::kUint8;
-  agree.op = RedOp::kMin;
-  run(agree, nullptr);
+  const bool all = allReduceByte(window ? 1 : 0, RedOp::kMin) == 1;
   if (all) direct_ = std::make_unique<DirectAllReduce>(window);
   SQZ_INFO(kInit, "rank ", rank_, ": direct all-reduce ",
            all      ? "on"
@@ -287,16 +280,20 @@ void Communicator::runSendRecv(const std::vector<P2pCall>& calls, device::Contex
   run(req, &sched, ctx);
 }
 
-void Communicator::barrier() {
-  drainDevice();
-  uint8_t token = 0;
+uint8_t Communicator::allReduceByte(uint8_t value, RedOp op) {
   CollRequest req;
   req.kind = CollKind::kAllReduce;
-  req.sendbuf = req.recvbuf = &token;
+  req.sendbuf = req.recvbuf = &value;
   req.count = 1;
   req.dtype = DataType::kUint8;
-  req.op = RedOp::kMax;
+  req.op = op;
   run(req, nullptr);
+  return value;
+}
+
+void Communicator::barrier() {
+  drainDevice();
+  allReduceByte(0, RedOp::kMax);
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const CommConfig& config) {

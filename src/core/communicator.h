@@ -88,6 +88,8 @@ class Communicator final : public CodecComm {
   // The direct all-reduce, when every rank has a complete shared-memory window (one small
   // all-reduce agrees on it, so that all use it or none). Collective; leaves no trace.
   void setUpDirect();
+  // One byte all-reduced on the host: a barrier, or an agreement. Collective.
+  uint8_t allReduceByte(uint8_t value, RedOp op);
   // Builds tuner_ for the communicator's slowest transport ("shm", "tcp" or "net"): `configured`
   // with the efficiency rows of `file` (SQZ_TUNER_FILE) or the built-in ones, its alpha, beta and
   // gamma scaled by an init-time measurement (core/calibrate.h) when SQZ_TUNER_CALIBRATE=1.

@@ -14,8 +14,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -136,6 +139,29 @@ inline std::vector<uint8_t> randomBytes(size_t n, uint32_t seed) {
   }
   for (; i < n; ++i) v[i] = static_cast<uint8_t>(rng());
   return v;
+}
+
+// Sets up the pair: both ranks' connect() at once, each on its own thread (setup is a
+// conversation between them), over links[r]; conn[r] gets rank r's connection. Rethrows the first
+// error either side raised.
+template <class Config>  // TransportSettings or what derives from it (CommConfig)
+void connectPair(std::unique_ptr<Transport> (&transport)[2], const PeerInfo (&info)[2],
+                 uint64_t hash, const Config (&config)[2], PeerLink* const (&links)[2],
+                 std::unique_ptr<Connection> (&conn)[2]) {
+  std::exception_ptr err[2];
+  auto run = [&](int r) {
+    try {
+      conn[r] =
+          transport[r]->connect(LinkSetup{r, info[r], info[1 - r], hash, config[r], *links[r]});
+    } catch (...) {
+      err[r] = std::current_exception();
+    }
+  };
+  std::thread t0(run, 0), t1(run, 1);
+  t0.join();
+  t1.join();
+  for (auto& e : err)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace squeeze::transport_test

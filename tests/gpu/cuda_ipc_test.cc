@@ -195,21 +195,8 @@ class CudaIpcTransportTest : public ::testing::TestWithParam<int> {
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, wv), 0);
     watch0_ = ::dup(wv[0]);  // lets a test end rank 0's "process" without closing its rings
     SocketPairLink link0(sv[0], wv[0]), link1(sv[1], wv[1]);
-    std::exception_ptr err[2];
-    auto run = [&](int r, PeerLink& link) {
-      try {
-        conn_[r] =
-            transport_[r]->connect(LinkSetup{r, info_[r], info_[1 - r], hash_, config_[r], link});
-      } catch (...) {
-        err[r] = std::current_exception();
-      }
-    };
-    std::thread t0(run, 0, std::ref(link0));
-    std::thread t1(run, 1, std::ref(link1));
-    t0.join();
-    t1.join();
-    for (auto& e : err)
-      if (e) std::rethrow_exception(e);
+    PeerLink* const links[2] = {&link0, &link1};
+    transport_test::connectPair(transport_, info_, hash_, config_, links, conn_);
     ASSERT_TRUE(conn_[0] && conn_[1]);
     EXPECT_STREQ(conn_[0]->transportName(), "cuda_ipc");
     EXPECT_TRUE(conn_[0]->readsDeviceMemory());

@@ -2,8 +2,6 @@
 // shm transport over a socketpair PeerLink: each sees the other's buffers and counters, and every
 // way a wait can end (ready, the peer closed, this rank aborted, the timeout) ends it promptly.
 // A peer whose process dies is the fault harness's case (fault-kill-shm).
-#include "transports/shm/window.h"
-
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <thread>
 
@@ -19,6 +16,7 @@
 #include "core/config.h"
 #include "tests/common/transport_pair.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/shm/window.h"
 
 namespace squeeze {
 namespace {
@@ -46,21 +44,8 @@ class ShmWindowTest : public ::testing::Test {
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, wv), 0);
     SocketPairLink link0(sv[0], wv[0]), link1(sv[1], wv[1]);
-    std::exception_ptr err[2];
-    auto run = [&](int r, PeerLink& link) {
-      try {
-        conn_[r] = transport_[r]->connect(
-            LinkSetup{r, info_[r], info_[1 - r], hash_, config_[r], link});
-      } catch (...) {
-        err[r] = std::current_exception();
-      }
-    };
-    std::thread t0(run, 0, std::ref(link0));
-    std::thread t1(run, 1, std::ref(link1));
-    t0.join();
-    t1.join();
-    for (auto& e : err)
-      if (e) std::rethrow_exception(e);
+    PeerLink* const links[2] = {&link0, &link1};
+    transport_test::connectPair(transport_, info_, hash_, config_, links, conn_);
     for (int r = 0; r < 2; ++r) {
       transport_[r]->setupDone();
       window_[r] = shmWindow(*transport_[r]);
@@ -74,7 +59,9 @@ class ShmWindowTest : public ::testing::Test {
     conn_[1].reset();
     transport_[0].reset();
     transport_[1].reset();
-    if (hash_) EXPECT_TRUE(shmFiles(hash_).empty()) << "left in /dev/shm: " << shmFiles(hash_)[0];
+    if (hash_) {
+      EXPECT_TRUE(shmFiles(hash_).empty()) << "left in /dev/shm: " << shmFiles(hash_)[0];
+    }
   }
 
   WindowWait waitOf(int timeoutMs) const { return WindowWait{timeoutMs, 50, &aborted_}; }
@@ -134,8 +121,8 @@ TEST_F(ShmWindowTest, APeerThatNeverPublishesIsATimeout) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(window_[0]->waitFor(1, WindowCounter::kPublished, 1, waitOf(150)),
             WaitResult::kTimeout);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                              t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_GE(ms, 150);
   EXPECT_LT(ms, 5000) << "a 150 ms wait took " << ms << " ms";
 }
