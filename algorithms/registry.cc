@@ -27,8 +27,8 @@ int log2Floor(int p) {
 //  - latency: a message step waits for its ranks to get a core; with s ranks per core each step
 //    costs latShared * (s - 1) more, which the fit finds large for rhd and the trees (every rank
 //    runs in every step) and small for naive (rank 0 drives, the others wait).
-double calibrated(const CostModel& m, AlgoId id, double latency, double perByte, double n, int P) {
-  const AlgoEfficiency& e = m.allReduce[static_cast<int>(id)];
+double calibratedBy(const AlgoEfficiency& e, const CostModel& m, double latency, double perByte,
+                    double n, int P) {
   double shared = 1;
   if (m.cores > 0 && P > m.cores) {
     shared = double(P) / m.cores;
@@ -37,6 +37,9 @@ double calibrated(const CostModel& m, AlgoId id, double latency, double perByte,
   const double hot = n < m.cacheBytes ? n : m.cacheBytes;
   return e.lat * latency + e.latShared * latency * (shared - 1) + e.bw * perByte * hot +
          e.bwCold * perByte * (n - hot);
+}
+double calibrated(const CostModel& m, AlgoId id, double latency, double perByte, double n, int P) {
+  return calibratedBy(m.allReduce[static_cast<int>(id)], m, latency, perByte, n, P);
 }
 // Rank 0 receives P-1 messages and sends P-1: its latency is linear in P, as the ring's.
 double naiveCost(const CostModel& m, double n, int P) {
@@ -64,14 +67,15 @@ double treeCost(const CostModel& m, double n, int P) {
 }
 
 // Direct (src/core/direct_allreduce.h): three waits a round; per rank (P-1)/P n copied into the
-// window, as much out, and (P-1)/P n combined, a share of the host's memory work that ranks
-// beyond the cores divide among them. For sqz-info's table: where it runs, the tuner takes it
-// (tuner.cc).
+// window, as much out, and (P-1)/P n combined, with no message in between. Its efficiency is not
+// a tuner-file row: where it runs the tuner takes it (tuner.cc), so this cost is for sqz-info's
+// table only, fit to one measurement (4 ranks on the 2-core reference VM, shm's default
+// constants, perf/RESULTS.md "Direct all-reduce"): a copy into a shared window runs at memory
+// speed, about a tenth of what a message's beta prices, a fifth once past the cache.
 double directCost(const CostModel& m, double n, int P) {
+  static constexpr AlgoEfficiency kDirect{0.2, 0, 0.1, 0.18};
   const double f = double(P - 1) / P;
-  double perByte = 2 * f * m.beta + f * m.gamma;
-  if (m.cores > 0 && P > m.cores) perByte *= double(P) / m.cores;
-  return 3 * m.alpha + perByte * n;
+  return calibratedBy(kDirect, m, 3 * m.alpha, 2 * f * m.beta + f * m.gamma, n, P);
 }
 
 // n is bytes per rank's buffer (broadcast, reduce) or per block (all-gather, reduce-scatter,

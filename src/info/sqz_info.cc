@@ -157,6 +157,10 @@ void printTuning() {
                        CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kAlltoAll}) {
       std::printf("\n# over %s: ", name);
       std::fputs(tuner.choiceTable(k, tuningRanks, sizes).c_str(), stdout);
+      if (k == CollKind::kAllReduce && std::string(name) == "shm")
+        std::printf(
+            "# choice: calls that direct cannot run (codecs, device memory, a peer over "
+            "another transport, SQZ_SHM_DIRECT_BYTES=0); dense host calls run direct\n");
     }
   }
   if (!config.algoSpec.empty())
