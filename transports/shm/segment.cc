@@ -56,8 +56,8 @@ Mapping createSegment(const std::string& name, size_t bytes) {
   if (int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes)); err != 0) {
     if (err != EINVAL && err != EOPNOTSUPP)
       throw SysError(strCat("reserving ", formatBytes(bytes), " in /dev/shm for ", name,
-                            " (make /dev/shm larger, lower SQZ_SHM_BUFFER_BYTES, or set "
-                            "SQZ_TRANSPORT=tcp)"),
+                            " (make /dev/shm larger, lower SQZ_SHM_BUFFER_BYTES or "
+                            "SQZ_SHM_DIRECT_BYTES, or set SQZ_TRANSPORT=tcp)"),
                      err);
   }
   Mapping m = mapFd(fd.get(), bytes, name);
