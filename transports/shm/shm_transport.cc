@@ -617,7 +617,10 @@ class ShmTransport : public Transport {
     std::lock_guard<std::mutex> lock(mu_);
     if (!windowBytes_) return;
     for (int p = 0; p < nranks_; ++p)
-      if (p != myRank_ && (!peerSegments_[p].map || !holdsWindow(*peerSegments_[p].map))) return;
+      if (p != myRank_ && (!peerSegments_[p].map || !holdsWindow(*peerSegments_[p].map))) {
+        peerSegments_.clear();  // no window: the liveness dups go now, not with the transport
+        return;
+      }
     peerSegments_[myRank_].map = bell_->mapping();
     window_ = std::make_shared<ShmWindow>(myRank_, nranks_, commHash_, std::move(peerSegments_));
     peerSegments_.clear();
