@@ -26,7 +26,8 @@ wait "$pid"; rc=$?
 set +m
 ((rc != 0)) || { echo "FAIL: an interrupted run exited 0"; fail=1; }
 (($(left) == 0)) || { echo "FAIL: $(left) namespaces left after SIGINT"; fail=1; }
-pgrep -f "sleep 60" >/dev/null && pgrep -af "sleep 60" | grep -v pgrep && {
+# Anchored: a bare "sleep 60" would also match anyone's "sleep 600" on this machine.
+pgrep -f "^sleep 60$" >/dev/null && pgrep -af "^sleep 60$" && {
   echo "FAIL: a rank outlived the interrupted lab"; fail=1; }
 
 # A rank that fails: its status comes back and the lab goes down.
