@@ -85,10 +85,7 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   // calibration's, the barrier leaves no trace: the first user call is call 0.
   if (config.device >= 0 && nranks > 1) {
     comm->barrier();
-    comm->calibrationBytes_ = comm->executor_.payloadBytesSent();
-    comm->seq_ = 0;
-    comm->lastAlgorithm_ = "";
-    comm->loggedChoice_ = false;
+    comm->forgetInitCalls();
   }
   if (rank == 0) {
     std::string transports;
@@ -133,14 +130,7 @@ void Communicator::buildTuner(const char* transport, const CostModel& configured
                "; prices with alpha ", m.alpha * 1e6, " us, beta ", 1e-9 / m.beta,
                " GB/s, reduce ", 1e-9 / m.gamma, " GB/s");
   }
-  // The measurement's calls leave no trace: the first user call is call 0, as without it, and
-  // the traffic count at close is the user's.
-  calibrationBytes_ = executor_.payloadBytesSent();
-  seq_ = 0;
-  std::fill(p2pSent_.begin(), p2pSent_.end(), 0);
-  std::fill(p2pRecvd_.begin(), p2pRecvd_.end(), 0);
-  lastAlgorithm_ = "";
-  loggedChoice_ = false;
+  forgetInitCalls();
 }
 
 void Communicator::setUpDirect() {
@@ -153,9 +143,14 @@ void Communicator::setUpDirect() {
            all      ? "on"
            : window ? "off (a peer has no shared-memory window)"
                     : "off (no shared-memory window to every peer)");
-  // Like the calibration's calls, the agreement leaves no trace: the first user call is call 0.
+  forgetInitCalls();
+}
+
+void Communicator::forgetInitCalls() {
   calibrationBytes_ = executor_.payloadBytesSent();
   seq_ = 0;
+  std::fill(p2pSent_.begin(), p2pSent_.end(), 0);
+  std::fill(p2pRecvd_.begin(), p2pRecvd_.end(), 0);
   lastAlgorithm_ = "";
   loggedChoice_ = false;
 }

@@ -88,6 +88,9 @@ class Communicator final : public CodecComm {
   // The direct all-reduce, when every rank has a complete shared-memory window (one small
   // all-reduce agrees on it, so that all use it or none). Collective; leaves no trace.
   void setUpDirect();
+  // Init's own calls (the tuner's measurement, the direct agreement, the device barrier) leave
+  // no trace: the first user call is call 0, and the traffic count at close is the user's.
+  void forgetInitCalls();
   // One byte all-reduced on the host: a barrier, or an agreement. Collective.
   uint8_t allReduceByte(uint8_t value, RedOp op);
   // Builds tuner_ for the communicator's slowest transport ("shm", "tcp" or "net"): `configured`

@@ -164,4 +164,17 @@ void connectPair(std::unique_ptr<Transport> (&transport)[2], const PeerInfo (&in
     if (e) std::rethrow_exception(e);
 }
 
+// Ends the pair the way a communicator does (connections first, then the transports) and checks
+// that nothing of communicator `hash` is left in /dev/shm (0: the pair was never set up).
+inline void closePair(std::unique_ptr<Transport> (&transport)[2],
+                      std::unique_ptr<Connection> (&conn)[2], uint64_t hash) {
+  conn[0].reset();
+  conn[1].reset();
+  transport[0].reset();
+  transport[1].reset();
+  if (hash) {
+    EXPECT_TRUE(shmFiles(hash).empty()) << "left in /dev/shm: " << shmFiles(hash)[0];
+  }
+}
+
 }  // namespace squeeze::transport_test

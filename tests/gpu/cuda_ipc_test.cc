@@ -204,13 +204,7 @@ class CudaIpcTransportTest : public ::testing::TestWithParam<int> {
 
   void TearDown() override {
     if (watch0_ >= 0) ::close(watch0_);
-    conn_[0].reset();
-    conn_[1].reset();
-    transport_[0].reset();
-    transport_[1].reset();
-    if (hash_) {
-      EXPECT_TRUE(shmFiles(hash_).empty()) << "left in /dev/shm: " << shmFiles(hash_)[0];
-    }
+    transport_test::closePair(transport_, conn_, hash_);
   }
 
   void send(int from, const std::vector<size_t>& sizes, Mem srcMem, Mem dstMem, uint64_t seq = 1) {

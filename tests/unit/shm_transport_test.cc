@@ -93,13 +93,7 @@ class ShmTransportTest : public ::testing::Test {
 
   void TearDown() override {
     if (watch0_ >= 0) ::close(watch0_);
-    conn_[0].reset();
-    conn_[1].reset();
-    transport_[0].reset();
-    transport_[1].reset();
-    if (hash_) {
-      EXPECT_TRUE(shmFiles(hash_).empty()) << "left in /dev/shm: " << shmFiles(hash_)[0];
-    }
+    transport_test::closePair(transport_, conn_, hash_);
   }
 
   // Sends `sizes.size()` messages from `from` to the other rank, all queued at once on both

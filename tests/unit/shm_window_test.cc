@@ -21,7 +21,6 @@
 namespace squeeze {
 namespace {
 
-using transport_test::shmFiles;
 using transport_test::SocketPairLink;
 using transport_test::uniqueHash;
 
@@ -55,13 +54,7 @@ class ShmWindowTest : public ::testing::Test {
   void TearDown() override {
     window_[0].reset();
     window_[1].reset();
-    conn_[0].reset();
-    conn_[1].reset();
-    transport_[0].reset();
-    transport_[1].reset();
-    if (hash_) {
-      EXPECT_TRUE(shmFiles(hash_).empty()) << "left in /dev/shm: " << shmFiles(hash_)[0];
-    }
+    transport_test::closePair(transport_, conn_, hash_);
   }
 
   WindowWait waitOf(int timeoutMs) const { return WindowWait{timeoutMs, 50, &aborted_}; }
