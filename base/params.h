@@ -38,6 +38,11 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "TCP congestion control of the tcp transport's data sockets. cubic keeps a saturated link " \
     "full where BBR's periodic queue draining idles it (2-4% on a 1 Gbit/s link); 'system' "   \
     "keeps the kernel's default.")                                                             \
+  X(tcpSndbuf, kBytes, "SQZ_TCP_SNDBUF", "0",                                                \
+    "tcp: each data socket's send buffer (SO_SNDBUF, which the kernel doubles), bounding the " \
+    "bytes a socket has in flight. Towards a switch port with a shallow buffer, keep "         \
+    "SQZ_TCP_NSOCKS x this under it (5 ms at 1 Gbit/s, 625 KB: 150K), so TCP never overflows " \
+    "it: every drop stalls a ring until its retransmission lands. 0: the kernel's autotuning.") \
   X(chunkBytes, kBytes, "SQZ_CHUNK_BYTES", "512K",                                             \
     "Pipeline chunk: algorithms split each segment into pieces of at most this size.")        \
   X(shmBufferBytes, kBytes, "SQZ_SHM_BUFFER_BYTES", "4M",                                      \

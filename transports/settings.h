@@ -18,6 +18,7 @@ struct TransportSettings {
   std::vector<std::string> transports;  // in preference order
   int tcpNsocks = 2;
   std::string tcpCongestion = "cubic";  // SQZ_TCP_CONGESTION ("system": the kernel's default)
+  size_t tcpSndbuf = 0;                 // SQZ_TCP_SNDBUF (0: the kernel's autotuning)
   size_t shmBufferBytes = 4 << 20;
   // The GPU this communicator's device calls run on (-1: none; host memory only). Set at init
   // from sqzConfig_t.device or the caller's current device when a GPU is usable.

@@ -49,6 +49,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
           "' is not a congestion control name; use e.g. 'cubic', 'bbr' or 'system' (the kernel's "
           "default; see /proc/sys/net/ipv4/tcp_available_congestion_control).");
   c.tcpCongestion = p.tcpCongestion;
+  if (p.tcpSndbuf != 0 && (p.tcpSndbuf < 4096 || p.tcpSndbuf > (1ull << 30)))
+    raise(ErrorCode::kInvalidArgument, "SQZ_TCP_SNDBUF=", p.tcpSndbuf,
+          " is out of range; use 0 (the kernel sizes it) or 4K to 1G.");
+  c.tcpSndbuf = p.tcpSndbuf;
   if (p.chunkBytes < 4096 || p.chunkBytes > (1ull << 30))
     raise(ErrorCode::kInvalidArgument, "SQZ_CHUNK_BYTES=", p.chunkBytes,
           " is out of range; use 4K to 1G.");

@@ -528,6 +528,53 @@ TEST(TcpCongestion, UnavailableAlgorithmKeepsTheSystemDefault) {
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
+// ---- a bounded send buffer ----------------------------------------------------------------------
+
+// This process's TCP sockets whose send buffer is `bytes` (as getsockopt reports it).
+int socketsWithSendBuffer(int bytes) {
+  int found = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    int type = 0, v = 0;
+    socklen_t len = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    len = sizeof v;
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 && v == bytes) ++found;
+  }
+  return found;
+}
+
+// SQZ_TCP_SNDBUF lands on every data socket (the kernel reports twice what was set), and a
+// buffer at the kernel's floor, where every write is a partial one, still moves 1 MiB bit-exact.
+TEST(TcpSendBuffer, SetOnEveryDataSocketAndCallsStayExact) {
+  if (transportOverride()) GTEST_SKIP() << "SQZ_TCP_SNDBUF is the tcp transport's";
+  ScopedEnv env;
+  env.set("SQZ_TCP_NSOCKS", "2");
+  for (const char* setting : {"96K", "4K"}) {
+    env.set("SQZ_TCP_SNDBUF", setting);
+    const bool checkSockets = std::string(setting) == "96K";
+    std::atomic<int> seen{-1};
+    RunResult run = runRanks(3, RunOptions{}, [&](sqzComm_t& comm, int rank) {
+      constexpr size_t kCount = 1 << 18;
+      std::vector<float> v(kCount);
+      for (size_t i = 0; i < kCount; ++i) v[i] = float((i * 7 + size_t(rank) * 13) % 101);
+      ASSERT_EQ(sqzAllReduce(v.data(), v.data(), kCount, sqzFloat, sqzSum, comm, nullptr),
+                sqzSuccess)
+          << sqzGetLastError(comm);
+      for (size_t i = 0; i < kCount; i += 4099) {
+        float want = 0;
+        for (int r = 0; r < 3; ++r) want += float((i * 7 + size_t(r) * 13) % 101);
+        ASSERT_EQ(v[i], want) << "element " << i << " with SQZ_TCP_SNDBUF=" << setting;
+      }
+      // Every rank's communicator is alive until all have counted (the barrier after).
+      if (rank == 0 && checkSockets) seen = socketsWithSendBuffer(2 * 96 * 1024);
+      ASSERT_EQ(sqzBarrier(comm), sqzSuccess) << sqzGetLastError(comm);
+    });
+    EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+    // 3 ranks, 2 peers each, 2 data sockets per peer.
+    if (checkSockets) EXPECT_EQ(seen.load(), 12);
+  }
+}
+
 const auto* const kLoopback = ::testing::AddGlobalTestEnvironment(new LoopbackEnvironment);
 
 }  // namespace

@@ -140,13 +140,14 @@ TEST_F(ParamsTest, BadByteSizeNamesTheVariable) {
   EXPECT_NE(std::string(e->what()).find("lots"), std::string::npos) << e->what();
 }
 
-TEST_F(ParamsTest, TunerConstantsOutOfRangeAreRefusedByTheConfig) {
+TEST_F(ParamsTest, NumericSettingsOutOfRangeAreRefusedByTheConfig) {
   // A positive double parses, but 1e-320 GB/s makes every cost infinite: the tuner would choose
   // nothing at the first call. The config refuses it at init, naming the variable and the range.
   for (const auto& [key, value] :
        {std::pair{"SQZ_REDUCE_GBPS", "1e-320"}, std::pair{"SQZ_TCP_GBPS", "1e300"},
         std::pair{"SQZ_SHM_LATENCY_US", "1e12"}, std::pair{"SQZ_SPIN_US", "-1"},
-        std::pair{"SQZ_SPIN_US", "1000001"}}) {
+        std::pair{"SQZ_SPIN_US", "1000001"}, std::pair{"SQZ_TCP_SNDBUF", "1000"},
+        std::pair{"SQZ_TCP_SNDBUF", "2G"}}) {
     setenv(key, value, 1);
     try {
       CommConfig::fromParams(loadParams());
@@ -159,7 +160,9 @@ TEST_F(ParamsTest, TunerConstantsOutOfRangeAreRefusedByTheConfig) {
     unsetenv(key);
   }
   setenv("SQZ_REDUCE_GBPS", "0.5", 1);
-  EXPECT_NO_THROW(CommConfig::fromParams(loadParams()));
+  setenv("SQZ_TCP_SNDBUF", "150K", 1);
+  EXPECT_EQ(CommConfig::fromParams(loadParams()).tcpSndbuf, 150u << 10);
+  unsetenv("SQZ_TCP_SNDBUF");
 }
 
 TEST(ParamTable, KeysAreUniqueAndDocumented) {

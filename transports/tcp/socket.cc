@@ -182,6 +182,12 @@ int Socket::setCongestion(const std::string& name) {
   return errno;
 }
 
+int Socket::setSendBuffer(size_t bytes) {
+  int v = static_cast<int>(bytes);
+  if (setsockopt(fd_.get(), SOL_SOCKET, SO_SNDBUF, &v, sizeof v) == 0) return 0;
+  return errno;
+}
+
 bool pollFor(int fd, short events, Deadline deadline) {
   for (;;) {
     pollfd p{fd, events, 0};

@@ -62,6 +62,9 @@ class Socket {
   // Sets the TCP congestion control (TCP_CONGESTION). Returns the errno when the kernel refuses
   // (the algorithm is not available, or not allowed without CAP_NET_ADMIN), 0 on success.
   int setCongestion(const std::string& name);
+  // Sets SO_SNDBUF (the kernel doubles it, and caps it at net.core.wmem_max). Returns the errno
+  // when the kernel refuses, 0 on success.
+  int setSendBuffer(size_t bytes);
 
   // Blocking in effect (polls the non-blocking fd) until done or the deadline; `what` names the
   // operation in the error. recvAll throws Error(kRemote) if the peer closes first.

@@ -211,6 +211,20 @@ class TcpConnection final : public Connection {
   std::string what_;
 };
 
+// Sets one option on every data socket (`apply` returns 0 or the errno); the first refusal in
+// this process is logged once, with the sentence `refused(errno)` makes, and the remaining
+// sockets are left as the kernel made them.
+template <class Apply, class Refused>
+void setOnEverySocket(std::vector<Socket>& socks, std::atomic<bool>& warned, Apply apply,
+                      Refused refused) {
+  for (auto& s : socks) {
+    int err = apply(s);
+    if (err == 0) continue;
+    if (!warned.exchange(true)) SQZ_WARN(kTransport, refused(err));
+    return;
+  }
+}
+
 // Why cubic by default: a collective keeps its links saturated, and loss-based cubic keeps the
 // bottleneck queue full, where BBR drains it on purpose (ProbeRTT: 4 packets in flight for 200 ms
 // every 10 s; ProbeBW's 0.75 pacing phase). On the 1 Gbit/s lab that cost ring all-reduce 2-4%
@@ -218,16 +232,35 @@ class TcpConnection final : public Connection {
 void setCongestion(std::vector<Socket>& socks, const std::string& name) {
   if (name == "system") return;
   static std::atomic<bool> warned{false};
-  for (auto& s : socks) {
-    int err = s.setCongestion(name);
-    if (err == 0) continue;
-    if (!warned.exchange(true))
-      SQZ_WARN(kTransport, "tcp: the kernel refused congestion control '", name, "' (",
-               std::strerror(err), err == EPERM ? ": not in net.ipv4.tcp_allowed_congestion_control"
-                                                  " and no CAP_NET_ADMIN" : "",
-               "); the sockets keep the system's. Set SQZ_TCP_CONGESTION=system to silence this.");
-    return;
-  }
+  setOnEverySocket(
+      socks, warned, [&](Socket& s) { return s.setCongestion(name); },
+      [&](int err) {
+        return strCat("tcp: the kernel refused congestion control '", name, "' (",
+                      std::strerror(err),
+                      err == EPERM ? ": not in net.ipv4.tcp_allowed_congestion_control"
+                                     " and no CAP_NET_ADMIN"
+                                   : "",
+                      "); the sockets keep the system's. Set SQZ_TCP_CONGESTION=system to "
+                      "silence this.");
+      });
+}
+
+// Why a bounded send buffer helps: loss-based TCP grows each flow's window until the bottleneck
+// queue overflows, and a drop holds back every byte behind it until its retransmission lands. A
+// ring has no slack after its first step, so each such stall idles every link after it: 2-4% of
+// the 1 Gbit/s lab whose switch queue holds 5 ms. On a LAN the bytes a socket has in flight sit in
+// that queue, and the send buffer bounds them, so a buffer under the queue's share never drops
+// and still leaves it a backlog to cover a sender's hiccup (pacing to the link's rate leaves none:
+// perf/RESULTS.md).
+void setSendBuffers(std::vector<Socket>& socks, size_t bytes) {
+  if (bytes == 0) return;
+  static std::atomic<bool> warned{false};
+  setOnEverySocket(
+      socks, warned, [&](Socket& s) { return s.setSendBuffer(bytes); },
+      [&](int err) {
+        return strCat("tcp: the kernel refused SQZ_TCP_SNDBUF=", bytes, " (", std::strerror(err),
+                      "); the sockets keep the kernel's autotuned buffers.");
+      });
 }
 
 class TcpTransport final : public Transport {
@@ -247,6 +280,7 @@ class TcpTransport final : public Transport {
     std::vector<Socket> socks;
     for (int i = 0; i < nsocks; ++i) socks.push_back(setup.link.openDataSocket(uint16_t(i)));
     setCongestion(socks, setup.config.tcpCongestion);
+    setSendBuffers(socks, setup.config.tcpSndbuf);
     SQZ_INFO(kTransport, "rank ", setup.myRank, " -> rank ", setup.peer.rank, ": tcp, ", nsocks,
              " socket(s) to ", setup.peer.listenAddr.toString());
     return std::make_unique<TcpConnection>(std::move(socks), setup.myRank, setup.peer.rank);
