@@ -74,12 +74,15 @@ TransportRows makeRows(const AlgoEfficiency (&eff)[kAllReduceAlgos], const Measu
 
 const TransportRows& builtinRows(const std::string& transport) {
   // {lat, latShared, bw, bwCold} per algorithm: naive, ps, ring, rhd, tree.
-  // Fit by scripts/calibrate-tuner.sh 3 on an idle reference machine (2 cores; 3, 4, 6, 8 ranks;
-  // 8 B to 16 MiB): rows fit while other jobs loaded the machine picked naive at 16 MiB over
-  // tcp, where an idle machine runs ring 1.2-1.5x faster.
-  static const AlgoEfficiency tcpEff[kAllReduceAlgos] = {
-      {0.183, 0.00714, 0.245, 0.421}, {0.322, 0.0212, 0.297, 0.377}, {0.401, 0, 0.242, 0.307},
-      {0.331, 0.0847, 0.264, 0.338},  {0.299, 0.0651, 0.23, 0.37}};
+  // tcp: fit by scripts/fit_tuner.py to three calibrate-tuner.sh runs on the 2-core reference
+  // machine (3, 4, 6, 8 ranks; 64 KiB, 1 MiB, 16 MiB; 11 runs per cell in all, medians). The rows
+  // before these (fit while other jobs loaded the machine, and at 8 B-16 MiB) picked tree at
+  // 1 MiB, where ring ran 1.1-1.25x faster at 4-8 ranks.
+  static const AlgoEfficiency tcpEff[kAllReduceAlgos] = {{0.117, 0.0209, 0.451, 0.648},
+                                                         {0.153, 0.195, 0.433, 0.566},
+                                                         {0.303, 0.118, 0.319, 0.5},
+                                                         {0.119, 0.178, 0.432, 0.513},
+                                                         {0.112, 0.0855, 0.399, 0.558}};
   // shm: refit after the executor began polling before it sleeps (SQZ_SPIN_US) and the rings'
   // pages were mapped at init, which cut shm's per-message cost most (calibrate-tuner.sh 3, twice,
   // 64 KiB to 16 MiB; the old rows kept naive up to 2 MiB, 1.2-1.4x slower than ps or rhd at
@@ -89,9 +92,9 @@ const TransportRows& builtinRows(const std::string& transport) {
                                                          {0.108, 0.465, 0.642, 0.937},
                                                          {0.268, 0.619, 0.609, 0.955},
                                                          {0.504, 0.389, 0.583, 1.03}};
-  // What calibration measured there (communicators of 3 to 8 ranks, medians of 48 for tcp, of 96
+  // What calibration measured there (communicators of 3 to 8 ranks, medians of 132 for tcp, of 96
   // for the shm refit): alpha us, beta GB/s, gamma GB/s.
-  static const MeasuredTerms tcpRef = fromUnits(20.75, 5.46, 60.1);
+  static const MeasuredTerms tcpRef = fromUnits(12.83, 3.341, 43.41);
   static const MeasuredTerms shmRef = fromUnits(8.5, 4.52, 11.8);
   // Between hosts (tcp, each rank with its own link) loopback's rows mislead: there naive's bytes
   // through rank 0 are memory copies; on a wire they queue on one link (on 1 Gbit/s lab hosts
