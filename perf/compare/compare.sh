@@ -145,7 +145,7 @@ if [ -n "$LAUNCHER_FILE" ]; then
 fi
 # SQZ_* settings in the environment reach Squeeze's ranks (and no other library's): the table
 # names them, so a row is never read as Squeeze's defaults when it is not.
-sqz_settings=$(env | grep -E '^SQZ_' | sort | tr '\n' ' ' | sed 's/ $//')
+sqz_settings=$({ env | grep -E '^SQZ_' || true; } | sort | tr '\n' ' ' | sed 's/ $//')
 [ -z "$sqz_settings" ] || SETTING="$SETTING; Squeeze ran with $sqz_settings"
 
 # ---- Runs -------------------------------------------------------------------------------------------

@@ -25,9 +25,17 @@ trap 'rm -rf "$work"' EXIT
 
 if [ "$kind" = script ]; then
   status=0
-  bash "$driver" -B "$sqzrun" -o "$work" -b 4K -e 16K -f 4 -i 2 -w 1 -t 120 || status=$?
+  # With no SQZ_* variable at all (as a user's shell has), which once made the table's settings
+  # line fail the script under pipefail before any run.
+  mapfile -t sqz_vars < <(env | sed -n 's/^\(SQZ_[A-Z0-9_]*\)=.*/-u\n\1/p')
+  env "${sqz_vars[@]}" bash "$driver" -B "$sqzrun" -o "$work" -b 4K -e 16K -f 4 -i 2 -w 1 -t 120 ||
+    status=$?
   if ((status != 0)); then
     echo "FAIL: compare.sh exited with status $status"
+    exit 1
+  fi
+  if grep -q "Squeeze ran with" "$work/table.md"; then
+    echo "FAIL: table.md names SQZ_* settings where none was set"
     exit 1
   fi
   # Every run that ran must have rows in the table, none of them wrong.
