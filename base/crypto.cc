@@ -56,4 +56,8 @@ void randomBytes(void* out, size_t n, const char* what) {
     raiseCrypto("libcrypto's RAND_bytes could not make ", n, " random bytes for ", what);
 }
 
+void initCrypto() {
+  if (OPENSSL_init_crypto(0, nullptr) != 1) raiseCrypto("libcrypto's OPENSSL_init_crypto failed");
+}
+
 }  // namespace squeeze

@@ -24,4 +24,9 @@ bool constantTimeEqual(const void* a, const void* b, size_t n);
 // a failure throws Error(kSystem), never leaves a weak value behind.
 void randomBytes(void* out, size_t n, const char* what);
 
+// Initializes libcrypto now (idempotent), which registers its exit handler (OPENSSL_cleanup):
+// exit handlers run in reverse order of registration, so one registered after this call runs
+// while libcrypto still works. Throws Error(kSystem) when libcrypto cannot initialize.
+void initCrypto();
+
 }  // namespace squeeze

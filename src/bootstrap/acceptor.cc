@@ -75,7 +75,7 @@ std::optional<AuthenticatedPeer> AuthAcceptor::advance(Pending& p) {
   return AuthenticatedPeer{std::move(p.sock), hello};
 }
 
-std::optional<AuthenticatedPeer> AuthAcceptor::next(Deadline deadline) {
+std::optional<AuthenticatedPeer> AuthAcceptor::next(Deadline deadline, int wakeFd) {
   std::vector<pollfd> fds;
   for (;;) {
     const Deadline now = Clock::now();
@@ -93,8 +93,12 @@ std::optional<AuthenticatedPeer> AuthAcceptor::next(Deadline deadline) {
     }
     fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
     for (const auto& p : pending_) fds.push_back(pollfd{p->sock.fd(), POLLIN, 0});
+    // Last, so fds[1..] still match pending_; a negative fd is ignored by poll().
+    fds.push_back(pollfd{wakeFd, POLLIN, 0});
     const int rc = ::poll(fds.data(), fds.size(), remainingMs(wake));
     if (rc < 0 && errno != EINTR) throw SysError("poll() on the listening socket", errno);
+    if (rc > 0 && fds.back().revents != 0) return std::nullopt;  // the owner stops
+    fds.pop_back();
 
     // Pending first (fds[1..] match pending_ as it was), then new connections.
     for (size_t i = fds.size() - 1; i >= 1; --i) {

@@ -28,8 +28,9 @@ class AuthAcceptor {
   AuthAcceptor(Socket& listener, const Secret& secret, std::string who);
   ~AuthAcceptor();
 
-  // The next connection whose proof checks out, or nullopt when `deadline` passes first.
-  std::optional<AuthenticatedPeer> next(Deadline deadline);
+  // The next connection whose proof checks out, or nullopt when `deadline` passes first or
+  // `wakeFd` (when >= 0) turns readable: an owner that stops from another thread writes to it.
+  std::optional<AuthenticatedPeer> next(Deadline deadline, int wakeFd = -1);
 
  private:
   struct Pending;

@@ -6,16 +6,23 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <list>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "base/crypto.h"
 #include "base/error.h"
+#include "base/fd.h"
 #include "base/logging.h"
 #include "bootstrap/acceptor.h"
 #include "bootstrap/rendezvous_wire.h"
@@ -71,19 +78,32 @@ class RootServer {
         id_(id),
         maxRounds_(maxRounds),
         timeoutMs_(timeoutMs),
-        acceptor_(listener_, id_.secret, strCat("rendezvous root ", listener_.localAddr().toString())) {}
+        acceptor_(listener_, id_.secret, strCat("rendezvous root ", listener_.localAddr().toString())),
+        wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (wake_.get() < 0) throw SysError("eventfd() for the rendezvous root", errno);
+  }
 
   void run() {
     uint64_t round = 0;
-    while (maxRounds_ <= 0 || round < static_cast<uint64_t>(maxRounds_)) {
+    while (!stopping_ && (maxRounds_ <= 0 || round < static_cast<uint64_t>(maxRounds_))) {
       try {
         if (serveRound(round)) ++round;
       } catch (const std::exception& e) {
+        if (stopping_) break;
         SQZ_WARN(kInit, "rendezvous root ", listener_.localAddr().toString(), ": round ", round,
                  " failed: ", e.what());
       }
     }
-    SQZ_DEBUG(kInit, "rendezvous root done after ", round, " round(s)");
+    SQZ_DEBUG(kInit, "rendezvous root ", listener_.localAddr().toString(), " done after ", round,
+              " round(s)", stopping_ ? " (stopped)" : "");
+  }
+
+  // Makes run() return soon, from any thread: a wait for connections ends at once; a transfer
+  // to a rank that already proved the secret ends within its own bound.
+  void stop() {
+    stopping_ = true;
+    const uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
   }
 
  private:
@@ -99,7 +119,8 @@ class RootServer {
     Deadline roundDeadline = Deadline::max();
     std::string failure;
     while (nranks < 0 || static_cast<int>(joined.size()) < nranks) {
-      auto peer = acceptor_.next(roundDeadline);
+      auto peer = acceptor_.next(roundDeadline, wake_.get());
+      if (stopping_) return false;  // the process exits: the ranks that joined see the close
       if (!peer) {
         failure = strCat("only ", joined.size(), " of ", nranks,
                          " ranks reached the rendezvous before the timeout (", timeoutMs_,
@@ -190,6 +211,80 @@ class RootServer {
   int maxRounds_;
   int timeoutMs_;
   AuthAcceptor acceptor_;  // refers to listener_ and id_.secret: declared after them
+  Fd wake_;                // stop() writes to it: acceptor_.next() returns
+  std::atomic<bool> stopping_{false};
+};
+
+// The roots this process hosts, each on a thread of its own that is never detached. A root that
+// has served its rounds ends, and its thread is joined at the next start. Every root still
+// serving at exit is stopped and joined by an exit handler registered after libcrypto's own, so
+// it runs first: no handshake can then ask a cleaned-up libcrypto for random bytes. A root that
+// serves every round of a launcher's job (sqzrun, SQZ_ROOT) cannot know when its last rank has
+// arrived, so it serves until the process exits. Immortal (never destroyed), so the exit
+// handler never meets a destroyed registry. A child forked after a start has none of these
+// threads: it leaves the parent's entries alone (joining or waking them would stop the
+// parent's roots through the shared eventfd).
+class HostedRoots {
+ public:
+  static HostedRoots& get() {
+    static HostedRoots* roots = [] {
+      initCrypto();  // first: libcrypto's exit handler is registered before ours
+      auto* r = new HostedRoots;
+      std::atexit([] { HostedRoots::get().stopAll(); });
+      return r;
+    }();
+    return *roots;
+  }
+
+  void start(std::unique_ptr<RootServer> server) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reapFinished();
+    Entry& e = entries_.emplace_back();
+    e.pid = ::getpid();
+    e.server = std::move(server);
+    e.thread = std::thread([&e] {
+      e.server->run();
+      e.done = true;
+    });
+  }
+
+  // Stops every root and joins its thread; later starts run as before.
+  void stopAll() {
+    std::list<Entry> stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        auto next = std::next(it);
+        if (it->pid == ::getpid()) stopping.splice(stopping.end(), entries_, it);
+        it = next;
+      }
+    }
+    for (Entry& e : stopping) e.server->stop();
+    for (Entry& e : stopping) e.thread.join();
+  }
+
+ private:
+  struct Entry {
+    pid_t pid = 0;  // the process whose thread serves it
+    std::unique_ptr<RootServer> server;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  // Joins (at once) the threads of roots that have served all their rounds. Caller holds mu_.
+  void reapFinished() {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->done && it->pid == ::getpid()) {
+        it->thread.join();
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::mutex mu_;  // protects entries_ (each entry's fields are the thread's own once started)
+  std::list<Entry> entries_;
 };
 
 }  // namespace
@@ -198,8 +293,8 @@ UniqueIdData RendezvousRoot::startWithSecret(const SockAddr& bindAddr, const Sec
                                              int maxRounds, int timeoutMs) {
   Socket listener = Socket::listenOn(bindAddr);
   UniqueIdData id = UniqueIdData::fromSecret(listener.localAddr(), secret);
-  auto server = std::make_shared<RootServer>(std::move(listener), id, maxRounds, timeoutMs);
-  std::thread([server] { server->run(); }).detach();
+  HostedRoots::get().start(
+      std::make_unique<RootServer>(std::move(listener), id, maxRounds, timeoutMs));
   SQZ_INFO(kInit, "rendezvous root listening on ", id.root.toString());
   return id;
 }
