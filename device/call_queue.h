@@ -76,6 +76,10 @@ class CallQueue {
   // Drops calls not yet started and releases their streams; the one running is interrupted by
   // the communicator's own abort.
   void abort();
+  // Joins the progress thread once the call it runs (if any) returns; calls not yet started are
+  // dropped, and every stream waiting on this queue goes on. Makes no CUDA call, so it may run
+  // in an exit handler (a communicator the program did not destroy). Idempotent.
+  void stopThread();
 
  private:
   struct Task {

@@ -35,6 +35,7 @@ void CallQueue::copyOnStream(GpuStream, void*, const void*, size_t, const std::s
 bool CallQueue::onProgressThread() const { return false; }
 void CallQueue::drain() {}
 void CallQueue::abort() {}
+void CallQueue::stopThread() {}
 
 std::unique_ptr<Context> makeCudaContext(int, GpuStream) { refuse(""); }
 

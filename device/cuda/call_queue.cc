@@ -89,14 +89,20 @@ CallQueue::CallQueue(int device, int rank, std::function<void(const Error&)> fai
 
 CallQueue::~CallQueue() {
   drain();  // calls already enqueued complete (or fail within the timeout), as the user expects
+  stopThread();
+}
+
+void CallQueue::stopThread() {
+  uint32_t last;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_ = true;  // enqueue refuses from now on: issued_ stays
     tasks_.clear();
+    last = issued_;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  release(issued_);
+  if (thread_.joinable() && !onProgressThread()) thread_.join();
+  release(last);
 }
 
 bool CallQueue::onProgressThread() const { return tlsProgressOf == this; }

@@ -1,7 +1,11 @@
 // The C API's communicator calls: unique ids, init (sqzConfig_t resolved over the SQZ_*
 // parameters), split, finalize, destroy and abort, and the queries (rank, size, device, async
-// error, last algorithm). It also keeps the set of live communicators that commIsLive reads.
+// error, last algorithm). It also keeps the set of live communicators that commIsLive reads,
+// and stops their threads at exit.
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -25,7 +29,29 @@ namespace {
 std::mutex liveCommsMu;  // protects liveComms
 std::set<const sqzComm*> liveComms;
 
+pid_t liveCommsPid = 0;  // the process that registered stopThreadsAtExit
+
+// At exit, the communicators the program did not destroy: their progress threads are joined, so
+// nothing of Squeeze runs while the process, the CUDA runtime and libcrypto wind down. Their
+// connections stay as they are: the kernel closes them with the process, after what was already
+// sent, as it would without this. A child forked from the process has none of these threads.
+void stopThreadsAtExit() {
+  if (::getpid() != liveCommsPid) return;
+  std::lock_guard<std::mutex> lock(liveCommsMu);
+  for (const sqzComm* comm : liveComms) comm->impl->stopThreads();
+}
+
 sqzComm* adopt(std::unique_ptr<sqzComm> handle) {
+  // Exit handlers run in reverse order of registration: registered once the first communicator
+  // (and again once the first device communicator) exists, after libcrypto and the CUDA runtime
+  // it set up registered theirs, ours runs first.
+  static std::once_flag first, firstDevice;
+  auto registerHandler = [] {
+    liveCommsPid = ::getpid();
+    std::atexit(stopThreadsAtExit);
+  };
+  std::call_once(first, registerHandler);
+  if (handle->impl->config().device >= 0) std::call_once(firstDevice, registerHandler);
   std::lock_guard<std::mutex> lock(liveCommsMu);
   liveComms.insert(handle.get());
   return handle.release();

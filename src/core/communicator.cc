@@ -188,6 +188,10 @@ void Communicator::abort() {
   std::lock_guard<std::mutex> wait(callMu_);  // a call in flight notices and returns
 }
 
+void Communicator::stopThreads() {
+  if (callQueue_) callQueue_->stopThread();
+}
+
 void Communicator::throwIfFailed() const {
   if (auto err = asyncError())
     raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": the communicator is unusable after an "

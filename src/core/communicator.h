@@ -74,6 +74,10 @@ class Communicator final : public CodecComm {
   void abort();
   // The error that put the communicator in error state, if any. Thread-safe.
   std::optional<Error> asyncError() const;
+  // Joins the progress thread (device communicators) once its running call returns; later
+  // device calls fail. For a communicator still alive at exit: no thread of it runs after main.
+  // Makes no CUDA call. Thread-safe, idempotent.
+  void stopThreads();
 
  private:
   Communicator(int rank, int nranks, const CommConfig& config)
