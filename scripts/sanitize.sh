@@ -21,13 +21,16 @@ if [ ! -f "$dir/build.ninja" ]; then
     -Db_sanitize="$sanitizers" -Db_lundef=false \
     -Dcompare=disabled -Dcuda=disabled -Dpython=disabled >/dev/null
 fi
-# Only the binaries those suites run: the whole tree under a sanitizer takes twice as long.
+# Only the binaries those suites run (a script test's are its arguments in the build folder):
+# the whole tree under a sanitizer takes twice as long.
 mapfile -t targets < <(meson introspect "$dir" --tests | /usr/bin/python3 -c '
 import json, os, sys
 root = os.path.abspath(sys.argv[1])
 for t in json.load(sys.stdin):
     if any(s.split(":")[-1] in ("unit", "sanitize") for s in t["suite"]):
-        print(os.path.relpath(t["cmd"][0], root))' "$dir")
+        for p in t["cmd"]:
+            if os.path.isabs(p) and p.startswith(root + os.sep):
+                print(os.path.relpath(p, root))' "$dir" | sort -u)
 ninja -C "$dir" "${targets[@]}"
 # Reports fail the test: UBSan stops at the first, ASan always does, TSan exits 66 at the end.
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -4,6 +4,8 @@
 # garbage, wrong secrets, half-open and slow connections). Passes only if the attacked job exits
 # 0 with its "0 wrong" line, the attacker saw no wrong secret accepted, and the attacker really
 # attacked: it saw at least 2 listening ports, and every kind connected at least 3 times.
+# The attacker keeps connecting until sqzrun has exited, so after every rank and sqzrun itself
+# have run their exit handlers; sqzrun -v reports each rank's exit status, and each must be 0.
 # Usage: attack_test.sh SQZRUN ATTACK_JOB ATTACKER
 # ATTACK_ROUNDS (default 30) and ATTACK_PAUSE_MS (default 300, the sleep between rounds: the job
 # then lives long enough for connections held on sqzrun's root to meet the 5 s handshake cap).
@@ -31,7 +33,7 @@ check_job "the job alone" "$rc" "$dir/alone.out"
 
 echo "== the job under attack"
 start=$(now)
-"$sqzrun" --timeout 170 -n 4 "$job" --rounds "$rounds" --pause-ms "$pause_ms" >"$dir/job.out" 2>&1 &
+"$sqzrun" -v --timeout 170 -n 4 "$job" --rounds "$rounds" --pause-ms "$pause_ms" >"$dir/job.out" 2>&1 &
 job_pid=$!
 # sqzrun --timeout bounds the job; this bounds sqzrun itself, should it hang. It polls, so it
 # ends within a second of the job and holds none of our output open.
@@ -62,6 +64,10 @@ split_alone=$(split_ms "$dir/alone.out") split_attacked=$(split_ms "$dir/job.out
     "${split_attacked} ms, ratio $(awk -v a="$split_alone" -v b="$split_attacked" 'BEGIN { printf "%.2f", b / a }')"
 
 check_job "the job under attack" "$job_rc" "$dir/job.out"
+for r in 0 1 2 3; do
+  grep -q "^sqzrun: rank $r (pid [0-9]*) exited with status 0$" "$dir/job.out" ||
+    fail "the job under attack: sqzrun did not report rank $r exiting with status 0"
+done
 [ "$attacker_rc" = 0 ] || fail "the attacker exited $attacker_rc"
 # Every port the job listened on was attacked on sight; the split rendezvous listeners live a few
 # ms, so how many of them a connection reaches in time is luck (1 to 17 distinct ports in runs on
