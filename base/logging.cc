@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 namespace squeeze {
 namespace {
@@ -45,36 +46,6 @@ Sink& sink() {
   return *s;
 }
 
-LogLevel parseLevel(const char* v) {
-  if (!v || !*v) return LogLevel::kWarn;
-  if (!strcasecmp(v, "NONE")) return LogLevel::kNone;
-  if (!strcasecmp(v, "INFO")) return LogLevel::kInfo;
-  if (!strcasecmp(v, "DEBUG")) return LogLevel::kDebug;
-  if (!strcasecmp(v, "TRACE")) return LogLevel::kTrace;
-  return LogLevel::kWarn;
-}
-
-uint32_t parseMask(const char* v) {
-  struct Name {
-    const char* name;
-    uint32_t bit;
-  };
-  static const Name kNames[] = {
-      {"INIT", uint32_t(LogSubsys::kInit)},       {"TRANSPORT", uint32_t(LogSubsys::kTransport)},
-      {"ALGO", uint32_t(LogSubsys::kAlgo)},       {"COMPRESS", uint32_t(LogSubsys::kCompress)},
-      {"DEVICE", uint32_t(LogSubsys::kDevice)},   {"TUNING", uint32_t(LogSubsys::kTuning)},
-      {"ENV", uint32_t(LogSubsys::kEnv)},         {"ALL", ~0u},
-  };
-  if (!v || !*v) return ~0u;
-  bool negate = v[0] == '^';
-  uint32_t mask = 0;
-  for (const std::string& tok : split(negate ? v + 1 : v, ',')) {
-    for (const Name& n : kNames)
-      if (!strcasecmp(tok.c_str(), n.name)) mask |= n.bit;
-  }
-  return negate ? ~mask : mask;
-}
-
 const char* levelName(LogLevel l) {
   switch (l) {
     case LogLevel::kWarn: return "WARN";
@@ -100,9 +71,57 @@ const char* subsysName(LogSubsys s) {
 
 }  // namespace
 
+bool parseLogLevel(const char* v, LogLevel* out) {
+  static const std::pair<const char*, LogLevel> kLevels[] = {
+      {"NONE", LogLevel::kNone}, {"WARN", LogLevel::kWarn},   {"INFO", LogLevel::kInfo},
+      {"DEBUG", LogLevel::kDebug}, {"TRACE", LogLevel::kTrace}};
+  *out = LogLevel::kWarn;
+  if (!v || !*v) return true;
+  for (const auto& [name, level] : kLevels) {
+    if (!strcasecmp(v, name)) {
+      *out = level;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool parseLogMask(const char* v, uint32_t* out, std::string* unknown) {
+  static const std::pair<const char*, uint32_t> kNames[] = {
+      {"INIT", uint32_t(LogSubsys::kInit)},       {"TRANSPORT", uint32_t(LogSubsys::kTransport)},
+      {"ALGO", uint32_t(LogSubsys::kAlgo)},       {"COMPRESS", uint32_t(LogSubsys::kCompress)},
+      {"DEVICE", uint32_t(LogSubsys::kDevice)},   {"TUNING", uint32_t(LogSubsys::kTuning)},
+      {"ENV", uint32_t(LogSubsys::kEnv)},         {"ALL", ~0u},
+  };
+  *out = ~0u;
+  if (!v || !*v) return true;
+  const bool negate = v[0] == '^';
+  uint32_t mask = 0;
+  for (const std::string& tok : split(negate ? v + 1 : v, ',')) {
+    bool known = tok.empty();  // "INIT," names INIT
+    for (const auto& [name, bit] : kNames) {
+      if (!strcasecmp(tok.c_str(), name)) {
+        mask |= bit;
+        known = true;
+      }
+    }
+    if (!known) {
+      *unknown = tok;
+      return false;
+    }
+  }
+  *out = negate ? ~mask : mask;
+  return true;
+}
+
 const LogConfig& logConfig() {
-  static const LogConfig config{parseLevel(std::getenv("SQZ_DEBUG")),
-                                parseMask(std::getenv("SQZ_DEBUG_SUBSYS"))};
+  static const LogConfig config = [] {
+    LogConfig c{};
+    std::string unknown;
+    parseLogLevel(std::getenv("SQZ_DEBUG"), &c.level);
+    if (!parseLogMask(std::getenv("SQZ_DEBUG_SUBSYS"), &c.mask, &unknown)) c.mask = ~0u;
+    return c;
+  }();
   return config;
 }
 

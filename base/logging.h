@@ -27,16 +27,24 @@ struct LogConfig {
   uint32_t mask;
 };
 
+// SQZ_DEBUG and SQZ_DEBUG_SUBSYS as the logger reads them (null or empty: the default, WARN and
+// ALL). False for a value that names no level, or (*unknown = the name) no subsystem; the logger
+// then keeps the default, so a typo never hides a warning, and a communicator's init refuses the
+// value (core/config.cc).
+bool parseLogLevel(const char* value, LogLevel* out);
+bool parseLogMask(const char* value, uint32_t* out, std::string* unknown);
+
 const LogConfig& logConfig();
 void logWrite(LogLevel level, LogSubsys subsys, const char* file, int line, const std::string& msg);
 
 // The rank printed on log lines from this thread (-1: none yet).
 void setLogRank(int rank);
 
+// Warnings show whatever the subsystem mask (as NCCL's): the mask filters INFO and below.
 inline bool logEnabled(LogLevel level, LogSubsys subsys) {
   const LogConfig& c = logConfig();
   return static_cast<int>(level) <= static_cast<int>(c.level) &&
-         (c.mask & static_cast<uint32_t>(subsys)) != 0;
+         (level == LogLevel::kWarn || (c.mask & static_cast<uint32_t>(subsys)) != 0);
 }
 
 }  // namespace squeeze

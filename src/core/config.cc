@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/logging.h"
 #include "base/strings.h"
 #include "transports/shm/window.h"
 #include "transports/transport.h"
@@ -100,6 +101,18 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_CHECK_MODE='", p.checkMode,
           "' is not a check mode; use 'headers' (the default) or 'full'.");
   c.fullCheck = p.checkMode == "full";
+  // The logger reads these itself (and keeps its defaults for a bad value); refused here, where
+  // every other setting is, so a typo is never silently ignored.
+  LogLevel level;
+  if (!parseLogLevel(p.debug.c_str(), &level))
+    raise(ErrorCode::kInvalidArgument, "SQZ_DEBUG='", p.debug, "' is not a log level; use NONE, "
+          "WARN (the default), INFO, DEBUG or TRACE.");
+  uint32_t mask;
+  std::string unknown;
+  if (!parseLogMask(p.debugSubsys.c_str(), &mask, &unknown))
+    raise(ErrorCode::kInvalidArgument, "SQZ_DEBUG_SUBSYS='", p.debugSubsys, "' names '", unknown,
+          "', which is not a subsystem; use a comma list of INIT, TRANSPORT, ALGO, COMPRESS, "
+          "DEVICE, TUNING, ENV or ALL (the default), with a leading ^ to exclude them.");
   // The tuner's constants: a value far outside these ranges makes every cost infinite or zero, and
   // the first call could choose no algorithm.
   const auto checkTuner = [](const char* key, double v, double lo, double hi, const char* unit) {

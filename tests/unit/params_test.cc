@@ -9,10 +9,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
+#include "base/logging.h"
 #include "base/strings.h"
 #include "core/config.h"
 
@@ -163,6 +165,50 @@ TEST_F(ParamsTest, NumericSettingsOutOfRangeAreRefusedByTheConfig) {
   setenv("SQZ_TCP_SNDBUF", "150K", 1);
   EXPECT_EQ(CommConfig::fromParams(loadParams()).tcpSndbuf, 150u << 10);
   unsetenv("SQZ_TCP_SNDBUF");
+}
+
+TEST_F(ParamsTest, DebugSettingsThatNameNothingAreRefusedByTheConfig) {
+  // On 8f72c45 both were accepted, and SQZ_DEBUG_SUBSYS=FOO hid every warning of the process.
+  for (const auto& [key, value, named] :
+       {std::tuple{"SQZ_DEBUG", "LOUD", "LOUD"}, std::tuple{"SQZ_DEBUG_SUBSYS", "FOO", "FOO"},
+        std::tuple{"SQZ_DEBUG_SUBSYS", "INIT,TRANSPRT", "TRANSPRT"},
+        std::tuple{"SQZ_DEBUG_SUBSYS", "^ALGOS", "ALGOS"}}) {
+    setenv(key, value, 1);
+    try {
+      CommConfig::fromParams(loadParams());
+      ADD_FAILURE() << key << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      const std::string what = e.what();
+      EXPECT_NE(what.find(strCat(key, "='", value, "'")), std::string::npos) << what;
+      EXPECT_NE(what.find(strCat("'", named, "'")), std::string::npos) << what;
+    }
+    unsetenv(key);
+  }
+  for (const auto& [key, value] :
+       {std::pair{"SQZ_DEBUG", "info"}, std::pair{"SQZ_DEBUG", "NONE"},
+        std::pair{"SQZ_DEBUG_SUBSYS", "init,ALGO"}, std::pair{"SQZ_DEBUG_SUBSYS", "^TRANSPORT"},
+        std::pair{"SQZ_DEBUG_SUBSYS", "INIT,"}}) {
+    setenv(key, value, 1);
+    EXPECT_NO_THROW(CommConfig::fromParams(loadParams())) << key << "=" << value;
+    unsetenv(key);
+  }
+}
+
+TEST(LogConfig, AMaskNeverHidesWarnings) {
+  LogLevel level;
+  EXPECT_FALSE(parseLogLevel("LOUD", &level));
+  EXPECT_EQ(level, LogLevel::kWarn);  // what the logger keeps
+  uint32_t mask = 0;
+  std::string unknown;
+  EXPECT_FALSE(parseLogMask("FOO", &mask, &unknown));
+  EXPECT_EQ(unknown, "FOO");
+  EXPECT_EQ(mask, ~0u);
+  ASSERT_TRUE(parseLogMask("^INIT", &mask, &unknown));
+  EXPECT_EQ(mask & uint32_t(LogSubsys::kInit), 0u);
+  // This process's logger: warnings of every subsystem show at the default level.
+  EXPECT_TRUE(logEnabled(LogLevel::kWarn, LogSubsys::kInit));
+  EXPECT_TRUE(logEnabled(LogLevel::kWarn, LogSubsys::kDevice));
 }
 
 TEST(ParamTable, KeysAreUniqueAndDocumented) {
