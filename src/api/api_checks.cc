@@ -1,6 +1,8 @@
 // The argument checks of api_checks.h, and the hand-off of a checked call to the communicator.
 #include "api/api_checks.h"
 
+#include <cstdint>
+
 #include "squeeze_config.h"
 #if SQZ_HAVE_CUDA
 #include "device/cuda/runtime.h"
@@ -47,6 +49,22 @@ void checkBuffers(const void* sendbuff, const void* recvbuff, size_t count, cons
   if (count > 0 && (!sendbuff || !recvbuff))
     raise(ErrorCode::kInvalidArgument, fn, ": ", !sendbuff ? "sendbuff" : "recvbuff",
           " is NULL with count ", count, ".");
+}
+
+void checkOverlap(const BufferArg& send, const BufferArg& recv, std::ptrdiff_t inPlaceOffset,
+                  const char* inPlace, const char* fn) {
+  if (!send.ptr || !recv.ptr || send.bytes == 0 || recv.bytes == 0) return;
+  const auto s = reinterpret_cast<uintptr_t>(send.ptr);
+  const auto r = reinterpret_cast<uintptr_t>(recv.ptr);
+  if (s >= r + recv.bytes || r >= s + send.bytes) return;  // disjoint
+  if (inPlace && s == r + static_cast<uintptr_t>(inPlaceOffset)) return;
+  raise(ErrorCode::kInvalidArgument, fn, ": ", send.name, " (", send.bytes, " bytes) and ",
+        recv.name, " (", recv.bytes, " bytes) overlap: ", send.name, " starts ",
+        s >= r ? strCat(s - r, " bytes after ") : strCat(r - s, " bytes before "), recv.name, "; ",
+        inPlace ? strCat("the only overlap defined is in place (", inPlace, "), so pass that "
+                         "or buffers that do not overlap.")
+                : std::string("this call cannot run in place: pass buffers that do not overlap."),
+        " Nothing was sent or written.");
 }
 
 bool onDevice(sqzComm_t comm, std::initializer_list<BufferArg> buffers, void* stream,

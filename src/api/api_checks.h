@@ -36,6 +36,14 @@ struct BufferArg {
   size_t bytes;
 };
 
+// Refuses send and receive buffers that overlap in any layout but the call's one in-place layout
+// (sendbuff == recvbuff + inPlaceOffset bytes; `inPlace` says it in the API's words): the call
+// would read what it has already written, and return success with wrong data. Nothing is sent.
+// A buffer that is null or 0 bytes long overlaps nothing. AlltoAll has no in-place layout
+// (inPlace null).
+void checkOverlap(const BufferArg& send, const BufferArg& recv, std::ptrdiff_t inPlaceOffset,
+                  const char* inPlace, const char* fn);
+
 // Whether a call's buffers are device memory (the call is enqueued on `stream`) or host memory
 // (it runs now; stream must be NULL). Buffers the call does not touch (null, or 0 bytes) do not
 // count. Refuses, before anything is enqueued, every mix the call cannot run with.

@@ -133,6 +133,8 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
     checkOp(op, fn);
     checkBuffers(sendbuff, recvbuff, count, fn);
     const size_t total = count * dataTypeSize(static_cast<DataType>(datatype));
+    checkOverlap({"sendbuff", sendbuff, total}, {"recvbuff", recvbuff, total}, 0,
+                 "sendbuff == recvbuff", fn);
     const bool device =
         onDevice(comm, {{"sendbuff", sendbuff, total}, {"recvbuff", recvbuff, total}}, stream, fn);
     sqzCodec* c = checkCodec(codec, fn);

@@ -49,6 +49,8 @@ sqzResult_t sqzAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     checkOp(op, fn);
     checkBuffers(sendbuff, recvbuff, count, fn);
     const size_t bytes = count * dataTypeSize(static_cast<DataType>(datatype));
+    checkOverlap({"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}, 0,
+                 "sendbuff == recvbuff", fn);
     const bool device = onDevice(comm, {{"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}},
                                  stream, fn);
     dispatch(comm, makeRequest(CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0),
@@ -67,6 +69,10 @@ sqzResult_t sqzBroadcast(const void* sendbuff, void* recvbuff, size_t count,
       raise(ErrorCode::kInvalidArgument, fn, ": ", !recvbuff ? "recvbuff" : "sendbuff (on root)",
             " is NULL with count ", count, ".");
     const size_t bytes = count * dataTypeSize(static_cast<DataType>(datatype));
+    // On every rank that passes both (not only the root), so that a program making this mistake
+    // learns it on every rank.
+    checkOverlap({"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}, 0,
+                 "sendbuff == recvbuff", fn);
     const bool device = onDevice(
         comm, {{"sendbuff", rank == root ? sendbuff : nullptr, bytes}, {"recvbuff", recvbuff, bytes}},
         stream, fn);
@@ -87,6 +93,8 @@ sqzResult_t sqzReduce(const void* sendbuff, void* recvbuff, size_t count, sqzDat
       raise(ErrorCode::kInvalidArgument, fn, ": ", !sendbuff ? "sendbuff" : "recvbuff (on root)",
             " is NULL with count ", count, ".");
     const size_t bytes = count * dataTypeSize(static_cast<DataType>(datatype));
+    checkOverlap({"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}, 0,
+                 "sendbuff == recvbuff", fn);
     const bool device = onDevice(
         comm, {{"sendbuff", sendbuff, bytes}, {"recvbuff", rank == root ? recvbuff : nullptr, bytes}},
         stream, fn);
@@ -104,6 +112,9 @@ sqzResult_t sqzAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
     checkCommon(comm, sendcount, total, datatype, fn);
     checkBuffers(sendbuff, recvbuff, sendcount, fn);
     const size_t esz = dataTypeSize(static_cast<DataType>(datatype));
+    checkOverlap({"sendbuff", sendbuff, sendcount * esz}, {"recvbuff", recvbuff, total * esz},
+                 static_cast<std::ptrdiff_t>(comm->impl->rank() * sendcount * esz),
+                 "sendbuff == recvbuff + rank*sendcount", fn);
     const bool device = onDevice(
         comm, {{"sendbuff", sendbuff, sendcount * esz}, {"recvbuff", recvbuff, total * esz}},
         stream, fn);
@@ -123,6 +134,9 @@ sqzResult_t sqzReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
     checkOp(op, fn);
     checkBuffers(sendbuff, recvbuff, recvcount, fn);
     const size_t esz = dataTypeSize(static_cast<DataType>(datatype));
+    checkOverlap({"sendbuff", sendbuff, total * esz}, {"recvbuff", recvbuff, recvcount * esz},
+                 -static_cast<std::ptrdiff_t>(comm->impl->rank() * recvcount * esz),
+                 "recvbuff == sendbuff + rank*recvcount", fn);
     const bool device = onDevice(
         comm, {{"sendbuff", sendbuff, total * esz}, {"recvbuff", recvbuff, recvcount * esz}},
         stream, fn);
@@ -140,13 +154,9 @@ sqzResult_t sqzAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
     checkCommon(comm, count, total, datatype, fn);
     checkBuffers(sendbuff, recvbuff, count, fn);
     size_t bytes = total * dataTypeSize(static_cast<DataType>(datatype));
+    checkOverlap({"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}, 0, nullptr, fn);
     const bool device = onDevice(comm, {{"sendbuff", sendbuff, bytes}, {"recvbuff", recvbuff, bytes}},
                                  stream, fn);
-    auto* s = static_cast<const char*>(sendbuff);
-    auto* r = static_cast<const char*>(recvbuff);
-    if (count > 0 && s < r + bytes && r < s + bytes)
-      raise(ErrorCode::kInvalidArgument, fn, ": sendbuff and recvbuff overlap; all-to-all "
-            "cannot run in place.");
     dispatch(comm, makeRequest(CollKind::kAlltoAll, sendbuff, recvbuff, count, datatype, sqzSum,
                                0), device, stream);
   });

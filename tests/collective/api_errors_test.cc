@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -289,6 +290,96 @@ TEST(AllReduceErrors, ArgumentErrorsDoNotDesynchronizeRanks) {
                          sqzGetErrorString(good) + ": " + sqzGetLastError(comm));
     else if (b[0] != 2 || b[3] != 8 || b[4] != 1)
       problems.push_back("rank " + std::to_string(rank) + ": wrong result");
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  for (const auto& p : problems) ADD_FAILURE() << p;
+}
+
+// Partly overlapping send and receive buffers: on 8f72c45 sqzAllReduce(buf, buf + 1, ...) returned
+// success with wrong elements. Every rank gets sqzInvalidArgument naming the overlap, its buffer
+// keeps every byte, and a valid call afterwards still succeeds (nothing reached the wire). The
+// in-place layouts of each call stay accepted.
+TEST(BufferErrors, PartlyOverlappingBuffersAreRefusedOnEveryRankAndNothingIsWritten) {
+  constexpr int kRanks = 4;
+  constexpr size_t kCount = 4096;
+  std::mutex mu;
+  std::vector<std::string> problems;
+  RunOptions opts;
+  opts.timeoutMs = 10000;
+  opts.watchdogSeconds = 120;
+  RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
+    auto report = [&](const std::string& p) {
+      std::lock_guard<std::mutex> lock(mu);
+      problems.push_back("rank " + std::to_string(rank) + ": " + p);
+    };
+    // One allocation big enough for every layout below, filled with a pattern the calls must
+    // leave alone.
+    std::vector<float> mem(kRanks * kCount + 64);
+    auto fill = [&] {
+      for (size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<float>(i % 1000) + 0.5f;
+    };
+    auto untouched = [&] {
+      for (size_t i = 0; i < mem.size(); ++i)
+        if (mem[i] != static_cast<float>(i % 1000) + 0.5f) return false;
+      return true;
+    };
+    float* b = mem.data();
+    sqzCodec_t codec = nullptr;
+    if (sqzCodecCreate(&codec, "int8", kCount, sqzFloat, comm) != sqzSuccess)
+      report(std::string("sqzCodecCreate: ") + sqzGetLastError(comm));
+    struct Case {
+      const char* what;
+      std::function<sqzResult_t()> call;
+    };
+    const Case cases[] = {
+        {"sqzAllReduce(b, b + 1)",
+         [&] { return sqzAllReduce(b, b + 1, kCount, sqzFloat, sqzSum, comm, nullptr); }},
+        {"sqzAllReduce(b + 64, b)",
+         [&] { return sqzAllReduce(b + 64, b, kCount, sqzFloat, sqzSum, comm, nullptr); }},
+        {"sqzBroadcast(b, b + 1)",
+         [&] { return sqzBroadcast(b, b + 1, kCount, sqzFloat, 0, comm, nullptr); }},
+        {"sqzReduce(b, b + 1)",
+         [&] { return sqzReduce(b, b + 1, kCount, sqzFloat, sqzSum, 0, comm, nullptr); }},
+        {"sqzAllGather(recv + rank*count + 1, recv)",
+         [&] {
+           return sqzAllGather(b + rank * kCount + 1, b, kCount, sqzFloat, comm, nullptr);
+         }},
+        {"sqzReduceScatter(send, send + rank*count + 1)",
+         [&] {
+           return sqzReduceScatter(b, b + rank * kCount + 1, kCount, sqzFloat, sqzSum, comm,
+                                   nullptr);
+         }},
+        {"sqzAlltoAll(b, b + 1)",
+         [&] { return sqzAlltoAll(b, b + 1, kCount / kRanks, sqzFloat, comm, nullptr); }},
+        {"sqzAllReduceCompressed(b, b + 1)",
+         [&] {
+           return sqzAllReduceCompressed(b, b + 1, kCount, sqzFloat, sqzSum, codec, comm, nullptr);
+         }},
+    };
+    for (const Case& c : cases) {
+      fill();
+      setStatus(c.what);
+      const sqzResult_t r = c.call();
+      const std::string msg = sqzGetLastError(comm);
+      if (r != sqzInvalidArgument || msg.find("overlap") == std::string::npos)
+        report(std::string(c.what) + " returned " + sqzGetErrorString(r) + ": " + msg);
+      if (!untouched()) report(std::string(c.what) + " wrote into the buffers");
+    }
+    // The in-place layouts are defined, and valid calls still run after the refusals.
+    setStatus("in-place calls after the refusals");
+    for (size_t i = 0; i < kCount; ++i) b[i] = 1.0f;
+    if (sqzAllReduce(b, b, kCount, sqzFloat, sqzSum, comm, nullptr) != sqzSuccess || b[7] != kRanks)
+      report(std::string("in-place sqzAllReduce: ") + sqzGetLastError(comm));
+    for (size_t i = 0; i < kCount; ++i) b[rank * kCount + i] = static_cast<float>(rank);
+    if (sqzAllGather(b + rank * kCount, b, kCount, sqzFloat, comm, nullptr) != sqzSuccess ||
+        b[3 * kCount + 1] != 3.0f)
+      report(std::string("in-place sqzAllGather: ") + sqzGetLastError(comm));
+    for (size_t i = 0; i < kRanks * kCount; ++i) b[i] = 2.0f;
+    if (sqzReduceScatter(b, b + rank * kCount, kCount, sqzFloat, sqzSum, comm, nullptr) !=
+            sqzSuccess ||
+        b[rank * kCount + 5] != 2.0f * kRanks)
+      report(std::string("in-place sqzReduceScatter: ") + sqzGetLastError(comm));
+    if (codec) sqzCodecDestroy(codec);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
   for (const auto& p : problems) ADD_FAILURE() << p;
