@@ -17,7 +17,8 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
 #define SQZ_PARAMS(X)                                                                          \
   X(debug, kString, "SQZ_DEBUG", "WARN", "Log level: NONE, WARN, INFO, DEBUG or TRACE.")        \
   X(debugSubsys, kString, "SQZ_DEBUG_SUBSYS", "ALL",                                           \
-    "Comma list of INIT,TRANSPORT,ALGO,COMPRESS,DEVICE,TUNING,ENV,ALL; ^ negates.")            \
+    "Comma list of INIT,TRANSPORT,ALGO,COMPRESS,DEVICE,TUNING,ENV,ALL; ^ negates. Filters "  \
+    "INFO and below: warnings always show.")            \
   X(debugFile, kString, "SQZ_DEBUG_FILE", "",                                                  \
     "Log to this file instead of stderr; %h is the host, %p the pid.")                         \
   X(timeoutMs, kInt, "SQZ_TIMEOUT_MS", "300000",                                               \
@@ -73,8 +74,9 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
     " Empty: the tuner's cost model decides.")                                                 \
   X(checkMode, kString, "SQZ_CHECK_MODE", "headers",                                           \
-    "Call agreement: 'headers' checks every message's header (free); 'full' also exchanges "    \
-    "each call's description around a ring first (one latency), catching a different root.")  \
+    "Call agreement: 'headers' checks every message's header (free; broadcast and reduce also " \
+    "agree on their root first, always); 'full' also exchanges each other call's description " \
+    "around a ring first (one latency).")                                                        \
   X(codecMinBytes, kBytes, "SQZ_CODEC_MIN_BYTES", "16K",                                      \
     "Compressed all-reduce: tensors smaller than this travel dense (codec key min_bytes).")   \
   X(codecAutoDense, kInt, "SQZ_CODEC_AUTO_DENSE", "1",                                        \

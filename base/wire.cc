@@ -33,6 +33,9 @@ const char* codecIdName(uint8_t id) {
 }
 
 std::string describeCall(const WireHeader& h) {
+  if (h.specHash == kRootedAgreementSpec && h.method == 0)
+    return strCat(collKindName(static_cast<CollKind>(h.coll)), " #", h.seq,
+                  " (the ranks' agreement on its root, count, datatype and op)");
   std::string call = strCat(collKindName(static_cast<CollKind>(h.coll)), " #", h.seq,
                             " count=", h.count, " ",
                             h.dtype < kNumDataTypes ? dataTypeName(DataType(h.dtype)) : "?", " ",

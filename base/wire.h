@@ -51,6 +51,10 @@ static_assert(sizeof(WireHeader) == 72, "WireHeader is part of the wire format")
 // ranks' calls disagree, kRemote for a corrupt or foreign message.
 void checkHeader(const WireHeader& expected, const WireHeader& got, size_t capacity, int myRank);
 
+// The spec hash of a rooted call's agreement messages (Communicator::agreeOnRootedCall): their
+// header names the call's collective and number, and an 8-element int64 max all-reduce.
+constexpr uint32_t kRootedAgreementSpec = 0x524f4f54;  // "ROOT"
+
 std::string describeCall(const WireHeader& h);
 
 }  // namespace squeeze

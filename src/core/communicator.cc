@@ -11,6 +11,7 @@
 #include "bootstrap/rendezvous.h"
 #include "compress/codec.h"
 #include "core/calibrate.h"
+#include "core/failure_notice.h"
 #include "transports/shm/shm_transport.h"
 
 namespace squeeze {
@@ -39,6 +40,23 @@ SockAddr peerListenAddress(const UniqueIdData& id, const CommConfig& config) {
   return a;
 }
 
+// An init that ran out of time says which setting bounds it; so does one whose peer closed the
+// connection, since that is what a peer that ran out of time first does.
+Error withInitTimeoutHint(const Error& e, int timeoutMs) {
+  const std::string what = e.what();
+  if (what.find("SQZ_TIMEOUT_MS") != std::string::npos) return e;
+  if (e.code() == ErrorCode::kTimeout)
+    return Error(e.code(), strCat(what, " (init waits at most SQZ_TIMEOUT_MS = ", timeoutMs,
+                                  " ms for each step; raise it, or sqzConfig_t.timeoutMs, if "
+                                  "ranks start or connect slowly)"));
+  if (e.code() == ErrorCode::kRemote)
+    return Error(e.code(), strCat(what, " (during init; a peer that waits longer than "
+                                  "SQZ_TIMEOUT_MS = ", timeoutMs, " ms for a step gives up and "
+                                  "closes: if ranks start slowly, raise it, or "
+                                  "sqzConfig_t.timeoutMs)"));
+  return e;
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int rank, int nranks,
@@ -60,41 +78,51 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   // Before the rendezvous: no rank of this job can have a call in flight yet, so what may wait
   // for the whole device (a stream, pinned counters, the kernels' fixed scratch) is made now.
   if (config.device >= 0) comm->setUpDevice();
+  try {
+    comm->connect(id, self, tunerFile ? &*tunerFile : nullptr);
+  } catch (const Error& e) {
+    throw withInitTimeoutHint(e, config.timeoutMs);
+  }
+  return comm;
+}
+
+void Communicator::connect(const UniqueIdData& id, const PeerInfo& self,
+                           const TunerFile* tunerFile) {
+  const int rank = rank_, nranks = nranks_;
+  const CommConfig& config = config_;
   RendezvousResult table = joinRendezvous(id, rank, nranks, self, config.timeoutMs);
-  comm->commHash_ = id.commHash(table.round);
-  comm->peers_ = connectPeers(rank, table.peers, comm->listener_, id.secret, comm->commHash_,
-                              config);
-  comm->listener_.close();  // every peer is connected; nothing more to accept
+  commHash_ = id.commHash(table.round);
+  peers_ = connectPeers(rank, table.peers, listener_, id.secret, commHash_, config);
+  listener_.close();  // every peer is connected; nothing more to accept
   // Every rank must price algorithms alike or they would pick different schedules: whether the
   // ranks span hosts comes from the rendezvous table, the same on every rank.
   bool anyNetwork = false, manyHosts = false;
   // Network transports (tcp, ucx, ib) price with the tcp rows; the calibration below scales
   // them to what this transport measures. Memory transports (shm, cuda_ipc) with the shm rows.
-  for (const auto& c : comm->peers_.conns) {
+  for (const auto& c : peers_.conns) {
     if (!c) continue;
     const std::string name = c->transportName();
     anyNetwork |= name != "shm" && name != "cuda_ipc";
   }
   for (const PeerInfo& p : table.peers) manyHosts |= p.hostId != table.peers[0].hostId;
-  comm->buildTuner(manyHosts ? "net" : anyNetwork ? "tcp" : "shm",
-                   manyHosts ? config.netModel : anyNetwork ? config.tcpModel : config.shmModel,
-                   tunerFile ? &*tunerFile : nullptr, table.peers);
-  if (nranks > 1) comm->setUpDirect();
+  buildTuner(manyHosts ? "net" : anyNetwork ? "tcp" : "shm",
+             manyHosts ? config.netModel : anyNetwork ? config.tcpModel : config.shmModel,
+             tunerFile, table.peers);
+  if (nranks > 1) setUpDirect();
   // The cuda_ipc rings were allocated while connecting: a rank done with that must not start a
   // device call that another rank's allocation in this process would then wait for. Like the
   // calibration's, the barrier leaves no trace: the first user call is call 0.
   if (config.device >= 0 && nranks > 1) {
-    comm->barrier();
-    comm->forgetInitCalls();
+    barrier();
+    forgetInitCalls();
   }
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)
-      transports += strCat(p == 1 ? "" : " ", p, ":", comm->peers_.conns[p]->transportName());
-    SQZ_INFO(kInit, "communicator ", toHex(&comm->commHash_, 8), " ready: ", nranks,
+      transports += strCat(p == 1 ? "" : " ", p, ":", peers_.conns[p]->transportName());
+    SQZ_INFO(kInit, "communicator ", toHex(&commHash_, 8), " ready: ", nranks,
              " ranks; rank 0's peers ", transports.empty() ? "(none)" : transports);
   }
-  return comm;
 }
 
 void Communicator::buildTuner(const char* transport, const CostModel& configured,
@@ -165,15 +193,35 @@ Communicator::~Communicator() {
 }
 
 void Communicator::fail(const Error& e) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(errorMu_);
-    if (!asyncError_) asyncError_ = e;
+    if (!asyncError_) {
+      asyncError_ = e;
+      first = true;
+    }
   }
+  // Peers learn why before they find the connections closed (once: the first cause is the one).
+  if (first)
+    for (auto& s : peers_.controls) sendFailureNotice(s, e);
   // Peers blocked on us learn at once that this rank is out.
   if (direct_) direct_->shutdown();
   for (auto& c : peers_.conns)
     if (c) c->shutdown();
   for (auto& s : peers_.controls) s.shutdownBoth();
+}
+
+Error Communicator::failCall(const Error& e) {
+  Error cause = e;
+  // A closed connection (or a peer's message this rank cannot read) is how a peer that failed
+  // looks from here: its notice, sent before it closed, says why.
+  if (e.code() == ErrorCode::kRemote && !aborted_)
+    if (auto notice = readFailureNotice(peers_.controls, rank_,
+                                        deadlineAfterMs(std::min(config_.timeoutMs,
+                                                                 kNoticeWaitMs))))
+      cause = *notice;
+  fail(cause);
+  return cause;
 }
 
 std::optional<Error> Communicator::asyncError() const {
@@ -333,6 +381,57 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
   return child;
 }
 
+void Communicator::agreeOnRootedCall(const CollRequest& req, const WireHeader& base) {
+  // Each field as (v, -v): one max-reduction gives every rank both the largest and the smallest.
+  const int64_t mine[4] = {req.root, static_cast<int64_t>(req.count), int64_t(req.dtype),
+                           int64_t(req.op)};
+  int64_t v[8];
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = mine[i];
+    v[2 * i + 1] = -mine[i];
+  }
+  CollRequest agree;
+  agree.kind = CollKind::kAllReduce;
+  agree.sendbuf = agree.recvbuf = v;
+  agree.count = 8;
+  agree.dtype = DataType::kInt64;
+  agree.op = RedOp::kMax;
+  agree.codec = &denseCodec();
+  agree.specHash = kRootedAgreementSpec;
+  agree.windowed = direct_ != nullptr;
+  // The call's own collective and number: a rank in another call is told which one this is.
+  WireHeader h = base;
+  h.codec = h.method = 0;
+  h.specHash = agree.specHash;
+  h.dtype = static_cast<uint8_t>(agree.dtype);
+  h.op = static_cast<uint8_t>(agree.op);
+  h.count = agree.count;
+  h.root = 0;
+  const AlgorithmEntry* algo = &tuner_->choose(agree, nranks_);
+  if (!algo->build && !direct_) algo = findAlgorithm(CollKind::kAllReduce, "ring");
+  if (!algo->build) {
+    direct_->run(agree, h, config_.timeoutMs, config_.spinUs, aborted_);
+  } else {
+    ScheduleParams params{rank_, nranks_, agree.count};
+    CallEnv env{rank_, nranks_, peers_.conns, config_.timeoutMs, config_.spinUs, aborted_, *hostCtx_};
+    executor_.run(agree, algo->build(agree, params), h, env);
+  }
+  static const char* const kField[] = {"root", "count", "datatype", "op"};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t hi = v[2 * i], lo = -v[2 * i + 1];
+    if (hi == lo) continue;
+    auto name = [&](int64_t x) -> std::string {
+      if (i == 2) return x >= 0 && x < kNumDataTypes ? dataTypeName(DataType(x)) : "?";
+      if (i == 3) return x >= 0 && x < kNumRedOps ? redOpName(RedOp(x)) : "?";
+      return strCat(kField[i], "=", x);
+    };
+    raise(ErrorCode::kInvalidUsage, "ranks disagree on the ", kField[i], " of ",
+          collKindName(req.kind), " #", base.seq, ": rank ", rank_, " passed ", name(mine[i]),
+          ", and the ranks passed from ", name(lo), " to ", name(hi),
+          ". Every rank must pass the same root, count, datatype and op; nothing was sent.");
+  }
+}
+
 void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Context* ctx) {
   std::lock_guard<std::mutex> lock(callMu_);
   setLogRank(rank_);
@@ -376,8 +475,10 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
   base.root = req.root;
   CallEnv env{rank_,          nranks_,  peers_.conns,          config_.timeoutMs,
               config_.spinUs, aborted_, ctx ? *ctx : *hostCtx_};
+  const bool rooted = req.kind == CollKind::kBroadcast || req.kind == CollKind::kReduce;
   try {
-    if (config_.fullCheck && !prebuilt && nranks_ > 1) {
+    if (rooted && !prebuilt && nranks_ > 1) agreeOnRootedCall(req, base);
+    if (config_.fullCheck && !rooted && !prebuilt && nranks_ > 1) {
       CollRequest agree = req;  // the same call, its description on empty dense messages
       agree.codec = &denseCodec();
       agree.codecCall = nullptr;
@@ -388,8 +489,11 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
     else
       executor_.run(req, sched, base, env);
   } catch (const Error& e) {
-    fail(e);
-    throw;
+    // An inner call's disagreement is the user's call's: say which call that is.
+    if (req.partOf && e.code() == ErrorCode::kInvalidUsage)
+      throw failCall(Error(e.code(), strCat("in ", req.partOf, " (the codec's exchange of "
+                                            "figures, before any data): ", e.what())));
+    throw failCall(e);
   }
 }
 

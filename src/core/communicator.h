@@ -82,13 +82,27 @@ class Communicator final : public CodecComm {
  private:
   Communicator(int rank, int nranks, const CommConfig& config)
       : rank_(rank), nranks_(nranks), config_(config), hostCtx_(device::makeHostContext()) {}
+  // A rooted call (broadcast, reduce) first all-reduces its root, count, datatype and op, so
+  // that every rank, the root included, fails at once when they differ: a root that only sends
+  // would never learn from its own traffic that nobody took its data. One small all-reduce.
+  // Its messages carry the call's collective and number (base) and kRootedAgreementSpec.
+  void agreeOnRootedCall(const CollRequest& req, const WireHeader& base);
+  // Init's collective part: the rendezvous, the peers' connections, the tuner, the direct
+  // all-reduce's agreement and the device barrier.
+  void connect(const UniqueIdData& id, const PeerInfo& self, const TunerFile* tunerFile);
   // Runs one call on this thread in ctx (null: the host context).
   void run(const CollRequest& req, Schedule* prebuilt, device::Context* ctx = nullptr);
   void runSendRecv(const std::vector<P2pCall>& calls, device::Context* ctx);
   // Device communicators: the progress thread, its CUDA context, and an end-of-init barrier
   // (no rank's device call may start while another still sets up device memory). Collective.
   void setUpDevice();
+  // Puts the communicator in error state (the first cause stays), tells every peer why (a
+  // failure notice) and shuts the connections. Thread-safe.
   void fail(const Error& e);
+  // A call's failure: a closed connection becomes the cause a peer's notice gives, when one
+  // arrives within kNoticeWaitMs; then fail(). Returns what the call throws.
+  static constexpr int kNoticeWaitMs = 200;
+  Error failCall(const Error& e);
   // The direct all-reduce, when every rank has a complete shared-memory window (one small
   // all-reduce agrees on it, so that all use it or none). Collective; leaves no trace.
   void setUpDirect();

@@ -112,9 +112,9 @@ TEST(Disagreement, Op) {
 
 TEST(Disagreement, CollectiveKind) {
   // A header can only show the difference if a message meets the other call. Under naive
-  // all-reduce rank 0 first waits to receive, as the broadcast's rank 1 does, and both time out
-  // (as RootWithoutFullCheckTimesOutNamingEachRoot below); the tuner picks naive for 400 bytes on
-  // 2 ranks. Ring all-reduce sends first, so rank 1's broadcast receives rank 0's all-reduce piece.
+  // all-reduce rank 0 first waits to receive, as the broadcast's rank 1 does (its agreement
+  // all-reduce runs naive too), and both time out; the tuner picks naive for 400 bytes on 2
+  // ranks. Ring all-reduce sends first, so each side receives the other's first message.
   ScopedEnv env;
   env.set("SQZ_ALGO", "allreduce:ring");
   RankCall broadcast = [](sqzComm_t comm, int) {
@@ -125,36 +125,59 @@ TEST(Disagreement, CollectiveKind) {
                              "all-reduce vs broadcast", "broadcast");
 }
 
-TEST(Disagreement, RootWithoutFullCheckTimesOutNamingEachRoot) {
-  // Each rank names itself the root of a reduce: both only receive, so no header shows the
-  // difference; with the default check each times out, its message naming the root it used.
+// Ranks that disagree on a rooted call's root: calls[r] on rank r. Every rank, the root that only
+// sends included, must return sqzInvalidUsage naming the roots, from this call, in the default
+// check mode (8f72c45 returned success on every rank of the 4-rank broadcast below).
+void expectRootDisagreementOnEveryRank(const std::vector<RankCall>& calls, const char* what) {
+  const int n = int(calls.size());
+  std::mutex mu;
+  std::vector<sqzResult_t> rcs(n, sqzSuccess);
+  std::vector<std::string> msgs(n);
+  RunOptions opts;
+  opts.timeoutMs = 5000;
+  opts.watchdogSeconds = 90;
+  RunResult run = runRanks(n, opts, [&](sqzComm_t& comm, int rank) {
+    setStatus(std::string("root disagreement: ") + what);
+    sqzResult_t rc = calls[rank](comm, rank);
+    std::lock_guard<std::mutex> lock(mu);
+    rcs[rank] = rc;
+    msgs[rank] = sqzGetLastError(comm);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(rcs[r], sqzInvalidUsage) << what << ": rank " << r << ": " << msgs[r];
+    EXPECT_NE(msgs[r].find("ranks disagree on the root"), std::string::npos)
+        << what << ": rank " << r << ": " << msgs[r];
+    EXPECT_NE(msgs[r].find("root=0 to root=1"), std::string::npos)
+        << what << ": rank " << r << ": " << msgs[r];
+  }
+}
+
+TEST(Disagreement, RootOfAReduceIsRefusedOnEveryRank) {
+  // Each rank names itself the root of a reduce: both only receive, so no message of the call
+  // shows the difference; the rooted call's agreement does.
   RankCall reduceToSelf = [](sqzComm_t comm, int rank) {
     std::vector<float> send(100, 1.0f), recv(100);
     return sqzReduce(send.data(), recv.data(), send.size(), sqzFloat, sqzSum, rank, comm,
                      nullptr);
   };
-  std::vector<sqzResult_t> rcs(2, sqzSuccess);
-  std::vector<std::string> msgs(2);
-  RunOptions opts;
-  opts.timeoutMs = 1000;
-  opts.watchdogSeconds = 60;
-  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
-    rcs[rank] = reduceToSelf(comm, rank);
-    msgs[rank] = sqzGetLastError(comm);
-  });
-  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
-  // The first to time out names its root; the other may hear of it as a closed connection.
-  bool named = false;
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(rcs[r], sqzSuccess) << "rank " << r;
-    named |= rcs[r] == sqzTimeout &&
-             msgs[r].find("root=" + std::to_string(r)) != std::string::npos;
-  }
-  EXPECT_TRUE(named) << "rank 0: " << msgs[0] << "\nrank 1: " << msgs[1];
+  expectRootDisagreementOnEveryRank({reduceToSelf, reduceToSelf}, "reduce to root 0 vs root 1");
+}
+
+TEST(Disagreement, RootOfABroadcastIsRefusedOnEveryRankIncludingTheOneThatOnlySends) {
+  // Rank 0 passes root 0, the others root 1 (the first-hour report): rank 0's part is only to
+  // send, and on 8f72c45 all four returned success, ranks 1-3 with rank 1's data.
+  RankCall broadcast = [](sqzComm_t comm, int rank) {
+    std::vector<float> buf(1024, float(rank));
+    return sqzBroadcast(buf.data(), buf.data(), buf.size(), sqzFloat, rank == 0 ? 0 : 1, comm,
+                        nullptr);
+  };
+  expectRootDisagreementOnEveryRank({broadcast, broadcast, broadcast, broadcast},
+                                    "broadcast root 0 on rank 0, root 1 on the others");
 }
 
 TEST(Disagreement, Root) {
-  // As above; SQZ_CHECK_MODE=full's agreement messages name the difference at once.
+  // With SQZ_CHECK_MODE=full too.
   ScopedEnv env;
   env.set("SQZ_CHECK_MODE", "full");
   RankCall reduceToSelf = [](sqzComm_t comm, int rank) {
@@ -167,20 +190,49 @@ TEST(Disagreement, Root) {
 }
 
 TEST(Disagreement, BroadcastRootAmongThree) {
-  // Ranks 0 and 1 both think they are the root, rank 2 follows rank 0: without the agreement
-  // messages the call would succeed and leave rank 1's data queued for the next call. With
-  // them rank 1 fails at once; rank 0, whose part was only to send, learns it in its next call.
-  ScopedEnv env;
-  env.set("SQZ_CHECK_MODE", "full");
+  // Ranks 0 and 1 both think they are the root, rank 2 follows rank 0: every rank fails in
+  // this call, rank 0 (whose part was only to send) included.
   RankCall broadcastFromSelfOr0 = [](sqzComm_t comm, int rank) {
     std::vector<float> buf(100, 1.0f);
-    sqzResult_t rc = sqzBroadcast(buf.data(), buf.data(), buf.size(), sqzFloat,
-                                  rank == 1 ? 1 : 0, comm, nullptr);
-    if (rc != sqzSuccess) return rc;
-    return allReduceCall(100, sqzFloat, sqzSum)(comm, rank);
+    return sqzBroadcast(buf.data(), buf.data(), buf.size(), sqzFloat, rank == 1 ? 1 : 0, comm,
+                        nullptr);
   };
-  expectDisagreementDetected({broadcastFromSelfOr0, broadcastFromSelfOr0, broadcastFromSelfOr0},
-                             "broadcast root 0 vs root 1", "root=");
+  expectRootDisagreementOnEveryRank({broadcastFromSelfOr0, broadcastFromSelfOr0,
+                                     broadcastFromSelfOr0},
+                                    "broadcast root 0 vs root 1");
+}
+
+TEST(Disagreement, EveryRankLearnsWhyNotOnlyTheOneThatNoticed) {
+  // Rank 1 passes another count under tree at 4 ranks: the rank that receives its message sees
+  // the mismatch; on 8f72c45 the others, rank 1 included, heard only that a peer closed the
+  // connection. The detecting rank's failure notice now tells every rank why.
+  ScopedEnv env;
+  env.set("SQZ_ALGO", "tree");
+  for (const char* transports : {"tcp", "shm"}) {
+    SCOPED_TRACE(transports);
+    std::mutex mu;
+    std::vector<sqzResult_t> rcs(4, sqzSuccess);
+    std::vector<std::string> msgs(4);
+    RunOptions opts;
+    opts.transports = transports;
+    opts.timeoutMs = 5000;
+    opts.watchdogSeconds = 90;
+    RunResult run = runRanks(4, opts, [&](sqzComm_t& comm, int rank) {
+      sqzResult_t rc = allReduceCall(rank == 1 ? 4097 : 4096, sqzFloat, sqzSum)(comm, rank);
+      std::lock_guard<std::mutex> lock(mu);
+      rcs[rank] = rc;
+      msgs[rank] = sqzGetLastError(comm);
+    });
+    if (run.unknownTransport) continue;
+    ASSERT_TRUE(run.initErrors.empty()) << run.initErrors.front();
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_NE(rcs[r], sqzSuccess) << "rank " << r;
+      EXPECT_NE(msgs[r].find("ranks disagree on the collective call"), std::string::npos)
+          << "rank " << r << ": " << msgs[r];
+      EXPECT_NE(msgs[r].find("count=4097"), std::string::npos) << "rank " << r << ": " << msgs[r];
+    }
+    EXPECT_EQ(rcs[1], sqzInvalidUsage) << msgs[1];
+  }
 }
 
 TEST(Disagreement, ACallAfterTheErrorIsRefused) {
@@ -238,6 +290,14 @@ TEST(Disagreement, CodecAgainstPlainCall) {
 TEST(Disagreement, DifferentCodecs) {
   expectDisagreementDetected({compressedCall("int8"), compressedCall("qsgd")},
                              "int8 vs qsgd", "codec=qsgd");
+}
+
+TEST(Disagreement, DifferentCodecsNameTheUsersCallNotTheGuardsInnerOne) {
+  // The pay-off guard (on by default) exchanges its figures before the call's data: on 8f72c45
+  // the error described only that inner call ("allreduce #0 count=8 double sum").
+  expectDisagreementDetected({compressedCall("int8"), compressedCall("topk")},
+                             "int8 vs topk, the guard on",
+                             "in sqzAllReduceCompressed of 4096 float with codec ");
 }
 
 TEST(Disagreement, CodecSettings) {
@@ -429,6 +489,35 @@ void expectInitFailsOnBoth(const InitArgs args[2], const char* what, const char*
 void expectInitFailsOnBoth(const sqzUniqueId ids[2], const char* what) {
   const InitArgs args[2] = {{ids[0], 2, 0}, {ids[1], 2, 1}};
   expectInitFailsOnBoth(args, what, nullptr);
+}
+
+TEST(InitErrors, ATimeoutDuringInitNamesTheSetting) {
+  // Rank 1 starts after rank 0 has given up: each init fails, and on 8f72c45 neither message
+  // named SQZ_TIMEOUT_MS ("only 1 of 2 ranks reached the rendezvous before the timeout",
+  // "authentication: reading the challenge: timed out", "the peer closed the connection").
+  sqzUniqueId id;
+  ASSERT_EQ(sqzGetUniqueId(&id), sqzSuccess) << sqzGetLastError(nullptr);
+  sqzResult_t rcs[2] = {sqzSuccess, sqzSuccess};
+  std::string msgs[2];
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(900));
+      sqzConfig_t cfg = SQZ_CONFIG_INITIALIZER;
+      cfg.transports = "tcp";
+      cfg.timeoutMs = 300;
+      sqzComm_t comm = nullptr;
+      rcs[rank] = sqzCommInitRankConfig(&comm, 2, id, rank, &cfg);
+      msgs[rank] = sqzGetLastError(nullptr);
+      if (rcs[rank] == sqzSuccess) sqzCommAbort(comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(rcs[rank], sqzSuccess) << "rank " << rank;
+    EXPECT_NE(msgs[rank].find("SQZ_TIMEOUT_MS"), std::string::npos)
+        << "rank " << rank << ": " << msgs[rank];
+  }
 }
 
 TEST(InitErrors, RanksDisagreeOnNranks) {
