@@ -11,6 +11,7 @@
 
 #include "base/crypto.h"
 #include "base/error.h"
+#include "base/logging.h"
 #include "base/strings.h"
 #include "compress/codecs.h"
 #include "compress/state_bytes.h"
@@ -39,6 +40,8 @@ CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
     const Digest digest = sha256(canonical.data(), canonical.size());
     std::memcpy(&specHash_, digest.data(), sizeof specHash_);
   }
+  callName_ = strCat("sqzAllReduceCompressed of ", count_, " ", dataTypeName(dtype_),
+                     " with codec ", spec_.str());
   const bool lossy = !chunk_ || !chunk_->rawWire();
   errorFeedback_ = lossy && spec_.get("ef", 1, 0, 1) != 0;
   if (errorFeedback_) residual_.assign(count_, 0.0f);
@@ -269,6 +272,7 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
     req.op = RedOp::kSum;
     req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
     req.specHash = specHash_;
+    req.partOf = callName_.c_str();
     comm.hostCollective(req);
 
     if (guardOn)
@@ -289,12 +293,43 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
       SQZ_ENFORCE(setDensity(1.0 / cf), "adaptive codec without a density knob");
     }
   }
-  if (guardOn && !guard_.nextCompresses()) {
+  const bool compress = !guardOn || guard_.nextCompresses();
+  if (guardOn) reportGuard(compress);
+  if (!compress) {
     stats_.guardDenseCalls++;
     if (policy_) stats_.cf = 1;  // the call runs dense whatever the policy chose
     return false;
   }
   return true;
+}
+
+void CodecHandle::reportGuard(bool compress) {
+  // A user who asked for a codec sees when, and why, its calls go dense (SQZ_DEBUG=INFO), once
+  // for the warm-up's dense calls and once for each decision that differs from the last.
+  const PayoffGuard::Reason reason = guard_.lastReason();
+  if (reason == PayoffGuard::Reason::kProbe) return;
+  const std::string off = "auto_dense=0 in the codec's spec (or SQZ_CODEC_AUTO_DENSE=0) "
+                          "compresses every call";
+  if (reason == PayoffGuard::Reason::kWarmup) {
+    if (compress || guardToldWarmup_) return;
+    guardToldWarmup_ = true;
+    SQZ_INFO(kCompress, callName_, ": the pay-off guard runs this call and the 4th dense, to "
+             "measure what compression saves, then sends calls dense while compressing costs "
+             "more time than it saves; ", off, ".");
+    return;
+  }
+  if (guardDecided_ && compress == guardCompresses_) return;
+  guardDecided_ = true;
+  guardCompresses_ = compress;
+  const double bytes = double(count_) * sizeof(float);
+  const double dense = guard_.linkDensePerByte() * bytes * 1e6;
+  const double link = guard_.linkCompressedPerByte() * bytes * 1e6;
+  const double codec = guard_.codecPerByte() * bytes * 1e6;
+  SQZ_INFO(kCompress, callName_, ": the pay-off guard ",
+           compress ? "compresses its calls" : "sends its calls dense", ": measured, a call "
+           "takes ", dense, " us dense, and ", link + codec, " us compressed (", codec,
+           " us of it codec work)", compress ? "" : strCat("; ", off),
+           ". It re-measures the other mode now and then.");
 }
 
 void CodecHandle::endRun(bool adapted, bool compressed, double seconds, const CodecCall& call) {

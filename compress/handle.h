@@ -176,6 +176,8 @@ class CodecHandle {
   // may be null (the call decides before prepare). Sets the base's density and returns whether
   // the call compresses; false: it runs dense. Only for tensors of min_bytes and more.
   bool adapt(CodecComm& comm, const float* x, device::Context& ctx, CodecCall& call);
+  // An INFO line when the guard first sends calls dense, and when its decision changes.
+  void reportGuard(bool compress);
   // Whether a call that runs dense (!compress) may skip prepare and run from in to out: its
   // residual is empty and prepare is the plain x = g + e.
   bool runsDirect(bool compress) const { return !compress && residualClear_ && plainPrepare(); }
@@ -186,6 +188,9 @@ class CodecHandle {
   bool tooSmall(const CodecComm& comm) const;
 
   CodecSpec spec_;
+  // What the pay-off guard has told the log (reportGuard).
+  bool guardToldWarmup_ = false, guardDecided_ = false, guardCompresses_ = true;
+  std::string callName_;  // "sqzAllReduceCompressed of 4096 float with codec int8", for errors
   size_t count_;
   DataType dtype_;
   std::unique_ptr<Codec> chunk_;

@@ -46,6 +46,11 @@ bool PayoffGuard::pays() const {
   return codec_.value + linkCompressed_.value < linkDense_.value;
 }
 
+PayoffGuard::Reason PayoffGuard::lastReason() const {
+  if (calls_ <= kWarmupCalls) return Reason::kWarmup;
+  return lastProbe_ == calls_ - 1 ? Reason::kProbe : Reason::kDecision;
+}
+
 bool PayoffGuard::nextCompresses() {
   const uint64_t call = calls_++;
   bool compress;

@@ -46,6 +46,10 @@ class PayoffGuard {
   // The decision from the figures alone (no probes, no counter); true until both modes have
   // been measured.
   bool pays() const;
+  // Why the call nextCompresses last decided runs as it does: one of the first calls, which
+  // alternate to measure both modes; the figures' decision; or a probe of the other mode.
+  enum class Reason { kWarmup, kDecision, kProbe };
+  Reason lastReason() const;
 
   // Seconds per tensor byte; 0 until measured.
   double linkDensePerByte() const { return linkDense_.value; }

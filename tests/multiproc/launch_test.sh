@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Ranks as processes: the perf binary and the C example under sqzrun over one transport, and a
 # torchrun-style rendezvous (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, rank 0 hosting the root).
-# Usage: launch_test.sh CASE SQZRUN PERF EXAMPLE   (CASE: perf-tcp, perf-shm, example, torchrun)
+# guard-info: a codec whose pay-off guard sends calls dense says so at SQZ_DEBUG=INFO (on
+# 8f72c45 nothing did, and a user saw only a compression ratio near 1).
+# Usage: launch_test.sh CASE SQZRUN PERF EXAMPLE
+#   (CASE: perf-tcp, perf-shm, example, torchrun, guard-info)
 # Exit 77 (meson's skip) when the transport is not in this build.
 set -uo pipefail
 case_name=$1 sqzrun=$2 perf=$3 example=$4
@@ -53,6 +56,18 @@ case $case_name in
       rm -rf "$dir"
     done
     fail "no free port in 3 attempts"
+    ;;
+  guard-info)
+    # SQZ_CODEC_DELAY_US makes every compressed call 20 ms slower: after its warm-up (calls 1-4)
+    # the guard sends the calls dense, and says so, with the setting that turns it off.
+    out=$(SQZ_DEBUG=INFO SQZ_DEBUG_SUBSYS=COMPRESS SQZ_CODEC_DELAY_US=20000 timeout 120 \
+      "$sqzrun" -n 2 "$perf" -b 1M -e 1M -n 8 -w 0 -z topk:ratio=0.01 --guard 2>&1) ||
+      fail "perf with the guard on exited $?: $out"
+    echo "$out" | grep "pay-off guard"
+    grep -q "the pay-off guard runs this call and the 4th dense" <<<"$out" ||
+      fail "no INFO line for the warm-up's dense calls"
+    grep -q "the pay-off guard sends its calls dense: measured.*auto_dense=0" <<<"$out" ||
+      fail "no INFO line for the guard's decision to send dense, naming auto_dense=0"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
