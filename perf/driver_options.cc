@@ -42,7 +42,8 @@ void usage(FILE* out, const PerfColl& coll) {
     std::fprintf(
         out,
         "  -z, --codec <spec>        time the compressed call through a codec, e.g.\n"
-        "                            fp16, int8, topk:ratio=0.01 (sqz-info lists them);\n"
+        "                            fp16, int8, topk:ratio=0.01 (sqz-info --codecs\n"
+        "                            lists the methods and their keys);\n"
         "                            float only, sum or avg; adds the columns codec,\n"
         "                            wire/rank, ratio, relerr and dense; repeat -z for\n"
         "                            several. The pay-off guard is off (auto_dense=0 is\n"

@@ -6,9 +6,13 @@
   perf/plot.py --table [--inplace] FILE.json...
 
 --x size (the default) draws the metric (busbw by default) against the message size, one line
-per series: the rows that share library, algo, codec, type and redop within one file. Legend
-labels name the parts that differ between the series and add the file's name when two series
-would otherwise look alike. --x codec draws a bar per codec (time_us by default) at one --size.
+per series: the rows that share library, codec, type and redop within one file. The algorithm is
+not part of a series: the tuner picks one per size (and codec), so it is a property of each
+point, drawn as the point's marker when it changes along a line (a legend entry per algorithm).
+Legend labels name the parts that differ between the series (a series' algorithm is the ones it
+used, joined with '+') and add the file's name when two series would otherwise look alike.
+--x codec draws a bar per codec (time_us by default) at one --size, each bar named with its
+algorithm when they differ.
 Out-of-place rows are used unless --inplace. --table prints a Markdown table of those rows for
 RESULTS.md. Bad input (unreadable, not JSON, another format, no matching rows) exits 2.
 """
@@ -27,9 +31,13 @@ METRIC_LABELS = {
 }
 # The row members every plot and table reads; the rest may be missing or null.
 REQUIRED_KEYS = ("size", "inplace", "time_us", "algbw", "busbw")
-# Label parts of a series, in legend order; `None` values show as the second element.
+# Label parts of a series, in legend order; `None` values show as the second element. "algo"
+# does not split series (series_key): its value is the algorithms the series used.
 SERIES_PARTS = (("library", "?"), ("algo", "?"), ("codec", "no codec"), ("type", "?"),
                 ("redop", "?"))
+ALGO_PART = 1
+# Point markers, one per algorithm, where the algorithm changes along a line.
+ALGO_MARKERS = "osD^vP*Xhp<>"
 
 
 class InputError(Exception):
@@ -115,10 +123,24 @@ def series_labels(keys, paths):
 
 
 def series_key(index, row, with_codec=True):
-    parts = tuple(row.get(name) for name, _ in SERIES_PARTS)
+    """(file index, part values...) of the row's series, the algorithm left out (None)."""
+    parts = [row.get(name) for name, _ in SERIES_PARTS]
+    parts[ALGO_PART] = None
     if not with_codec:
-        parts = parts[:2] + (None,) + parts[3:]
-    return (index,) + parts
+        parts[2] = None
+    return (index,) + tuple(parts)
+
+
+def with_algos(key, algos):
+    """The series key with the algorithms its points used (first-seen order, '+'-joined; None
+    when no row names one) in the algorithm's place, for its label."""
+    names = []
+    for a in algos:
+        if a is not None and a not in names:
+            names.append(a)
+    parts = list(key)
+    parts[1 + ALGO_PART] = "+".join(map(str, names)) if names else None
+    return tuple(parts)
 
 
 def default_title(docs, inplace):
@@ -153,20 +175,39 @@ def save_png(plt, fig, path):
 
 
 def plot_by_size(rows, paths, metric, ax):
-    series = {}
+    grouped = {}
     for index, row in rows:
         value = row.get(metric)
         if row["size"] > 0 and isinstance(value, (int, float)):
-            series.setdefault(series_key(index, row), []).append((row["size"], value))
-    if not series:
+            grouped.setdefault(series_key(index, row), []).append(
+                (row["size"], value, row.get("algo")))
+    if not grouped:
         raise InputError("no rows with a size above 0 and a %s value" % metric)
+    series = {}
+    for key, points in grouped.items():
+        points.sort(key=lambda p: p[0])
+        series[with_algos(key, [a for _, _, a in points])] = points
     labels = series_labels(list(series), paths)
+    # A marker per algorithm, where some line changes algorithm; else plain dots.
+    marker = {}
+    if any("+" in str(key[1 + ALGO_PART]) for key in series):
+        for points in series.values():
+            for _, _, a in points:
+                marker.setdefault(a, ALGO_MARKERS[len(marker) % len(ALGO_MARKERS)])
     sizes = set()
-    for key, points in series.items():
-        points.sort()
-        sizes.update(s for s, _ in points)
-        ax.plot([s for s, _ in points], [v for _, v in points], marker="o", markersize=3,
-                label=labels[key] or None)
+    for n, (key, points) in enumerate(series.items()):
+        sizes.update(s for s, _, _ in points)
+        color = "C%d" % (n % 10)
+        ax.plot([s for s, _, _ in points], [v for _, v, _ in points], color=color,
+                marker=None if marker else "o", markersize=3, label=labels[key] or None)
+        for algo, m in marker.items():
+            at = [(s, v) for s, v, a in points if a == algo]
+            if at:
+                ax.plot([s for s, _ in at], [v for _, v in at], color=color, marker=m,
+                        markersize=5, linestyle="none")
+    for algo, m in marker.items():  # legend entries for the markers
+        ax.plot([], [], color="0.4", marker=m, linestyle="none",
+                label="algo %s" % (algo if algo is not None else "?"))
     ax.set_xscale("log", base=2)
     ticks = sorted(sizes)
     step = max(1, (len(ticks) + 11) // 12)  # at most about 12 labels
@@ -177,7 +218,7 @@ def plot_by_size(rows, paths, metric, ax):
     ax.set_xlabel("message size (bytes)")
     if metric == "time_us":
         ax.set_yscale("log")
-    return any(labels.values())
+    return any(labels.values()) or bool(marker)
 
 
 def plot_by_codec(rows, paths, metric, size, ax):
@@ -186,17 +227,22 @@ def plot_by_codec(rows, paths, metric, size, ax):
         available = sorted({r["size"] for _, r in rows})
         raise InputError("no rows at size %s (%d bytes); sizes in these files: %s"
                          % (human_size(size), size, " ".join(human_size(s) for s in available)))
-    codecs, bars = [], {}
+    codecs, grouped = [], {}
     for index, row in at_size:
         codec = row.get("codec") or "no codec"
         if codec not in codecs:
             codecs.append(codec)
         value = row.get(metric)
         if isinstance(value, (int, float)):
-            bars.setdefault(series_key(index, row, with_codec=False), {}).setdefault(codec, value)
-    if not bars:
+            grouped.setdefault(series_key(index, row, with_codec=False), {}).setdefault(
+                codec, (value, row.get("algo")))
+    if not grouped:
         raise InputError("no %s values at size %s" % (metric, human_size(size)))
+    bars = {with_algos(key, [a for _, a in by_codec.values()]): by_codec
+            for key, by_codec in grouped.items()}
     labels = series_labels(list(bars), paths)
+    # The tuner may pick another algorithm per codec: then each bar is named with its own.
+    name_bars = any("+" in str(key[1 + ALGO_PART]) for key in bars)
     color = {key: "C%d" % (n % 10) for n, key in enumerate(bars)}
     labelled = set()
     # Each codec's bars side by side, centred on it: only the series that have that codec.
@@ -206,8 +252,12 @@ def plot_by_codec(rows, paths, metric, size, ax):
         for n, key in enumerate(present):
             label = labels[key] if labels[key] and key not in labelled else None
             labelled.add(key)
-            ax.bar(x - 0.4 + width * (n + 0.5), bars[key][codec], width=width, color=color[key],
-                   label=label)
+            value, algo = bars[key][codec]
+            centre = x - 0.4 + width * (n + 0.5)
+            ax.bar(centre, value, width=width, color=color[key], label=label)
+            if name_bars and algo is not None:
+                ax.annotate(str(algo), (centre, value), ha="center", va="bottom",
+                            fontsize="x-small")
     ax.set_xticks(range(len(codecs)))
     ax.set_xticklabels(codecs, rotation=30 if len(codecs) > 4 else 0, ha="right"
                        if len(codecs) > 4 else "center")

@@ -317,9 +317,15 @@ allreduce.)doc");
 
   cls.def(
       "broadcast",
-      [](Comm& c, py::object buf, int root, py::object recv,
+      [](Comm& c, py::object buf, py::object recv, int root,
          const py::object& stream) -> py::object {
         const char* fn = "Comm.broadcast";
+        // The order was (buf, root, recv) before it became ncclBroadcast's: an int where recv
+        // goes is an old call, told so rather than refused as "not a buffer".
+        if (py::isinstance<py::int_>(recv))
+          raiseInvalidArgument(fn, ": recv is an int (", py::str(recv).cast<std::string>(),
+                               "); the order is broadcast(buf, recv=None, root=0), as "
+                               "ncclBroadcast's: pass the root as root=");
         CallStream s(stream);
         const bool inPlace = recv.is_none();
         const bool written = inPlace && c.rank(fn) != root;
@@ -332,9 +338,9 @@ allreduce.)doc");
         });
         return inPlace ? buf : recv;
       },
-      "buf"_a, "root"_a = 0, "recv"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
-      (std::string("Copies root's buf to every rank: into buf (recv None) or recv. Returns the "
-                   "result's object.") +
+      "buf"_a, "recv"_a = py::none(), "root"_a = 0, py::kw_only(), "stream"_a = py::none(),
+      (std::string("Copies root's buf to every rank: into buf (recv None) or recv; the "
+                   "arguments in ncclBroadcast's order. Returns the result's object.") +
        kStreamDoc).c_str());
 
   cls.def(

@@ -1,6 +1,7 @@
 // sqz-info: what this build of Squeeze is and how it is configured here. Prints the version,
 // the built features (from squeeze_config.h and the transport table), every SQZ_* parameter
-// (from the one registry in base/params.h: key, current value, default, help) and, with hwloc,
+// (from the one registry in base/params.h: key, current value, default, help), the codec methods
+// (from compress/registry.cc, the table sqzCodecCreate looks them up in) and, with hwloc,
 // this host's topology, which is what sqzrun --bind uses. Modelled on ucc_info
 // (openucx/ucc:tools/info/ucc_info.c): each section is one function, chosen by an option.
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "base/error.h"
 #include "base/params.h"
 #include "base/strings.h"
+#include "compress/codecs.h"
 #include "core/config.h"
 #include "info/topology.h"
 #include "squeeze/squeeze.h"
@@ -26,15 +28,18 @@ namespace squeeze {
 namespace {
 
 constexpr const char kUsage[] =
-    "Usage: sqz-info [--params] [--algorithms] [--tuning [-n RANKS]] [-h]\n"
+    "Usage: sqz-info [--params] [--algorithms] [--codecs] [--tuning [-n RANKS]] [-h]\n"
     "\n"
     "Prints the Squeeze version, the features this build has (hwloc, MPI, transports), every\n"
     "SQZ_* parameter with its current value (from the environment, else the default), default\n"
-    "and help, and, when built with hwloc, this host's topology (the cores sqzrun --bind uses).\n"
+    "and help, the algorithms, the codec methods, and, when built with hwloc, this host's\n"
+    "topology (the cores sqzrun --bind uses).\n"
     "\n"
     "Options:\n"
     "  --params      print only the parameter table\n"
     "  --algorithms  print only the algorithm table (every collective's algorithms)\n"
+    "  --codecs      print only the codec methods: the names a codec spec (sqzCodecCreate,\n"
+    "                sqz-allreduce-perf -z) starts with, and the keys each takes\n"
     "  --tuning      print only the tuner's choice per collective and size, for tcp and shm,\n"
     "                from the cost model as SQZ_TCP_*/SQZ_SHM_*/SQZ_REDUCE_GBPS set it\n"
     "  -n RANKS      rank count for --tuning (default 4)\n"
@@ -49,7 +54,8 @@ enum Section : unsigned {
   kTopology = 1u << 3,
   kAlgorithms = 1u << 4,
   kTuning = 1u << 5,
-  kAllSections = kVersion | kFeatures | kParams | kAlgorithms | kTopology,
+  kCodecs = 1u << 6,
+  kAllSections = kVersion | kFeatures | kParams | kAlgorithms | kCodecs | kTopology,
 };
 
 const char* yesNo(bool b) { return b ? "yes" : "no"; }
@@ -142,6 +148,26 @@ void printAlgorithms(bool withTitle) {
     std::printf("  %-14s %-6s %s\n", collKindName(a.coll), a.name, a.description);
 }
 
+// A spec is "method:key=value,...". The keys every lossy method takes (ef, min_bytes,
+// auto_dense: createCodecHandle adds them) and an adaptive one's base keys are said once, below.
+void printCodecs(bool withTitle) {
+  if (withTitle) std::printf("\nCodecs (sqzCodecCreate specs, e.g. topk:ratio=0.01)\n");
+  size_t wName = 6, wKeys = 4;  // the headings' widths
+  for (const CodecMethod& m : codecMethods()) {
+    wName = std::max(wName, std::string(m.name).size());
+    wKeys = std::max(wKeys, std::string(m.keys).size());
+  }
+  std::printf("  %-*s  %-*s  %s\n", static_cast<int>(wName), "METHOD", static_cast<int>(wKeys),
+              "KEYS", "WHAT IT SENDS");
+  for (const CodecMethod& m : codecMethods())
+    std::printf("  %-*s  %-*s  %s%s\n", static_cast<int>(wName), m.name,
+                static_cast<int>(wKeys), *m.keys ? m.keys : "-", m.description,
+                m.lossy ? "" : " (lossless)");
+  std::printf(
+      "  Every lossy method also takes ef, min_bytes and auto_dense; one with a base key takes\n"
+      "  its base method's keys too. docs/compression.md says what each does.\n");
+}
+
 int tuningRanks = 4;
 
 void printTuning() {
@@ -182,6 +208,8 @@ unsigned parseSections(int argc, char** argv) {
       sections = kParams;
     } else if (arg == "--algorithms") {
       sections = kAlgorithms;
+    } else if (arg == "--codecs") {
+      sections = kCodecs;
     } else if (arg == "--tuning") {
       sections = kTuning;
     } else if (arg == "-n" && i + 1 < argc) {
@@ -216,6 +244,7 @@ int main(int argc, char** argv) {
     if (sections & kFeatures) printFeatures();
     if (sections & kParams) printParams(sections != kParams);
     if (sections & kAlgorithms) printAlgorithms(sections != kAlgorithms);
+    if (sections & kCodecs) printCodecs(sections != kCodecs);
     if (sections & kTuning) printTuning();
     if (sections & kTopology) printTopology();
   } catch (const std::exception& e) {

@@ -238,6 +238,16 @@ test_sqz_info() {
     pass "sqz-info-secret: SQZ_SECRET not printed"
   fi
   expect "sqz-info-usage" 2 5 "$info" --frobnicate
+  # --codecs: the table sqzCodecCreate looks methods up in, with each one's keys.
+  expect "sqz-info-codecs" 0 10 "$info" --codecs
+  expect_text "sqz-info-codecs" "$tmp/out" "ratio,sample"
+  expect_text "sqz-info-codecs" "$tmp/out" "rank,cols,seed"
+  expect_text "sqz-info-codecs" "$tmp/out" "ef, min_bytes and auto_dense"
+  if grep -q "^Features\|SQZ_TIMEOUT_MS" "$tmp/out"; then fail "sqz-info --codecs: printed more than the table"; else
+    pass "sqz-info --codecs: only the table"
+  fi
+  expect "sqz-info-all" 0 10 "$info"
+  expect_text "sqz-info-all" "$tmp/out" "Codecs (sqzCodecCreate specs"
 }
 
 case "$mode" in

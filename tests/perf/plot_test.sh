@@ -43,6 +43,39 @@ plots_png "--x size --metric time_us --inplace --title" "$tmp/time.png" --metric
   --title 'a "title"' "$tmp/z.json"
 plots_png "--x codec --size 32K" "$tmp/codec.png" --x codec --size 32K "$tmp/z.json" "$tmp/plain.json"
 
+# A codec sweep whose algorithm changes with the size (-a: naive to 1K, ring above): one line per
+# codec across every size, the algorithm shown by the points' markers, not a series per
+# (algorithm, codec) in pieces.
+if timeout 15 "$perf" "${sweep[@]}" -a 0-1K=naive,1K-inf=ring -z fp16 -z topk:ratio=0.1 \
+  -J "$tmp/algos.json" >/dev/null 2>"$tmp/err"; then
+  if "$py" - "$plot" "$tmp/algos.json" >"$tmp/plot.log" 2>&1 <<'EOF'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("plot", sys.argv[1])
+plot = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plot)
+docs = [plot.load(sys.argv[2])]
+rows = plot.selected_rows(docs, sys.argv[2:], False)
+plt = plot.pyplot()
+fig, ax = plt.subplots()
+plot.plot_by_size(rows, sys.argv[2:], "busbw", ax)
+sizes = sorted({r["size"] for _, r in rows})
+lines = {l.get_label(): list(l.get_xdata()) for l in ax.get_lines()
+         if not l.get_label().startswith("_")}
+want = {"fp16:auto_dense=0": sizes, "topk:ratio=0.1,auto_dense=0": sizes,
+        "algo naive": [], "algo ring": []}
+print("lines:", lines)
+sys.exit(0 if lines == want else 1)
+EOF
+  then
+    pass "codec sweep over two algorithms: one line per codec, a marker per algorithm"
+  else
+    fail "codec sweep over two algorithms: $(cat "$tmp/plot.log")"
+  fi
+  plots_png "--x codec, algorithms named" "$tmp/algos.png" --x codec --size 4K "$tmp/algos.json"
+else
+  fail "$perf -a ... -J did not run: $(cat "$tmp/err")"
+fi
+
 rejects() {  # NAME EXPECTED-MESSAGE-PART ARGS...: plot.py exits 2, says why, and writes no PNG
   local name=$1 want=$2
   shift 2

@@ -126,7 +126,7 @@ def test_collectives(comm):
         assert comm.broadcast(buf, root=root) is buf
         same(buf, rows[root], f"broadcast {name} in place")
         recv = np.zeros(n, dtype)
-        comm.broadcast(mine, root, recv)
+        comm.broadcast(mine, recv, root)  # ncclBroadcast's order: send, recv, root
         same(recv, rows[root], f"broadcast {name} into recv")
 
         root = 2
@@ -327,6 +327,14 @@ def test_bad_input(comm):
            comm.alltoall, np.zeros(6, np.float32), np.zeros(6, np.float32))
     raises(squeeze.InvalidArgument, "op", "unknown op", comm.allreduce, x, op="mean")
     raises(squeeze.InvalidArgument, "root", "root out of range", comm.broadcast, x, root=99)
+    # The order before ncclBroadcast's, (buf, root, recv): told, not taken as a buffer.
+    raises(squeeze.InvalidArgument, "pass the root as root=", "broadcast(buf, root)",
+           comm.broadcast, x, 0)
+    try:
+        comm.broadcast(x, 0, np.zeros(16, np.float32))
+        raise AssertionError("broadcast(buf, root, recv) ran")
+    except TypeError as e:  # pybind11's, listing broadcast(buf, recv=None, root=0, ...)
+        assert "recv: object = None, root: int = 0" in str(e), e
     raises(squeeze.InvalidArgument, "peer", "peer out of range", comm.send, x, 99)
     raises(squeeze.InvalidArgument, "buffer protocol", "object without data",
            comm.allreduce, object())
