@@ -55,7 +55,12 @@ sqzResult_t apiGuard(sqzComm* comm, F&& body) {
     code = sqzInternalError;
     msg = strCat("internal error: ", e.what());
   }
-  SQZ_WARN(kInit, msg);
+  // The caller has the result and the sentence (sqzGetLastError; a Python exception): logging
+  // it as a warning too would print errors the program handles. Squeeze's own bugs still warn.
+  if (code == sqzInternalError)
+    SQZ_WARN(kInit, msg);
+  else
+    SQZ_INFO(kInit, "a call returned ", sqzGetErrorString(code), ": ", msg);
   setThreadLastError(msg);
   if (comm && comm->magic == kCommMagic) {
     std::lock_guard<std::mutex> lock(comm->lastErrorMu);

@@ -233,8 +233,12 @@ sqzResult_t sqzCodecDestroy(sqzCodec_t codec) {
     settle(checkCodec(codec, "sqzCodecDestroy"));  // its enqueued calls still use it
     if (logEnabled(LogLevel::kInfo, LogSubsys::kCompress)) {  // stats() is a pass over the state
       const CodecStats st = codec->impl->stats();
-      SQZ_INFO(kCompress, "codec ", codec->impl->spec().str(), " destroyed after ", st.calls,
-               " calls; sent ", st.wireBytes, " payload bytes for ", st.denseBytes, " dense");
+      if (st.calls == 0)  // e.g. the NCCL shim's check of an SQZ_NCCL_CODEC spec at init
+        SQZ_INFO(kCompress, "codec ", codec->impl->spec().str(), " freed unused (no all-reduce "
+                 "went through it)");
+      else
+        SQZ_INFO(kCompress, "codec ", codec->impl->spec().str(), " destroyed after ", st.calls,
+                 " calls; sent ", st.wireBytes, " payload bytes for ", st.denseBytes, " dense");
     }
     codec->magic = 0;
     delete codec;

@@ -59,6 +59,18 @@ TEST(ApiErrors, DestroyAndAbortAcceptNull) {
   EXPECT_EQ(sqzCommAbort(nullptr), sqzSuccess);
 }
 
+TEST(ApiErrors, AFailedCallIsNotAWarningTheCallerMustAlsoSee) {
+  // The caller has the result and sqzGetLastError (a Python caller, an exception it may catch):
+  // on 8f72c45 every failed call also printed a SQZ WARN line.
+  float buf[4] = {};
+  ::testing::internal::CaptureStderr();
+  const sqzResult_t rc = sqzAllReduce(buf, buf, 4, sqzFloat, sqzSum, nullptr, nullptr);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, sqzInvalidArgument);
+  EXPECT_NE(std::string(sqzGetLastError(nullptr)).find("comm is NULL"), std::string::npos);
+  EXPECT_EQ(printed.find("SQZ WARN"), std::string::npos) << printed;
+}
+
 TEST(ApiErrors, ErrorStringsAreNeverNull) {
   for (int r = 0; r < sqzNumResults; ++r) {
     const char* s = sqzGetErrorString(static_cast<sqzResult_t>(r));
