@@ -23,13 +23,16 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 # Only the binaries those suites run (a script test's are its arguments in the build folder):
 # the whole tree under a sanitizer takes twice as long.
-mapfile -t targets < <(meson introspect "$dir" --tests | /usr/bin/python3 -c '
+mapfile -t targets < <(meson introspect "$dir" --tests --targets | /usr/bin/python3 -c '
 import json, os, sys
 root = os.path.abspath(sys.argv[1])
-for t in json.load(sys.stdin):
+info = json.load(sys.stdin)
+built = {os.path.normpath(f) for t in info["targets"] for f in t["filename"]}
+for t in info["tests"]:
     if any(s.split(":")[-1] in ("unit", "sanitize") for s in t["suite"]):
         for p in t["cmd"]:
-            if os.path.isabs(p) and p.startswith(root + os.sep):
+            p = os.path.normpath(os.path.join(root, p))
+            if p in built:
                 print(os.path.relpath(p, root))' "$dir" | sort -u)
 ninja -C "$dir" "${targets[@]}"
 # Reports fail the test: UBSan stops at the first, ASan always does, TSan exits 66 at the end.

@@ -232,9 +232,9 @@ SQZ_API const char* sqzGetLastError(sqzComm_t comm);
  * device, a host buffer with a stream, or a device buffer smaller than the call needs is
  * sqzInvalidArgument, and nothing is enqueued.
  *
- * Buffers: a call's sendbuff and recvbuff either do not overlap at all, or overlap exactly in the
- * call's in-place layout (given with each call; sqzAlltoAll has none). Any other overlap (say
- * recvbuff == sendbuff + 1) is sqzInvalidArgument on every rank that passes it, on host and
+ * Buffers: a call's sendbuff and recvbuff either do not overlap at all, or overlap exactly in
+ * the call's in-place layout (given with each call; sqzAlltoAll has none). Any other overlap
+ * (say recvbuff == sendbuff + 1) is sqzInvalidArgument on every rank that passes it, on host and
  * device memory alike, and nothing is sent or written. Where a buffer matters only on the root,
  * a non-root that passes both buffers is checked all the same.
  */

@@ -78,7 +78,8 @@ class RootServer {
         id_(id),
         maxRounds_(maxRounds),
         timeoutMs_(timeoutMs),
-        acceptor_(listener_, id_.secret, strCat("rendezvous root ", listener_.localAddr().toString())),
+        acceptor_(listener_, id_.secret,
+                  strCat("rendezvous root ", listener_.localAddr().toString())),
         wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
     if (wake_.get() < 0) throw SysError("eventfd() for the rendezvous root", errno);
   }
@@ -94,8 +95,8 @@ class RootServer {
                  " failed: ", e.what());
       }
     }
-    SQZ_DEBUG(kInit, "rendezvous root ", listener_.localAddr().toString(), " done after ", round,
-              " round(s)", stopping_ ? " (stopped)" : "");
+    SQZ_DEBUG(kInit, "rendezvous root ", listener_.localAddr().toString(), " done after ",
+              round, " round(s)", stopping_ ? " (stopped)" : "");
   }
 
   // Makes run() return soon, from any thread: a wait for connections ends at once; a transfer

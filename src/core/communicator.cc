@@ -382,7 +382,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
 }
 
 void Communicator::agreeOnRootedCall(const CollRequest& req, const WireHeader& base) {
-  // Each field as (v, -v): one max-reduction gives every rank both the largest and the smallest.
+  // Each field as (v, -v): one max-reduction gives every rank the largest and the smallest.
   const int64_t mine[4] = {req.root, static_cast<int64_t>(req.count), int64_t(req.dtype),
                            int64_t(req.op)};
   int64_t v[8];
@@ -413,7 +413,8 @@ void Communicator::agreeOnRootedCall(const CollRequest& req, const WireHeader& b
     direct_->run(agree, h, config_.timeoutMs, config_.spinUs, aborted_);
   } else {
     ScheduleParams params{rank_, nranks_, agree.count};
-    CallEnv env{rank_, nranks_, peers_.conns, config_.timeoutMs, config_.spinUs, aborted_, *hostCtx_};
+    CallEnv env{rank_,          nranks_,  peers_.conns, config_.timeoutMs,
+                config_.spinUs, aborted_, *hostCtx_};
     executor_.run(agree, algo->build(agree, params), h, env);
   }
   static const char* const kField[] = {"root", "count", "datatype", "op"};

@@ -295,7 +295,9 @@ TEST(Disagreement, DifferentCodecs) {
 TEST(Disagreement, DifferentCodecsNameTheUsersCallNotTheGuardsInnerOne) {
   // The pay-off guard (on by default) exchanges its figures before the call's data: on 8f72c45
   // the error described only that inner call ("allreduce #0 count=8 double sum").
-  expectDisagreementDetected({compressedCall("int8"), compressedCall("topk")},
+  // auto_dense=1: the suite's environment turns the guard off by default.
+  expectDisagreementDetected({compressedCall("int8:auto_dense=1"),
+                              compressedCall("topk:auto_dense=1")},
                              "int8 vs topk, the guard on",
                              "in sqzAllReduceCompressed of 4096 float with codec ");
 }
