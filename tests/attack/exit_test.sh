@@ -32,9 +32,14 @@ run_once() {  # MODE N
   # process's descendants, until that process is gone), and which records each rank's status.
   (
     pids=()
+    # Under ASan, 'return' leaves the communicator to the exit on purpose: that is the
+    # program's leak, not Squeeze's, so LeakSanitizer does not judge that mode.
+    local asan=${ASAN_OPTIONS:-}
+    [ "$mode" = return ] && asan="${asan:+$asan:}detect_leaks=0"
     for ((r = 0; r < nranks; ++r)); do
-      SQZ_RANK=$r SQZ_WORLD_SIZE=$nranks SQZ_ROOT=127.0.0.1:$port SQZ_SECRET=$secret \
-        timeout -k 5 60 "$job" --end "$mode" --exit-delay-ms 300 >"$out/rank$r" 2>&1 &
+      ASAN_OPTIONS=$asan SQZ_RANK=$r SQZ_WORLD_SIZE=$nranks SQZ_ROOT=127.0.0.1:$port \
+        SQZ_SECRET=$secret timeout -k 5 60 "$job" --end "$mode" --exit-delay-ms 300 \
+        >"$out/rank$r" 2>&1 &
       pids+=($!)
     done
     for ((r = 0; r < nranks; ++r)); do
@@ -52,7 +57,7 @@ run_once() {  # MODE N
     local status
     status=$(cat "$out/status$r" 2>/dev/null || echo "none")
     if [ "$status" != 0 ] || ! grep -q "^exit-job: rank $r of $nranks: 0 wrong, ending by $mode$" "$out/rank$r"; then
-      echo "-- $mode run $n: rank $r exited with status $status (139: SIGSEGV); its output:"
+      echo "-- $mode run $n: rank $r exited with status $status$([ "$status" = 139 ] && echo " (SIGSEGV)"); its output:"
       tail -20 "$out/rank$r"
       bad=1
     fi
