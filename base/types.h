@@ -50,8 +50,8 @@ struct CollRequest {
   uint8_t codecMethod = 0;
   uint32_t specHash = 0;
   void* stream = nullptr;
-  // For an inner call a codec makes on its own (the pay-off guard's exchange of figures): the
-  // user's call it belongs to, which the ranks' disagreement errors then name first.
+  // For an inner call a codec makes on its own (the pay-off guard's exchange of figures): what
+  // it is, named by the user's call it belongs to; the ranks' disagreement errors start with it.
   const char* partOf = nullptr;
   // Set by the communicator: every rank shares its shared-memory window (one host, shm), the
   // buffers are host memory and the call is dense, so the direct all-reduce can run it.

@@ -42,6 +42,7 @@ CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
   }
   callName_ = strCat("sqzAllReduceCompressed of ", count_, " ", dataTypeName(dtype_),
                      " with codec ", spec_.str());
+  figureExchangeName_ = strCat(callName_, " (the codec's exchange of figures, before any data)");
   const bool lossy = !chunk_ || !chunk_->rawWire();
   errorFeedback_ = lossy && spec_.get("ef", 1, 0, 1) != 0;
   if (errorFeedback_) residual_.assign(count_, 0.0f);
@@ -272,7 +273,7 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
     req.op = RedOp::kSum;
     req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
     req.specHash = specHash_;
-    req.partOf = callName_.c_str();
+    req.partOf = figureExchangeName_.c_str();
     comm.hostCollective(req);
 
     if (guardOn)
@@ -308,14 +309,14 @@ void CodecHandle::reportGuard(bool compress) {
   // for the warm-up's dense calls and once for each decision that differs from the last.
   const PayoffGuard::Reason reason = guard_.lastReason();
   if (reason == PayoffGuard::Reason::kProbe) return;
-  const std::string off = "auto_dense=0 in the codec's spec (or SQZ_CODEC_AUTO_DENSE=0) "
-                          "compresses every call";
+  static constexpr const char* kOff =
+      "auto_dense=0 in the codec's spec (or SQZ_CODEC_AUTO_DENSE=0) compresses every call";
   if (reason == PayoffGuard::Reason::kWarmup) {
     if (compress || guardToldWarmup_) return;
     guardToldWarmup_ = true;
     SQZ_INFO(kCompress, callName_, ": the pay-off guard runs this call and the 4th dense, to "
              "measure what compression saves, then sends calls dense while compressing costs "
-             "more time than it saves; ", off, ".");
+             "more time than it saves; ", kOff, ".");
     return;
   }
   if (guardDecided_ && compress == guardCompresses_) return;
@@ -328,7 +329,7 @@ void CodecHandle::reportGuard(bool compress) {
   SQZ_INFO(kCompress, callName_, ": the pay-off guard ",
            compress ? "compresses its calls" : "sends its calls dense", ": measured, a call "
            "takes ", dense, " us dense, and ", link + codec, " us compressed (", codec,
-           " us of it codec work)", compress ? "" : strCat("; ", off),
+           " us of it codec work)", compress ? "" : strCat("; ", kOff),
            ". It re-measures the other mode now and then.");
 }
 

@@ -190,7 +190,8 @@ class CodecHandle {
   CodecSpec spec_;
   // What the pay-off guard has told the log (reportGuard).
   bool guardToldWarmup_ = false, guardDecided_ = false, guardCompresses_ = true;
-  std::string callName_;  // "sqzAllReduceCompressed of 4096 float with codec int8", for errors
+  std::string callName_;  // "sqzAllReduceCompressed of 4096 float with codec int8", for logs
+  std::string figureExchangeName_;  // its exchange of figures, for CollRequest::partOf
   size_t count_;
   DataType dtype_;
   std::unique_ptr<Codec> chunk_;

@@ -381,6 +381,21 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Comm
   return child;
 }
 
+WireHeader Communicator::headerFor(const CollRequest& req, uint64_t seq) const {
+  WireHeader h;
+  h.coll = static_cast<uint8_t>(req.kind);
+  h.codec = req.codec->id();
+  h.method = req.codecMethod;
+  h.specHash = req.specHash;
+  h.dtype = static_cast<uint8_t>(req.dtype);
+  h.op = static_cast<uint8_t>(req.op);
+  h.commHash = commHash_;
+  h.seq = seq;
+  h.count = req.count;
+  h.root = req.root;
+  return h;
+}
+
 void Communicator::agreeOnRootedCall(const CollRequest& req, const WireHeader& base) {
   // Each field as (v, -v): one max-reduction gives every rank the largest and the smallest.
   const int64_t mine[4] = {req.root, static_cast<int64_t>(req.count), int64_t(req.dtype),
@@ -400,13 +415,8 @@ void Communicator::agreeOnRootedCall(const CollRequest& req, const WireHeader& b
   agree.specHash = kRootedAgreementSpec;
   agree.windowed = direct_ != nullptr;
   // The call's own collective and number: a rank in another call is told which one this is.
-  WireHeader h = base;
-  h.codec = h.method = 0;
-  h.specHash = agree.specHash;
-  h.dtype = static_cast<uint8_t>(agree.dtype);
-  h.op = static_cast<uint8_t>(agree.op);
-  h.count = agree.count;
-  h.root = 0;
+  WireHeader h = headerFor(agree, base.seq);
+  h.coll = base.coll;
   const AlgorithmEntry* algo = &tuner_->choose(agree, nranks_);
   if (!algo->build && !direct_) algo = findAlgorithm(CollKind::kAllReduce, "ring");
   if (!algo->build) {
@@ -463,17 +473,7 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
     if (!direct) sched = algo.build(req, params);
   }
 
-  WireHeader base;
-  base.coll = static_cast<uint8_t>(req.kind);
-  base.codec = req.codec->id();
-  base.method = req.codecMethod;
-  base.specHash = req.specHash;
-  base.dtype = static_cast<uint8_t>(req.dtype);
-  base.op = static_cast<uint8_t>(req.op);
-  base.commHash = commHash_;
-  base.seq = seq;
-  base.count = req.count;
-  base.root = req.root;
+  const WireHeader base = headerFor(req, seq);
   CallEnv env{rank_,          nranks_,  peers_.conns,          config_.timeoutMs,
               config_.spinUs, aborted_, ctx ? *ctx : *hostCtx_};
   const bool rooted = req.kind == CollKind::kBroadcast || req.kind == CollKind::kReduce;
@@ -492,8 +492,7 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
   } catch (const Error& e) {
     // An inner call's disagreement is the user's call's: say which call that is.
     if (req.partOf && e.code() == ErrorCode::kInvalidUsage)
-      throw failCall(Error(e.code(), strCat("in ", req.partOf, " (the codec's exchange of "
-                                            "figures, before any data): ", e.what())));
+      throw failCall(Error(e.code(), strCat("in ", req.partOf, ": ", e.what())));
     throw failCall(e);
   }
 }

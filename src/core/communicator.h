@@ -87,6 +87,8 @@ class Communicator final : public CodecComm {
   // would never learn from its own traffic that nobody took its data. One small all-reduce.
   // Its messages carry the call's collective and number (base) and kRootedAgreementSpec.
   void agreeOnRootedCall(const CollRequest& req, const WireHeader& base);
+  // The identity every message of call number `seq` carries (the executor adds the rest).
+  WireHeader headerFor(const CollRequest& req, uint64_t seq) const;
   // Init's collective part: the rendezvous, the peers' connections, the tuner, the direct
   // all-reduce's agreement and the device barrier.
   void connect(const UniqueIdData& id, const PeerInfo& self, const TunerFile* tunerFile);
