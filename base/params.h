@@ -69,7 +69,12 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Tuner: a file written by scripts/calibrate-tuner.sh (format: algorithms/cost_model.h); "  \
     "its rows replace the built-in ones for the transports it names. The same on every rank.") \
   X(cudaIpcBufferBytes, kBytes, "SQZ_CUDA_IPC_BUFFER_BYTES", "8M",                              \
-    "CUDA IPC: device staging ring per direction per GPU peer pair.")                          \
+    "CUDA IPC transport: device staging ring per direction per GPU peer pair (communicators do " \
+    "not use the transport today: see SQZ_DEVICE_STAGING_BYTES).")                             \
+  X(deviceStagingBytes, kBytes, "SQZ_DEVICE_STAGING_BYTES", "16M",                             \
+    "Device calls: pinned host memory per communicator through which the caller's stream "      \
+    "copies a call's buffers, in two halves; a call moves in pieces of at most one half, three " \
+    "stream operations each (64K-4G).")                                                         \
   X(algo, kString, "SQZ_ALGO", "",                                                             \
     "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
     " Empty: the tuner's cost model decides.")                                                 \

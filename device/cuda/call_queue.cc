@@ -1,8 +1,16 @@
 // CallQueue (see device/call_queue.h) over the CUDA runtime: compiled for the CUDA build and
-// the CUDA stand-in (device/no_cuda.cc says why a build without CUDA has none).
+// the CUDA stand-in (device/no_cuda.cc says why a build without CUDA has none). The stream
+// program is written here, on the caller's thread; the progress thread's loop below touches
+// only host memory: staging, the words, its own buffers.
 #include "device/call_queue.h"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 
 #include "base/logging.h"
 #include "device/cuda/runtime.h"
@@ -11,11 +19,12 @@ namespace squeeze::device {
 
 namespace {
 
-// Completion counters live in pinned pages that are never freed: a stream may still be polling
-// its counter when the communicator goes away, and freeing the page under it is undefined (and
-// waiting for every stream of the device could wait on other ranks' calls). One 64-byte slot
-// per communicator ever created.
-volatile uint32_t* newCounter() {
+using Clock = std::chrono::steady_clock;
+
+// Words live in pinned pages that are never freed: a stream may still wait on or write its
+// word when the communicator goes away, and freeing the page under it is undefined. One 64-byte
+// slot per word (the stream's and the host's words never share a cache line).
+cuda::StreamWord newWord() {
   static std::mutex mu;
   static char* page = nullptr;
   static size_t used = 0;
@@ -24,107 +33,273 @@ volatile uint32_t* newCounter() {
   if (!page || used == kPage) {
     void* p = nullptr;
     cuda::check(cudaHostAlloc(&p, kPage, cudaHostAllocPortable | cudaHostAllocMapped),
-                "cudaHostAlloc of completion counters");
+                "cudaHostAlloc of stream words");
     page = static_cast<char*>(p);
     used = 0;
   }
-  auto* counter = reinterpret_cast<volatile uint32_t*>(page + used);
+  auto* word = reinterpret_cast<volatile uint32_t*>(page + used);
   used += kSlot;
-  *counter = 0;
-  return counter;
+  *word = 0;
+  return {word, cuda::devicePointer(word)};
 }
 
-}  // namespace
-
-struct CallQueue::Cuda {
-  cuda::Stream stream;
-  volatile uint32_t* const counter = newCounter();
-  // The host-function fallback waits here for its ticket.
-  std::mutex mu;
-  std::condition_variable released;
-};
-
-namespace {
-
-struct HostWait {
-  volatile uint32_t* counter;
-  std::mutex* mu;
-  std::condition_variable* released;
-  uint32_t ticket;
-};
+bool reached(const volatile uint32_t* word, uint32_t value) {
+  return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
+}
 
 // The queue whose progress thread this is (null on every other thread).
 thread_local const CallQueue* tlsProgressOf = nullptr;
 
-bool reached(const volatile uint32_t* counter, uint32_t ticket) {
-  return static_cast<int32_t>(__atomic_load_n(counter, __ATOMIC_ACQUIRE) - ticket) >= 0;
+// Hardware work queues: a process has CUDA_DEVICE_MAX_CONNECTIONS of them per GPU (8 unless
+// set), and streams beyond that share them, each queue in order. Every rank of this process on
+// a GPU keeps its stream held while its call's host side runs, and that host side may need
+// another rank's copies: with fewer queues than ranks, two ranks' streams would share one and
+// the second's copies would wait behind the first's hold for ever.
+int workQueues() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (!v || !*v) return 8;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return (*end == '\0' && n >= 1 && n <= 32) ? static_cast<int>(n) : 8;
 }
 
-void CUDART_CB waitForTicket(void* data) {
+std::mutex ranksMu;
+std::map<int, int> ranksOnDevice;  // live call queues of this process, by GPU
+
+struct RankSlot {
+  int device;
+  RankSlot(int device, int rank) : device(device) {
+    std::lock_guard<std::mutex> lock(ranksMu);
+    const int held = ++ranksOnDevice[device];
+    const int queues = workQueues();
+    if (held > queues) {
+      --ranksOnDevice[device];
+      raise(ErrorCode::kInvalidUsage, "rank ", rank, ": this process would hold ", held,
+            " ranks on GPU ", device, ", but it has ", queues, " hardware work queues there "
+            "(CUDA_DEVICE_MAX_CONNECTIONS", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? "=" : " ",
+            std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
+                                                       : "unset: 8",
+            "): ranks' streams would share a queue, and one rank's held stream would stall "
+            "another's copies for ever. Set CUDA_DEVICE_MAX_CONNECTIONS to at least ", held,
+            " (at most 32) before the process's first CUDA call, or run one rank per process.");
+    }
+  }
+  ~RankSlot() {
+    std::lock_guard<std::mutex> lock(ranksMu);
+    --ranksOnDevice[device];
+  }
+};
+
+// The fallback where the driver has no stream memory operations: host functions on the stream.
+struct HostWrite {
+  volatile uint32_t* word;
+  uint32_t value;
+};
+void CUDART_CB writeWordOnHost(void* data) {
+  std::unique_ptr<HostWrite> w(static_cast<HostWrite*>(data));
+  __atomic_store_n(w->word, w->value, __ATOMIC_RELEASE);
+}
+struct HostWait {
+  const volatile uint32_t* word;
+  uint32_t value;
+};
+void CUDART_CB waitWordOnHost(void* data) {
   std::unique_ptr<HostWait> w(static_cast<HostWait*>(data));
-  std::unique_lock<std::mutex> lock(*w->mu);
-  w->released->wait(lock, [&] { return reached(w->counter, w->ticket); });
+  while (!reached(w->word, w->value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+void nameThisThread() {
+  // The stand-in counts CUDA calls by thread name; a test asserts this one makes none.
+  pthread_setname_np(pthread_self(), "sqz-progress");
 }
 
 }  // namespace
 
-CallQueue::CallQueue(int device, int rank, std::function<void(const Error&)> fail,
-                     std::function<void(GpuStream)> onStart)
-    : device_(device), rank_(rank), fail_(std::move(fail)) {
+void* HostCopies::at(const void* p) const {
+  if (!p) return nullptr;
+  const char* c = static_cast<const char*>(p);
+  for (const Region& r : regions_)
+    if (c >= r.device && c <= r.device + r.bytes) return r.host + (c - r.device);
+  return nullptr;
+}
+
+struct CallQueue::Cuda {
+  RankSlot slot;
+  cuda::PinnedBuffer staging;
+  cuda::StreamWord streamDone = newWord();
+  cuda::StreamWord hostDone = newWord();
+  Cuda(int device, int rank, size_t stagingBytes) : slot(device, rank), staging(stagingBytes) {}
+};
+
+CallQueue::CallQueue(int device, int rank, size_t stagingBytes, int timeoutMs,
+                     std::function<void(const Error&)> fail)
+    : device_(device),
+      rank_(rank),
+      timeoutMs_(timeoutMs),
+      stagingBytes_(std::max<size_t>(stagingBytes & ~size_t(127), 256)),
+      fail_(std::move(fail)) {
   {
     cuda::DeviceGuard guard(device_);
-    cuda_ = std::make_unique<Cuda>();
+    cuda_ = std::make_unique<Cuda>(device_, rank_, stagingBytes_);
   }
-  thread_ = std::thread([this, onStart = std::move(onStart)] { loop(onStart); });
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return started_; });
-  if (startError_) {
-    stop_ = true;
-    lock.unlock();
-    cv_.notify_all();
-    thread_.join();
-    std::rethrow_exception(startError_);
-  }
+  thread_ = std::thread([this] { loop(); });
 }
 
 CallQueue::~CallQueue() {
   drain();  // calls already enqueued complete (or fail within the timeout), as the user expects
   stopThread();
+  // The streams may still be copying results out of staging: it goes back to the pool (where
+  // another communicator may take it) only once they are done. No CUDA call: the words say.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
+  while (!reached(cuda_->streamDone.host, issued_) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (!reached(cuda_->streamDone.host, issued_)) {
+    SQZ_WARN(kDevice, "rank ", rank_, ": a stream has not finished its last call's copies ",
+             timeoutMs_, " ms after the communicator's end; its ", stagingBytes_,
+             " bytes of pinned staging are left to it");
+    new cuda::PinnedBuffer(std::move(cuda_->staging));  // leaked on purpose
+  }
 }
 
 void CallQueue::stopThread() {
-  uint32_t last;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;  // enqueue refuses from now on: issued_ stays
     tasks_.clear();
-    last = issued_;
   }
+  halt_ = true;
   cv_.notify_all();
   if (thread_.joinable() && !onProgressThread()) thread_.join();
-  release(last);
+  std::lock_guard<std::mutex> lock(mu_);
+  storeHostDone(issued_);
 }
 
 bool CallQueue::onProgressThread() const { return tlsProgressOf == this; }
 
-GpuStream CallQueue::stream() const { return cuda_->stream.get(); }
+char* CallQueue::half(uint32_t seq) const {
+  return static_cast<char*>(cuda_->staging.data()) + (seq % 2) * (stagingBytes_ / 2);
+}
 
-void CallQueue::enqueue(GpuStream stream, std::function<void()> task, std::string what) {
+void CallQueue::enqueue(GpuStream stream, const std::vector<DeviceSpan>& spans,
+                        std::function<void(const HostCopies&)> task, std::string what) {
+  // The regions: the spans' union, overlapping spans merged (an in-place call is one region).
+  std::vector<const DeviceSpan*> sorted;
+  for (const DeviceSpan& s : spans)
+    if (s.data && s.bytes && (s.read || s.write)) sorted.push_back(&s);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const DeviceSpan* a, const DeviceSpan* b) { return a->data < b->data; });
+  Task t;
+  t.what = std::move(what);
+  t.run = std::move(task);
+  for (const DeviceSpan* s : sorted) {
+    const char* b = static_cast<const char*>(s->data);
+    if (!t.regions.empty() && b < t.regions.back().device + t.regions.back().bytes) {
+      auto& r = t.regions.back();
+      r.bytes = std::max<size_t>(r.bytes, b + s->bytes - r.device);
+    } else {
+      t.regions.push_back({b, s->bytes, nullptr});
+    }
+  }
+  // What each region copies in and out: the union of its spans read, and of those written.
+  struct Run {
+    int region;
+    size_t offset, bytes;
+  };
+  auto runsOf = [&](bool in) {
+    std::vector<Run> runs;
+    for (const DeviceSpan* s : sorted) {
+      if (in ? !s->read : !s->write) continue;
+      const char* b = static_cast<const char*>(s->data);
+      int r = 0;
+      while (!(b >= t.regions[r].device && b < t.regions[r].device + t.regions[r].bytes)) ++r;
+      const size_t off = b - t.regions[r].device;
+      if (!runs.empty() && runs.back().region == r && off <= runs.back().offset + runs.back().bytes)
+        runs.back().bytes = std::max(runs.back().bytes, off + s->bytes - runs.back().offset);
+      else
+        runs.push_back({r, off, s->bytes});
+    }
+    return runs;
+  };
+  const std::vector<Run> ins = runsOf(true), outs = runsOf(false);
+  const size_t pieceMax = stagingBytes_ / 2;
+
   cuda::DeviceGuard guard(device_);
-  auto start = std::make_shared<cuda::Event>();
   std::lock_guard<std::mutex> lock(mu_);
   SQZ_ENFORCE(!stop_, "enqueue on a destroyed communicator");
-  cuda::check(cudaEventRecord(start->get(), stream),
-              strCat(what, ": recording on the caller's stream").c_str());
-  const uint32_t ticket = issued_ + 1;
-  if (!cuda::streamWaitValue(stream, cuda_->counter, ticket)) {
-    auto* w = new HostWait{cuda_->counter, &cuda_->mu, &cuda_->released, ticket};
-    cudaError_t rc = cudaLaunchHostFunc(stream, waitForTicket, w);
-    if (rc != cudaSuccess) delete w;
-    cuda::check(rc, strCat(what, ": making the caller's stream wait").c_str());
+  const bool trace = logEnabled(LogLevel::kTrace, LogSubsys::kDevice);
+  const cuda::StreamWord& sd = cuda_->streamDone;
+  const cuda::StreamWord& hd = cuda_->hostDone;
+  size_t ops = 0;
+  std::string program;
+  auto note = [&](const std::string& op) {
+    ++ops;
+    if (trace) program += strCat("\n  ", ops, ". ", op);
+  };
+  auto wait = [&](const cuda::StreamWord& w, const char* name, uint32_t value) {
+    if (!cuda::streamWaitWord(stream, w, value)) {
+      auto* hw = new HostWait{w.host, value};
+      cudaError_t rc = cudaLaunchHostFunc(stream, waitWordOnHost, hw);
+      if (rc != cudaSuccess) delete hw;
+      cuda::check(rc, "a host function waiting on the caller's stream");
+    }
+    note(strCat("wait ", name, " >= ", value));
+  };
+  auto write = [&](const cuda::StreamWord& w, const char* name, uint32_t value) {
+    if (!cuda::streamWriteWord(stream, w, value)) {
+      auto* hw = new HostWrite{w.host, value};
+      cudaError_t rc = cudaLaunchHostFunc(stream, writeWordOnHost, hw);
+      if (rc != cudaSuccess) delete hw;
+      cuda::check(rc, "a host function writing on the caller's stream");
+    }
+    note(strCat("write ", name, " = ", value));
+  };
+  auto copy = [&](void* dst, const void* src, size_t n, const char* how) {
+    cuda::check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream),
+                strCat(t.what, ": copying on the caller's stream").c_str());
+    note(strCat("copy ", n, " bytes ", how));
+  };
+  uint32_t p = issued_;
+  try {
+    bool first = true;
+    for (const Run& r : ins)
+      for (size_t off = 0; off < r.bytes; off += pieceMax) {
+        const size_t n = std::min(pieceMax, r.bytes - off);
+        if (first) wait(sd, "streamDone", p);  // earlier calls, on any stream, are through
+        first = false;
+        wait(hd, "hostDone", p - 1);  // the host took what this half held
+        copy(half(p), t.regions[r.region].device + r.offset + off, n,
+             strCat("device -> staging half ", p % 2).c_str());
+        write(sd, "streamDone", p + 1);
+        t.pieces.push_back({p++, true, r.region, r.offset + off, n});
+      }
+    for (const Run& r : outs)
+      for (size_t off = 0; off < r.bytes; off += pieceMax) {
+        const size_t n = std::min(pieceMax, r.bytes - off);
+        wait(hd, "hostDone", p + 1);  // the host put this piece of the result there
+        copy(const_cast<char*>(t.regions[r.region].device) + r.offset + off, half(p), n,
+             strCat("staging half ", p % 2, " -> device").c_str());
+        write(sd, "streamDone", p + 1);
+        t.pieces.push_back({p++, false, r.region, r.offset + off, n});
+      }
+  } catch (const Error& e) {
+    // Part of the program is on the stream: the communicator cannot go on. Every stream is
+    // released (the host owes every piece handed out, this call's too).
+    issued_ = p;
+    stop_ = true;
+    tasks_.clear();
+    halt_ = true;
+    storeHostDone(issued_);
+    cv_.notify_all();
+    fail_(e);
+    throw;
   }
-  issued_ = ticket;
-  tasks_.push_back(Task{ticket, std::move(task), std::move(what), std::move(start)});
+  issued_ = p;
+  t.end = p;
+  lastProgramOps_ = ops;
+  if (trace)
+    SQZ_TRACE(kDevice, "rank ", rank_, ": ", t.what, ": stream program, ", ops, " operations:",
+              program);
+  tasks_.push_back(std::move(t));
   cv_.notify_all();
 }
 
@@ -142,41 +317,81 @@ void CallQueue::drain() {
 }
 
 void CallQueue::abort() {
-  aborted_ = true;
+  halt_ = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.clear();
-    // With a call running, the loop releases every ticket when it returns (it sees aborted_).
-    if (!running_) release(issued_);
+    // With a call running, the loop releases every piece when it returns (it sees halt_).
+    if (!running_) storeHostDone(issued_);
   }
   cv_.notify_all();
 }
 
-void CallQueue::release(uint32_t ticket) {
-  {
-    std::lock_guard<std::mutex> lock(cuda_->mu);
-    __atomic_store_n(cuda_->counter, ticket, __ATOMIC_RELEASE);
-  }
-  cuda_->released.notify_all();
+void CallQueue::storeHostDone(uint32_t value) {
+  // Monotonic: a failed call's release never moves the word back.
+  if (!reached(cuda_->hostDone.host, value))
+    __atomic_store_n(cuda_->hostDone.host, value, __ATOMIC_RELEASE);
 }
 
-void CallQueue::loop(const std::function<void(GpuStream)>& onStart) {
+void CallQueue::awaitStream(uint32_t value, const Task& task, const Piece& piece) {
+  const volatile uint32_t* word = cuda_->streamDone.host;
+  const auto start = Clock::now();
+  bool warned = false;
+  auto pause = std::chrono::microseconds(1);
+  while (!reached(word, value)) {
+    if (halt_)
+      raise(ErrorCode::kRemote, task.what, " was dropped: the communicator was aborted or "
+            "destroyed");
+    // A caller's stream may be busy with its own work for as long as it likes: not an error.
+    if (!warned && Clock::now() - start > std::chrono::milliseconds(timeoutMs_)) {
+      warned = true;
+      SQZ_WARN(kDevice, "rank ", rank_, ": ", task.what, " has waited ", timeoutMs_,
+               " ms for the caller's stream to ", piece.in ? "copy in" : "pass", " piece ",
+               piece.seq, " (", piece.bytes, " bytes): the stream's word streamDone is ",
+               *word, ", the host waits for ", value, "; the stream is still running the "
+               "work enqueued before this call, or is stopped");
+    }
+    if (Clock::now() - start < std::chrono::microseconds(50)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(200));
+    }
+  }
+}
+
+void CallQueue::runTask(Task& task) {
+  if (hostBuffers_.size() < task.regions.size()) hostBuffers_.resize(task.regions.size());
+  HostCopies copies;
+  for (size_t i = 0; i < task.regions.size(); ++i) {
+    auto& buf = hostBuffers_[i];
+    if (buf.size() < task.regions[i].bytes) {
+      buf = std::vector<char>();  // grown, not copied
+      buf.resize(task.regions[i].bytes);
+    }
+    task.regions[i].host = buf.data();
+  }
+  copies.regions_ = task.regions;
+  size_t next = 0;
+  for (; next < task.pieces.size() && task.pieces[next].in; ++next) {
+    const Piece& pc = task.pieces[next];
+    awaitStream(pc.seq + 1, task, pc);
+    std::memcpy(task.regions[pc.region].host + pc.offset, half(pc.seq), pc.bytes);
+    storeHostDone(pc.seq + 1);
+  }
+  task.run(copies);
+  for (; next < task.pieces.size(); ++next) {
+    const Piece& pc = task.pieces[next];
+    awaitStream(pc.seq - 1, task, pc);  // the stream copied out what this half held
+    std::memcpy(half(pc.seq), task.regions[pc.region].host + pc.offset, pc.bytes);
+    storeHostDone(pc.seq + 1);
+  }
+}
+
+void CallQueue::loop() {
   setLogRank(rank_);
   tlsProgressOf = this;
-  std::exception_ptr error;
-  try {
-    cuda::check(cudaSetDevice(device_), "cudaSetDevice on the progress thread");
-    onStart(cuda_->stream.get());
-  } catch (...) {
-    error = std::current_exception();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    started_ = true;
-    startError_ = error;
-  }
-  cv_.notify_all();
-  if (error) return;
+  nameThisThread();
   for (;;) {
     Task task;
     {
@@ -188,22 +403,9 @@ void CallQueue::loop(const std::function<void(GpuStream)>& onStart) {
       running_ = true;
     }
     try {
-      // Wait for the caller's stream to reach the call, polling so an abort is noticed.
-      auto pause = std::chrono::microseconds(5);
-      for (;;) {
-        cudaError_t rc = cudaEventQuery(task.startEvent->get());
-        if (rc == cudaSuccess) break;
-        if (rc != cudaErrorNotReady)
-          cuda::check(rc,
-                      strCat(task.what, ": the caller's stream failed before the call").c_str());
-        if (aborted_)
-          raise(ErrorCode::kRemote, task.what, " was dropped: the communicator was aborted");
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(1000));
-      }
-      task.run();
+      runTask(task);
     } catch (const Error& e) {
-      SQZ_WARN(kDevice, "rank ", rank_, ": ", e.what());
+      SQZ_WARN(kDevice, e.what());  // the error names the rank
       fail_(e);
     } catch (const std::exception& e) {
       fail_(Error(ErrorCode::kInternal, strCat("internal error in ", task.what, ": ", e.what())));
@@ -211,8 +413,9 @@ void CallQueue::loop(const std::function<void(GpuStream)>& onStart) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       running_ = false;
-      // After an abort every ticket is released; otherwise this one.
-      release(aborted_ ? issued_ : task.ticket);
+      // After an abort every piece is released; otherwise this call's (the rest of them where
+      // it failed).
+      storeHostDone(halt_ ? issued_ : task.end);
     }
     cv_.notify_all();
   }

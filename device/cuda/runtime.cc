@@ -76,7 +76,8 @@ PointerInfo pointerInfo(const void* p) {
 namespace {
 
 using MemGetAddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-using StreamWaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+// cuStreamWaitValue32 and cuStreamWriteValue32 share a signature.
+using StreamValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 }  // namespace
 
@@ -90,17 +91,33 @@ size_t bytesToAllocationEnd(const void* p) {
   return base + size - addr;
 }
 
-bool streamWaitValue(cudaStream_t stream, const volatile uint32_t* flag, uint32_t value) {
-  static const auto wait = driverEntry<StreamWaitValue32Fn>("cuStreamWaitValue32", 11070);
-  if (!wait) return false;
+uint64_t devicePointer(const volatile void* pinned) {
   void* devicePtr = nullptr;
-  check(cudaHostGetDevicePointer(&devicePtr, const_cast<uint32_t*>(flag), 0),
-        "cudaHostGetDevicePointer of the completion flag");
-  CUresult rc = wait(stream, reinterpret_cast<CUdeviceptr>(devicePtr), value,
+  check(cudaHostGetDevicePointer(&devicePtr, const_cast<void*>(pinned), 0),
+        "cudaHostGetDevicePointer of a stream word");
+  return reinterpret_cast<uint64_t>(devicePtr);
+}
+
+bool streamWaitWord(cudaStream_t stream, const StreamWord& word, uint32_t value) {
+  static const auto wait = driverEntry<StreamValue32Fn>("cuStreamWaitValue32", 11070);
+  if (!wait) return false;
+  CUresult rc = wait(stream, static_cast<CUdeviceptr>(word.device), value,
                      CU_STREAM_WAIT_VALUE_GEQ);
   if (rc == CUDA_ERROR_NOT_SUPPORTED) return false;
   if (rc != CUDA_SUCCESS)
     raise(ErrorCode::kCuda, "cuStreamWaitValue32 on the caller's stream failed (CUresult ", rc,
+          ")");
+  return true;
+}
+
+bool streamWriteWord(cudaStream_t stream, const StreamWord& word, uint32_t value) {
+  static const auto write = driverEntry<StreamValue32Fn>("cuStreamWriteValue32", 11070);
+  if (!write) return false;
+  CUresult rc = write(stream, static_cast<CUdeviceptr>(word.device), value,
+                      CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (rc == CUDA_ERROR_NOT_SUPPORTED) return false;
+  if (rc != CUDA_SUCCESS)
+    raise(ErrorCode::kCuda, "cuStreamWriteValue32 on the caller's stream failed (CUresult ", rc,
           ")");
   return true;
 }

@@ -42,11 +42,24 @@ PointerInfo pointerInfo(const void* p);
 // SIZE_MAX when that cannot be told: lets the API refuse a buffer too small for a call.
 size_t bytesToAllocationEnd(const void* p);
 
-// Makes `stream` wait until the 32-bit word at host address `flag` (pinned, mapped memory) is
-// >= value as a wrapping difference ((int32_t)(*flag - value) >= 0): the GPU polls the word, so
-// no CUDA callback thread is held (cuStreamWaitValue32). Returns false, enqueuing nothing, when
-// the driver does not offer stream memory operations.
-bool streamWaitValue(cudaStream_t stream, const volatile uint32_t* flag, uint32_t value);
+// A 32-bit word in pinned, mapped host memory (cudaHostAlloc) that the host reads and writes as
+// ordinary memory and streams wait on and write (stream memory operations, which the GPU runs
+// itself: no CUDA callback thread is held). `device` is the word's device address
+// (devicePointer, asked once when the word is made).
+struct StreamWord {
+  volatile uint32_t* host = nullptr;
+  uint64_t device = 0;
+};
+// The device address of pinned, mapped host memory (cudaHostGetDevicePointer).
+uint64_t devicePointer(const volatile void* pinned);
+// Makes `stream` wait until word >= value as a wrapping difference ((int32_t)(word - value) >= 0),
+// as cuStreamWaitValue32's GEQ compares. Returns false, enqueuing nothing, when the driver does
+// not offer stream memory operations.
+bool streamWaitWord(cudaStream_t stream, const StreamWord& word, uint32_t value);
+// Makes `stream` store value into word once the work enqueued on it before has run
+// (cuStreamWriteValue32). Returns false, enqueuing nothing, where the driver has no such
+// operation.
+bool streamWriteWord(cudaStream_t stream, const StreamWord& word, uint32_t value);
 
 // The device a stream belongs to (the current device for the legacy default stream, null).
 int streamDevice(cudaStream_t stream);

@@ -162,11 +162,13 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op));
       return;
     }
-    // The handle's passes and its collectives run on the progress thread, in stream order; the
-    // codec must stay alive until the stream has passed the call (as the buffers must).
-    impl.enqueueTask(stream,
-                     [&h, &impl, sendbuff, recvbuff, op](device::Context& ctx) {
-                       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op), ctx);
+    // The handle's passes and its collectives run on the progress thread on host copies of the
+    // buffers, in stream order; the codec must stay alive until then (as the buffers must until
+    // the stream has passed the call).
+    impl.enqueueTask(stream, {{sendbuff, bytes, true, false}, {recvbuff, bytes, false, true}},
+                     [&h, &impl, sendbuff, recvbuff, op](const device::HostCopies& copies) {
+                       h.allReduce(impl, copies.at(sendbuff), copies.at(recvbuff),
+                                   static_cast<RedOp>(op));
                      },
                      strCat("compressed all-reduce (", h.spec().method, ") of ", count, " ",
                             dataTypeName(h.dtype())));

@@ -109,13 +109,6 @@ void Communicator::connect(const UniqueIdData& id, const PeerInfo& self,
              manyHosts ? config.netModel : anyNetwork ? config.tcpModel : config.shmModel,
              tunerFile, table.peers);
   if (nranks > 1) setUpDirect();
-  // The cuda_ipc rings were allocated while connecting: a rank done with that must not start a
-  // device call that another rank's allocation in this process would then wait for. Like the
-  // calibration's, the barrier leaves no trace: the first user call is call 0.
-  if (config.device >= 0 && nranks > 1) {
-    barrier();
-    forgetInitCalls();
-  }
   if (rank == 0) {
     std::string transports;
     for (int p = 1; p < nranks; ++p)
@@ -252,40 +245,54 @@ void Communicator::drainDevice() {
 
 void Communicator::setUpDevice() {
   callQueue_ = std::make_unique<device::CallQueue>(
-      config_.device, rank_, [this](const Error& e) { fail(e); },
-      [this](device::GpuStream internal) {
-        deviceCtx_ = device::makeCudaContext(config_.device, internal);
-        deviceCtx_->prepareThread();
-      });
+      config_.device, rank_, config_.deviceStagingBytes, config_.timeoutMs,
+      [this](const Error& e) { fail(e); });
 }
 
 device::CallQueue& Communicator::callQueue() {
-  SQZ_ENFORCE(callQueue_ && deviceCtx_, "rank ", rank_,
-              ": a device call on a communicator without a GPU");
+  SQZ_ENFORCE(callQueue_, "rank ", rank_, ": a device call on a communicator without a GPU");
   return *callQueue_;
 }
 
 void Communicator::collective(const CollRequest& req) {
-  if (callQueue_ && callQueue_->onProgressThread()) {  // inside an enqueued task: a device call
-    run(req, nullptr, deviceCtx_.get());
-    return;
-  }
-  drainDevice();
-  run(req, nullptr);
-}
-
-void Communicator::hostCollective(const CollRequest& req) {
+  // On the progress thread the call is a device call's host side: the queue is its caller.
   if (!callQueue_ || !callQueue_->onProgressThread()) drainDevice();
   run(req, nullptr);
 }
 
-void Communicator::enqueueTask(void* stream, std::function<void(device::Context&)> task,
+void Communicator::hostCollective(const CollRequest& req) { collective(req); }
+
+void Communicator::enqueueTask(void* stream, const std::vector<device::DeviceSpan>& spans,
+                               std::function<void(const device::HostCopies&)> task,
                                std::string what) {
   throwIfFailed();
-  device::CallQueue& q = callQueue();
-  q.enqueue(static_cast<device::GpuStream>(stream),
-            [task = std::move(task), this] { task(*deviceCtx_); }, std::move(what));
+  callQueue().enqueue(static_cast<device::GpuStream>(stream), spans, std::move(task),
+                      std::move(what));
 }
+
+namespace {
+
+// The device buffers a collective reads and writes, as this rank's part of it uses them (a
+// broadcast's sendbuf on its root only, a reduce's recvbuf on its root only).
+std::vector<device::DeviceSpan> spansOf(const CollRequest& req, int rank, int nranks) {
+  const size_t esz = dataTypeSize(req.dtype), n = req.count * esz;
+  size_t in = n, out = n;
+  bool reads = true, writes = true;
+  switch (req.kind) {
+    case CollKind::kBroadcast: reads = rank == req.root; break;
+    case CollKind::kReduce: writes = rank == req.root; break;
+    case CollKind::kAllGather: out = n * nranks; break;
+    case CollKind::kReduceScatter: in = n * nranks; break;
+    case CollKind::kAlltoAll: in = out = n * nranks; break;
+    default: break;
+  }
+  std::vector<device::DeviceSpan> spans;
+  if (reads) spans.push_back({req.sendbuf, in, true, false});
+  if (writes) spans.push_back({req.recvbuf, out, false, true});
+  return spans;
+}
+
+}  // namespace
 
 void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
   // One rank and no codec: every rank's schedule would be localOnlySchedule (copy, then avg's
@@ -293,20 +300,36 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
   // few microseconds, where the progress thread's hand-off takes tens.
   const bool copyOnly = req.kind == CollKind::kAllReduce || req.kind == CollKind::kReduce ||
                         req.kind == CollKind::kReduceScatter;
+  const std::string what =
+      strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype));
   if (nranks_ == 1 && copyOnly && !req.codecCall && (!req.codec || req.codec->rawWire())) {
     throwIfFailed();
-    const std::string what =
-        strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype));
     callQueue().copyOnStream(static_cast<device::GpuStream>(stream), req.recvbuf, req.sendbuf,
                              req.bytes(), what);
     return;
   }
-  enqueueTask(stream, [this, req](device::Context& ctx) { run(req, nullptr, &ctx); },
-              strCat(collKindName(req.kind), " of ", req.count, " ", dataTypeName(req.dtype)));
+  enqueueTask(stream, spansOf(req, rank_, nranks_),
+              [this, req](const device::HostCopies& copies) {
+                CollRequest host = req;
+                host.sendbuf = copies.at(req.sendbuf);
+                host.recvbuf = copies.at(req.recvbuf);
+                // A buffer this rank's part does not use (a non-root's broadcast input) stays
+                // distinct from the output unless the call named the same one.
+                if (req.sendbuf == req.recvbuf) host.sendbuf = host.recvbuf;
+                run(host, nullptr);
+              },
+              what);
 }
 
 void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {
-  enqueueTask(stream, [this, calls](device::Context& ctx) { runSendRecv(calls, &ctx); },
+  std::vector<device::DeviceSpan> spans;
+  for (const P2pCall& c : calls) spans.push_back({c.buffer, c.bytes, c.isSend, !c.isSend});
+  enqueueTask(stream, spans,
+              [this, calls](const device::HostCopies& copies) {
+                std::vector<P2pCall> host = calls;
+                for (P2pCall& c : host) c.buffer = copies.at(c.buffer);
+                runSendRecv(host, nullptr);
+              },
               strCat("a group of ", calls.size(), " sends and receives"));
 }
 

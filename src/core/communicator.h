@@ -41,23 +41,23 @@ class Communicator final : public CodecComm {
   const CodecSettings& codecSettings() const override { return config_; }
 
   // Any collective but send/recv; req.kind says which. Host buffers: runs now. On the progress
-  // thread (inside a device call): on device buffers, in the CUDA context.
+  // thread (inside a device call, whose buffers are host copies by then): runs now as well.
   void collective(const CollRequest& req) override;
   // On host buffers, also on the progress thread (a codec handle's figures inside a device call).
   void hostCollective(const CollRequest& req) override;
   // One group's queued sends and receives, all posted at once. Host buffers: runs now.
   void sendRecv(const std::vector<P2pCall>& calls);
   // The same on device buffers (CUDA builds): enqueued on `stream` (a cudaStream_t of
-  // config().device), run by the progress thread (device/call_queue.h) in the communicator's
-  // CUDA execution context; returns at once.
+  // config().device) as a stream program (device/call_queue.h) that copies the buffers through
+  // pinned staging; the progress thread runs the call on host copies; returns at once.
   void enqueueCollective(const CollRequest& req, void* stream);
   void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
   // Any work on device buffers that makes calls on this communicator (a compressed all-reduce:
   // its codec handle's passes and its collectives): enqueued on `stream` like a collective;
-  // task(ctx) runs on the progress thread, where collective() runs at once as a device call in
-  // ctx, the communicator's CUDA context (passed to the task for its own kernels).
-  void enqueueTask(void* stream, std::function<void(device::Context& ctx)> task,
-                   std::string what);
+  // task(copies) runs on the progress thread with host copies of `spans`, where collective()
+  // runs at once.
+  void enqueueTask(void* stream, const std::vector<device::DeviceSpan>& spans,
+                   std::function<void(const device::HostCopies& copies)> task, std::string what);
   // Waits for every device call enqueued so far (host calls come after them: ranks number calls
   // in issue order). Not on the progress thread.
   void drainDevice();
@@ -95,8 +95,7 @@ class Communicator final : public CodecComm {
   // Runs one call on this thread in ctx (null: the host context).
   void run(const CollRequest& req, Schedule* prebuilt, device::Context* ctx = nullptr);
   void runSendRecv(const std::vector<P2pCall>& calls, device::Context* ctx);
-  // Device communicators: the progress thread, its CUDA context, and an end-of-init barrier
-  // (no rank's device call may start while another still sets up device memory). Collective.
+  // Device communicators: the pinned staging and the progress thread (device/call_queue.h).
   void setUpDevice();
   // Puts the communicator in error state (the first cause stays), tells every peer why (a
   // failure notice) and shuts the connections. Thread-safe.
@@ -144,10 +143,8 @@ class Communicator final : public CodecComm {
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;
   std::unique_ptr<device::Context> hostCtx_;  // host calls' execution context
-  // Device communicators (config().device >= 0), made at init: the CUDA execution context of
-  // device calls, on the queue's internal stream, and the queue. Last members: the queue is
-  // destroyed first, while what its progress thread uses still exists.
-  std::unique_ptr<device::Context> deviceCtx_;
+  // Device communicators (config().device >= 0), made at init: the queue of device calls. The
+  // last member: it is destroyed first, while what its progress thread uses still exists.
   std::unique_ptr<device::CallQueue> callQueue_;
 };
 

@@ -24,9 +24,20 @@ CommConfig CommConfig::fromParams(const Params& p) {
   const auto& known = availableTransports();
   for (const std::string& name : split(p.transport, ',')) {
     if (name.empty()) continue;
-    // The default list names cuda_ipc; a build without CUDA has nothing to reach a GPU with
-    // (its transport table has no cuda_ipc).
-    if (name == "cuda_ipc" && std::find(known.begin(), known.end(), name) == known.end()) continue;
+    // cuda_ipc names GPU ranks of one host. A device call's stream copies its buffers through
+    // pinned host memory and its host side moves them (device/call_queue.h): between ranks of
+    // one host that is shm's work, so cuda_ipc stands for shm (the transport moves device
+    // memory with CUDA calls, which a progress thread must not make while a caller's stream
+    // is held).
+    if (name == "cuda_ipc") {
+      if (std::find(c.transports.begin(), c.transports.end(), "shm") == c.transports.end() &&
+          std::find(known.begin(), known.end(), "shm") != known.end())
+        c.transports.push_back("shm");
+      continue;
+    }
+    if (name == "shm" &&
+        std::find(c.transports.begin(), c.transports.end(), "shm") != c.transports.end())
+      continue;
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -75,6 +86,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_CUDA_IPC_BUFFER_BYTES=", p.cudaIpcBufferBytes,
           " is out of range; use 64K to 1G.");
   c.cudaIpcBufferBytes = p.cudaIpcBufferBytes;
+  if (p.deviceStagingBytes < 65536 || p.deviceStagingBytes > (4ull << 30))
+    raise(ErrorCode::kInvalidArgument, "SQZ_DEVICE_STAGING_BYTES=", p.deviceStagingBytes,
+          " is out of range; use 64K to 4G.");
+  c.deviceStagingBytes = p.deviceStagingBytes;
   if (p.shmSingleCopyBytes != 0 &&
       (p.shmSingleCopyBytes < 4096 || p.shmSingleCopyBytes > (1ull << 40)))
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_SINGLE_COPY_BYTES=", p.shmSingleCopyBytes,
