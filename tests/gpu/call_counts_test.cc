@@ -7,16 +7,18 @@
 // device/cuda/*.cu, its launches included: a CUB algorithm counts as one).
 //   - a one-rank all-reduce without a codec is one copy on the caller's stream (none in place):
 //     no launch, no host wait, nothing for the progress thread;
-//   - a 2-rank compressed all-reduce over cuda_ipc, per rank and call, at two sizes, one piece a
-//     step and 16, for the chunk codecs and the selections, and PowerSGD (its norms added on the
-//     device: the two waits left are its own): the launches are the same at both sizes, since a
-//     step's pieces run each of the codec's kernels once (Context::beginBatch);
+//   - a 2-rank call on device buffers, plain or compressed (int8, top-k, PowerSGD), per rank and
+//     call, at two sizes: a stream program of two copies and a few word operations that the
+//     caller's thread enqueues without waiting, no kernel launch, and no CUDA call at all on
+//     the progress threads (the stand-in counts calls by thread name); a call larger than the
+//     staging moves in pieces and stays exact;
 //   - a top-k selection, either route, waits for nothing: its count is k, known before it runs.
 // Stand-in builds only (scripts/standin.sh); a GPU has no such counters.
 #include <cuda_runtime_api.h>
 
 #include <barrier>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,7 @@ namespace sqztest {
 namespace {
 
 using squeeze::standin::Counters;
+using squeeze::standin::countersOfThreadsNamed;
 using squeeze::standin::processCounters;
 using squeeze::standin::threadCounters;
 
@@ -69,7 +72,7 @@ struct Stream {
 
 TEST(CallCounts, OneRankAllReduceIsOneCopyOnTheCallersStream) {
   RunOptions opts;
-  opts.transports = "cuda_ipc";
+  opts.transports = "shm";
   RunResult run = runRanks(1, opts, [&](sqzComm_t& comm, int) {
     Stream stream;
     cudaStream_t s = stream.s;
@@ -94,93 +97,129 @@ TEST(CallCounts, OneRankAllReduceIsOneCopyOnTheCallersStream) {
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
-// Ceilings per rank and call (launches, host waits) in pieces of 128 KiB, 2 ranks, ring, over
-// cuda_ipc, at 64K floats (one piece a step) and at 1M floats (16 pieces a step): the same
-// ceilings, since a step's pieces run each kernel once (Context::beginBatch).
-struct CountCase {
-  const char* spec;
-  uint64_t maxLaunches;
-  uint64_t maxHostWaits;
-};
-
+// A call on device buffers is a stream program (device/call_queue.h): per piece of staging, a
+// copy and the words' writes and waits on the caller's stream, enqueued by the caller's thread,
+// which waits for nothing; the progress thread does the rest on the host and makes no CUDA call
+// at all. So per rank and call: no kernel launch anywhere, no host wait but the test's own, and
+// copies that grow with the call's bytes over half the staging, not with the schedule's pieces
+// (128 KiB here, 1 a step at 64K floats, 16 at 1M).
 struct Counted {
-  double launches, waits, copies;
+  double launches, waits, copies, streamOps, progressCalls;
+  bool exact;
 };
 
-// Per rank and call, for `count` floats through `spec`.
-Counted countCalls(const char* spec, size_t count) {
+// Per rank and call, for `count` floats through `spec` ("" for a plain all-reduce).
+Counted countCalls(const char* spec, size_t count, const char* staging = nullptr) {
   constexpr int kRanks = 2, kWarmCalls = 2, kCalls = 3;
   ScopedEnv env;
   env.set("SQZ_ALGO", "ring");
   env.set("SQZ_TUNER_CALIBRATE", "0");
+  if (staging) env.set("SQZ_DEVICE_STAGING_BYTES", staging);
   RunOptions opts;
-  opts.transports = "cuda_ipc";
+  opts.transports = "shm";
   opts.chunkBytes = 128 << 10;
   std::barrier sync(kRanks);
   Counters before, total;
+  uint64_t callerCopies = 0, callerStreamOps = 0;  // both ranks' enqueues (atomics below)
+  std::mutex callerMu;
+  const Counters progress0 = countersOfThreadsNamed("sqz-progress");
+  bool exact[kRanks] = {true, true};
   RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
     Stream stream;
     cudaStream_t s = stream.s;
     DeviceFloats in(count, s), out(count, s);
+    const std::vector<float> mine = in.get();
     sqzCodec_t codec = nullptr;
-    ASSERT_EQ(sqzCodecCreate(&codec, spec, count, sqzFloat32, comm), sqzSuccess)
-        << sqzGetLastError(comm);
-    auto call = [&] {
-      EXPECT_EQ(sqzAllReduceCompressed(in.ptr, out.ptr, count, sqzFloat32, sqzSum, codec, comm, s),
-                sqzSuccess)
+    if (*spec)
+      ASSERT_EQ(sqzCodecCreate(&codec, spec, count, sqzFloat32, comm), sqzSuccess)
           << sqzGetLastError(comm);
+    auto enqueue = [&] {
+      if (codec)
+        EXPECT_EQ(sqzAllReduceCompressed(in.ptr, out.ptr, count, sqzFloat32, sqzSum, codec, comm,
+                                         s), sqzSuccess) << sqzGetLastError(comm);
+      else
+        EXPECT_EQ(sqzAllReduce(in.ptr, out.ptr, count, sqzFloat32, sqzSum, comm, s), sqzSuccess)
+            << sqzGetLastError(comm);
+    };
+    auto call = [&] {
+      enqueue();
       EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     };
-    for (int i = 0; i < kWarmCalls; ++i) call();  // scratch grows on the first calls
+    for (int i = 0; i < kWarmCalls; ++i) call();
     sync.arrive_and_wait();
     if (rank == 0) before = processCounters();
     sync.arrive_and_wait();  // before either rank's first counted call enqueues anything
-    for (int i = 0; i < kCalls; ++i) call();
+    for (int i = 0; i < kCalls; ++i) {
+      const Counters t0 = threadCounters();
+      enqueue();
+      const Counters t = threadCounters() - t0;
+      {
+        std::lock_guard<std::mutex> lock(callerMu);
+        callerCopies += t.copies;
+        callerStreamOps += t.streamOps;
+      }
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    }
     sync.arrive_and_wait();
     if (rank == 0) total = processCounters() - before;
     sync.arrive_and_wait();
-    sqzCodecDestroy(codec);
+    // Both ranks' inputs are the same pattern: a plain sum is twice it, exactly.
+    if (!codec) {
+      const std::vector<float> got = out.get();
+      for (size_t i = 0; i < count && exact[rank]; ++i) exact[rank] = got[i] == 2 * mine[i];
+    }
+    if (codec) sqzCodecDestroy(codec);
   });
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  const Counters progress = countersOfThreadsNamed("sqz-progress") - progress0;
   // Both ranks' calls, less the test's own stream synchronizations.
   const uint64_t calls = kRanks * kCalls;
-  const Counted c{double(total.launches) / calls, double(total.hostWaits - calls) / calls,
-                  double(total.copies) / calls};
-  std::printf("  %-40s %8zu floats: %6.1f launches, %5.1f host waits, %6.1f copies a call\n", spec,
-              count, c.launches, c.waits, c.copies);
-  return c;
+  const Counted k{double(total.launches) / calls, double(total.hostWaits - calls) / calls,
+                  double(callerCopies) / calls, double(callerStreamOps) / calls,
+                  double(progress.apiCalls), exact[0] && exact[1]};
+  std::printf("  %-30s %8zu floats, staging %-4s: %4.1f launches, %4.1f host waits, %5.1f copies, "
+              "%5.1f stream operations a call; progress threads: %.0f CUDA calls\n",
+              *spec ? spec : "(plain)", count, staging ? staging : "16M", k.launches, k.waits,
+              k.copies, k.streamOps, k.progressCalls);
+  return k;
 }
 
-class CompressedCallCounts : public ::testing::TestWithParam<CountCase> {};
+class StagedCallCounts : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(CompressedCallCounts, AtMostTheRecordedLaunchesAndHostWaitsAtEverySize) {
-  const CountCase c = GetParam();
-  const Counted one = countCalls(c.spec, 1 << 16), many = countCalls(c.spec, 1 << 20);
-  for (const Counted& k : {one, many}) {
-    EXPECT_LE(k.launches, double(c.maxLaunches)) << c.spec;
-    EXPECT_LE(k.waits, double(c.maxHostWaits)) << c.spec;
+TEST_P(StagedCallCounts, ACallIsTwoCopiesAndNoLaunchOrWaitAtEverySize) {
+  const char* spec = GetParam();
+  for (size_t count : {size_t(1) << 16, size_t(1) << 20}) {
+    const Counted k = countCalls(spec, count);
+    EXPECT_EQ(k.launches, 0) << spec << ": a device call launched a kernel";
+    EXPECT_EQ(k.waits, 0) << spec << ": a device call made a host thread wait for the device";
+    EXPECT_EQ(k.copies, 2) << spec << ": one copy in and one out, whatever the schedule's pieces";
+    // In: wait for earlier calls, wait for the half, copy, write; out: wait, copy, write.
+    EXPECT_LE(k.streamOps, 6) << spec;
+    EXPECT_EQ(k.progressCalls, 0) << spec << ": a progress thread made a CUDA call";
   }
-  EXPECT_LE(many.launches, one.launches)
-      << c.spec << ": a call's launches grow with its pieces (16 a step at 1M floats, 1 at 64K)";
 }
 
-// Before batching (d4acb5c) the 1M-float calls took 81 (int8), 113 (fp16), 305 (topk, either
-// route) and 306 (dgc) launches, one set of kernels per piece, and 146 (int8) or 242 (the
-// selections) copies; now 66, the transfers' own: a batch's payload headers and check words
-// are one kernel each.
-INSTANTIATE_TEST_SUITE_P(
-    Stand, CompressedCallCounts,
-    ::testing::Values(CountCase{"int8:auto_dense=0", 11, 1}, CountCase{"fp16:auto_dense=0", 8, 1},
-                      CountCase{"topk:ratio=0.01,auto_dense=0", 28, 1},
-                      CountCase{"topk:ratio=0.01,sample=1,auto_dense=0", 28, 1},
-                      CountCase{"dgc:ratio=0.01,auto_dense=0", 29, 1},
-                      CountCase{"powersgd:rank=4,auto_dense=0", 13, 2}),
-    [](const ::testing::TestParamInfo<CountCase>& info) {
-      std::string name = info.param.spec;
-      for (char& ch : name)
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Stand, StagedCallCounts,
+                         ::testing::Values("", "int8:auto_dense=0",
+                                           "topk:ratio=0.01,auto_dense=0",
+                                           "powersgd:rank=4,auto_dense=0"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = *info.param ? info.param : "plain";
+                           for (char& ch : name)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
+
+// A call larger than the staging moves in pieces of half of it, three stream operations each
+// way and piece, and is still exact.
+TEST(CallCounts, ACallLargerThanTheStagingMovesInPiecesAndIsExact) {
+  const Counted k = countCalls("", size_t(1) << 18, "64K");  // 1 MiB through 32 KiB halves
+  EXPECT_TRUE(k.exact) << "the sum through staging pieces differs from 2x the input";
+  EXPECT_EQ(k.copies, 64) << "32 pieces in, 32 out";
+  EXPECT_LE(k.streamOps, 64 * 3 + 1);
+  EXPECT_EQ(k.launches, 0);
+  EXPECT_EQ(k.progressCalls, 0);
+}
 
 TEST(CallCounts, TopkSelectionHostWaits) {
   Stream stream;

@@ -6,6 +6,7 @@
 // checks that need a GPU. main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
 #include <cuda_runtime_api.h>
 
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -257,6 +258,69 @@ TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
     EXPECT_NE(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess);
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
+// A call whose peer never comes holds the caller's stream on a word; sqzCommAbort from another
+// thread, or the timeout, writes every word the stream waits on, so the stream drains, and the
+// error stays on the communicator.
+TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
+  for (bool byAbort : {true, false}) {
+    RunOptions opts;
+    opts.transports = "shm";
+    opts.timeoutMs = byAbort ? 30000 : 1000;
+    std::barrier sync(2);
+    RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+      if (rank == 1) {  // never calls; stays until rank 0 is done
+        sync.arrive_and_wait();
+        return;
+      }
+      RankStream rankStream;
+      cudaStream_t stream = rankStream.get();
+      DeviceBytes buf(1024 * sizeof(float), stream);
+      ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+          << sqzGetLastError(comm);
+      const auto t0 = std::chrono::steady_clock::now();
+      std::thread aborter;
+      if (byAbort)
+        aborter = std::thread([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          sqzCommAbort(comm);
+        });
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // released, not hung
+      const double held = secondsSince(t0);
+      if (aborter.joinable()) aborter.join();
+      EXPECT_LT(held, byAbort ? 10.0 : 1.0 + 2.0 + 5.0)
+          << (byAbort ? "abort" : "the timeout") << " left the stream held";
+      if (byAbort) {
+        comm = nullptr;  // sqzCommAbort destroyed it
+      } else {
+        sqzResult_t async = sqzSuccess;
+        EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+        EXPECT_NE(async, sqzSuccess) << "the timed-out call left no error";
+      }
+      sync.arrive_and_wait();
+    });
+    ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  }
+}
+
+// Ranks of one process on one GPU share its hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS):
+// with fewer queues than ranks, one rank's held stream could stall another's copies for ever, so
+// init refuses with what to set, and a communicator that fits still works.
+TEST(DeviceErrors, MoreRanksInOneProcessThanWorkQueues) {
+  ScopedEnv env;
+  env.set("CUDA_DEVICE_MAX_CONNECTIONS", "1");
+  RunOptions opts;
+  opts.transports = "shm";
+  opts.timeoutMs = 2000;  // the rank that was let in waits that long for the refused one
+  RunResult run = runRanks(2, opts, [&](sqzComm_t&, int) {});
+  ASSERT_FALSE(run.initErrors.empty()) << "two ranks on one GPU with one work queue were let in";
+  bool named = false;
+  for (const std::string& e : run.initErrors)
+    named |= e.find("CUDA_DEVICE_MAX_CONNECTIONS to at least 2") != std::string::npos;
+  EXPECT_TRUE(named) << run.initErrors[0];
+  RunResult one = runRanks(1, opts, [&](sqzComm_t&, int) {});
+  EXPECT_TRUE(one.initErrors.empty()) << one.initErrors[0];
 }
 
 // Bad input that needs a GPU to make: each is sqzInvalidArgument and nothing is enqueued (the
