@@ -18,7 +18,7 @@ namespace {
 
 struct ThreadRecord {
   std::atomic<uint64_t> counts[kCountKinds] = {};
-  std::mutex nameMu;  // name
+  std::mutex nameMu;   // name
   char name[16] = {};  // the thread's name at its latest call (pthread_getname_np)
 };
 

@@ -48,9 +48,9 @@ void waitForLock(DriverLock& L, std::unique_lock<std::mutex>& lk, const std::str
         warned = true;
         std::string text;
         for (const auto& h : held)
-          text += "sqz-cuda-standin: " + call + " waits for the driver lock, which " +
-                  holderCall + " holds on another thread while it waits for the device, and " +
-                  h + ": NCCL's rule forbids this; it deadlocks when the holder waits for this "
+          text += "sqz-cuda-standin: " + call + " waits for the driver lock, which " + holderCall +
+                  " holds on another thread while it waits for the device, and " + h +
+                  ": NCCL's rule forbids this; it deadlocks when the holder waits for this "
                   "thread\n";
         std::fputs(text.c_str(), stderr);
       }

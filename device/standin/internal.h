@@ -69,9 +69,9 @@ struct WorkQueue {
   int index = 0;
   int of = 8;  // the device's queues when this one was made
   std::mutex mu;
-  std::condition_variable cv;  // `next` moved
-  uint64_t issued = 0;         // the last ticket handed out
-  uint64_t next = 1;           // the ticket that may run: every earlier one has completed
+  std::condition_variable cv;    // `next` moved
+  uint64_t issued = 0;           // the last ticket handed out
+  uint64_t next = 1;             // the ticket that may run: every earlier one has completed
   std::shared_ptr<Stream> head;  // the stream whose item holds `next` while it runs (watchdog)
 };
 
@@ -94,9 +94,9 @@ struct Stream {
   bool workerStarted = false;
   std::string state;  // what the worker does now, for the watchdog ("" when idle)
   Hold hold;
-  std::shared_ptr<Stream> waitingOn;  // the stream whose item the worker's next item waits for
+  std::shared_ptr<Stream> waitingOn;     // the stream whose item the worker's next item waits for
   std::shared_ptr<WorkQueue> workQueue;  // fixed at creation
-  bool waitingForQueue = false;  // the worker's item waits for its turn on workQueue
+  bool waitingForQueue = false;          // the worker's item waits for its turn on workQueue
 };
 
 // An emulated GPU: its streams (the legacy stream first), sticky error and host-function thread.
@@ -269,8 +269,7 @@ std::vector<std::string> heldTargets(const std::vector<Target>& targets, bool ow
 void watchedWait(Device& d, const std::vector<Target>& targets, const std::string& call,
                  const char* scope, bool ownHolds);
 // Prints every stream of `d` and aborts: `call` has waited `ms` for `scope`.
-[[noreturn]] void reportHang(Device& d, const std::string& call, const std::string& scope,
-                             long ms);
+[[noreturn]] void reportHang(Device& d, const std::string& call, const std::string& scope, long ms);
 long warnAfterMs();
 
 // Memory (memory.cc).

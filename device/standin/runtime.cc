@@ -46,9 +46,8 @@ State* newState() {
   s->hangMs = envLong("SQZ_STANDIN_HANG_MS", 20000, 0, 1L << 40);
   // As CUDA: the number of hardware work queues (connections) each device's streams share,
   // read when the device is initialized (all of them at once here).
-  const int connections = s->deviceCount > 0
-                              ? static_cast<int>(envLong("CUDA_DEVICE_MAX_CONNECTIONS", 8, 1, 32))
-                              : 8;
+  const int connections =
+      s->deviceCount > 0 ? static_cast<int>(envLong("CUDA_DEVICE_MAX_CONNECTIONS", 8, 1, 32)) : 8;
   for (int i = 0; i < s->deviceCount; ++i) {
     auto d = std::make_unique<Device>();
     d->ordinal = i;

@@ -499,8 +499,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   count(Count::kHostWaits);
   // Watched for a stream stalled behind another held one (its queue, the legacy stream, an
   // event); its own hold is the usual wait for another thread's store.
-  watchedWait(*s->device, {{s, s->enqueued.load()}}, "cudaStreamSynchronize", "its stream",
-              false);
+  watchedWait(*s->device, {{s, s->enqueued.load()}}, "cudaStreamSynchronize", "its stream", false);
   return fail(stickyError(*s->device));
 }
 
@@ -659,8 +658,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (cudaError_t rc = refuseOnDevice("cudaEventSynchronize")) return fail(rc);
   count(Count::kHostWaits);
   if (rp)
-    watchedWait(*rp->stream->device, {{rp->stream, rp->seq}}, "cudaEventSynchronize",
-                "its event", false);
+    watchedWait(*rp->stream->device, {{rp->stream, rp->seq}}, "cudaEventSynchronize", "its event",
+                false);
   return fail(stickyError(*ev->device));
 }
 

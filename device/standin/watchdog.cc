@@ -118,9 +118,7 @@ void reportHang(Device& d, const std::string& call, const std::string& scope, lo
     std::lock_guard<std::mutex> l(s->mu);
     const uint64_t e = s->enqueued.load(), c = s->completed.load();
     text += "  " + describe(*s) + " (" + queueText(*s) + "): ";
-    text += !r.empty()         ? r
-            : s->state.empty() ? std::string("idle")
-                               : "running " + s->state;
+    text += !r.empty() ? r : s->state.empty() ? std::string("idle") : "running " + s->state;
     text += "; " + std::to_string(e - c) + " item(s) not done (" + std::to_string(c) + " of " +
             std::to_string(e) + " completed)\n";
   }

@@ -577,9 +577,9 @@ TEST_F(StandinTest, StreamWriteValue32StoresInStreamOrder) {
   EXPECT_TRUE(released);
 
   // Only the default flags; only memory a GPU can reach.
-  EXPECT_EQ(write(reinterpret_cast<CUstream>(a), word.dev(), 1,
-                  CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      write(reinterpret_cast<CUstream>(a), word.dev(), 1, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER),
+      CUDA_ERROR_INVALID_VALUE);
   uint32_t pageable = 0;
   EXPECT_EQ(write(reinterpret_cast<CUstream>(a), reinterpret_cast<CUdeviceptr>(&pageable), 1, 0),
             CUDA_ERROR_INVALID_VALUE);
