@@ -1,7 +1,7 @@
 // The CUDA stand-in's error names and descriptions (cudaGetErrorName, cudaGetErrorString): every
 // code of the toolkit's enum cudaError, with the runtime's own wording where the stand-in knows
 // it, so messages read as they would with libcudart.
-#include <cuda_runtime_api.h>
+#include "device/standin/internal.h"
 
 namespace {
 
@@ -242,14 +242,26 @@ const ErrorText* find(cudaError_t code) {
 
 }  // namespace
 
-extern "C" {
+namespace squeeze::standin::detail {
 
-const char* cudaGetErrorName(cudaError_t error) {
-  const ErrorText* e = find(error);
+const char* errorName(cudaError_t rc) {
+  const ErrorText* e = find(rc);
   return e ? e->name : "unrecognized error code";
 }
 
+}  // namespace squeeze::standin::detail
+
+using namespace squeeze::standin::detail;
+
+extern "C" {
+
+const char* cudaGetErrorName(cudaError_t error) {
+  const ApiCall api(__func__);
+  return errorName(error);
+}
+
 const char* cudaGetErrorString(cudaError_t error) {
+  const ApiCall api(__func__);
   const ErrorText* e = find(error);
   return e ? e->text : "unrecognized error code";
 }

@@ -153,7 +153,7 @@ cudaError_t prepareCopy(void* dst, const void* src, size_t dstExtent, size_t src
 // memory; a synchronous one is an item on the legacy default stream (which waits for the
 // device's blocking streams, not for non-blocking ones) that the host waits for, except a copy
 // between two device buffers and a memset of device memory, which return at once.
-cudaError_t submit(const std::shared_ptr<Stream>& s, const char* what, bool hostWait,
+cudaError_t submit(const std::shared_ptr<Stream>& s, const char* what, bool hostWait, bool sync,
                    std::function<void()> body) {
   if (hostWait)
     if (cudaError_t rc = refuseOnDevice(what)) return rc;
@@ -162,7 +162,7 @@ cudaError_t submit(const std::shared_ptr<Stream>& s, const char* what, bool host
   item.what = what;
   item.run = [body = std::move(body)](Stream&) { body(); };
   const uint64_t seq = enqueue(s, std::move(item));
-  if (hostWait) return waitWatched(s, seq, what);
+  if (hostWait) return waitWatched(s, seq, what, sync);
   return cudaSuccess;
 }
 
@@ -173,10 +173,11 @@ cudaError_t copyBytes(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
   if (cudaError_t rc = prepareCopy(dst, src, n, n, kind, stream, sync, &s)) return rc;
   const bool deviceToDevice = isDeviceMemory(dst) && isDeviceMemory(src);
   const bool touchesPageable = pageable(dst) || pageable(src);
-  if (sync) return submit(s, "cudaMemcpy", !deviceToDevice, [=] { std::memmove(dst, src, n); });
+  if (sync)
+    return submit(s, "cudaMemcpy", !deviceToDevice, true, [=] { std::memmove(dst, src, n); });
   return submit(s,
                 touchesPageable ? "cudaMemcpyAsync with pageable host memory" : "cudaMemcpyAsync",
-                touchesPageable, [=] { std::memmove(dst, src, n); });
+                touchesPageable, false, [=] { std::memmove(dst, src, n); });
 }
 
 cudaError_t setBytes(void* p, int value, size_t n, cudaStream_t stream, bool sync) {
@@ -185,11 +186,12 @@ cudaError_t setBytes(void* p, int value, size_t n, cudaStream_t stream, bool syn
   if (!p || !findRegion(p, &r)) return cudaErrorInvalidValue;  // a GPU cannot write pageable memory
   std::shared_ptr<Stream> s;
   if (cudaError_t rc = prepareCopy(p, p, n, n, cudaMemcpyDefault, stream, sync, &s)) return rc;
-  return submit(s, sync ? "cudaMemset" : "cudaMemsetAsync", sync && !isDevice(r),
+  return submit(s, sync ? "cudaMemset" : "cudaMemsetAsync", sync && !isDevice(r), sync,
                 [=] { std::memset(p, value, n); });
 }
 
 CUresult CUDAAPI memGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  const ApiCall api(__func__);
   Region r;
   if (!findRegion(reinterpret_cast<const void*>(dptr), &r) || !isDevice(r))
     return CUDA_ERROR_NOT_FOUND;
@@ -265,6 +267,7 @@ cudaError_t hostAlloc(void** pHost, size_t size, unsigned int flags, const char*
 extern "C" {
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  const ApiCall api(__func__);
   if (!devPtr) return fail(cudaErrorInvalidValue);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
@@ -277,6 +280,7 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
 }
 
 cudaError_t cudaFree(void* devPtr) {
+  const ApiCall api(__func__);
   if (!devPtr) return cudaSuccess;
   Region r;
   if (!findRegion(devPtr, &r) || r.kind != RegionKind::kDevice ||
@@ -290,6 +294,7 @@ cudaError_t cudaFree(void* devPtr) {
 }
 
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  const ApiCall api(__func__);
   if (!devPtr) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
   auto s = resolveStream(hStream, &rc);
@@ -305,6 +310,7 @@ cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  const ApiCall api(__func__);
   cudaError_t rc;
   auto s = resolveStream(hStream, &rc);
   if (!s) return fail(rc);
@@ -326,14 +332,17 @@ cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
 }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  const ApiCall api(__func__);
   return hostAlloc(pHost, size, flags, "cudaHostAlloc");
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  const ApiCall api(__func__);
   return hostAlloc(ptr, size, 0, "cudaMallocHost");
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  const ApiCall api(__func__);
   if (!ptr) return cudaSuccess;
   Region r;
   if (!findRegion(ptr, &r) || r.kind != RegionKind::kPinned ||
@@ -346,6 +355,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 }
 
 cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  const ApiCall api(__func__);
   constexpr unsigned kKnown = cudaHostRegisterPortable | cudaHostRegisterMapped |
                               cudaHostRegisterIoMemory | cudaHostRegisterReadOnly;
   if (!ptr || size == 0 || (flags & ~kKnown)) return fail(cudaErrorInvalidValue);
@@ -365,6 +375,7 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaHostUnregister(void* ptr) {
+  const ApiCall api(__func__);
   Region r;
   if (!ptr || !findRegion(ptr, &r) || r.kind != RegionKind::kRegistered ||
       r.base != reinterpret_cast<uintptr_t>(ptr))
@@ -376,6 +387,7 @@ cudaError_t cudaHostUnregister(void* ptr) {
 }
 
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  const ApiCall api(__func__);
   if (!pDevice || flags != 0) return fail(cudaErrorInvalidValue);
   Region r;
   if (!findRegion(pHost, &r) || isDevice(r)) return fail(cudaErrorInvalidValue);
@@ -384,6 +396,7 @@ cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int f
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
+  const ApiCall api(__func__);
   if (!attributes) return fail(cudaErrorInvalidValue);
   std::memset(attributes, 0, sizeof(*attributes));
   Region r;
@@ -405,17 +418,20 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  const ApiCall api(__func__);
   return fail(copyBytes(dst, src, count, kind, nullptr, true));
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind,
                             cudaStream_t stream) {
+  const ApiCall api(__func__);
   return fail(copyBytes(dst, src, count, kind, stream, false));
 }
 
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
                               size_t width, size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
+  const ApiCall api(__func__);
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidPitchValue);
   if (width == 0 || height == 0) return cudaSuccess;
   std::shared_ptr<Stream> s;
@@ -424,21 +440,24 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
     return fail(rc);
   auto* d = static_cast<char*>(dst);
   auto* from = static_cast<const char*>(src);
-  return fail(submit(s, "cudaMemcpy2DAsync", pageable(dst) || pageable(src), [=] {
+  return fail(submit(s, "cudaMemcpy2DAsync", pageable(dst) || pageable(src), false, [=] {
     for (size_t row = 0; row < height; ++row)
       std::memmove(d + row * dpitch, from + row * spitch, width);
   }));
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  const ApiCall api(__func__);
   return fail(setBytes(devPtr, value, count, nullptr, true));
 }
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  const ApiCall api(__func__);
   return fail(setBytes(devPtr, value, count, stream, false));
 }
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
+  const ApiCall api(__func__);
   Region r;
   if (!handle || !devPtr || !findRegion(devPtr, &r) || r.kind != RegionKind::kDevice)
     return fail(cudaErrorInvalidValue);
@@ -459,6 +478,7 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* devPtr) {
 // Maps the exporter's whole allocation and returns its base, as CUDA does (the handle names an
 // allocation; an exporter that passed an interior pointer gets its base back, not the pointer).
 cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned int flags) {
+  const ApiCall api(__func__);
   if (!devPtr || flags != cudaIpcMemLazyEnablePeerAccess) return fail(cudaErrorInvalidValue);
   IpcHandle h;
   std::memcpy(&h, &handle, sizeof(h));
@@ -508,6 +528,7 @@ cudaError_t cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsig
 }
 
 cudaError_t cudaIpcCloseMemHandle(void* devPtr) {
+  const ApiCall api(__func__);
   State& st = state();
   Region r;
   {

@@ -1,7 +1,7 @@
 // The CUDA stand-in's runtime (standin.h): the process state, the emulated devices and their
-// properties, per-thread current device and last error, sticky device errors, the counters,
-// and the driver entry points handed out by cudaGetDriverEntryPointByVersion. Streams and
-// events are in streams.cc, memory in memory.cc, error names in errors.cc.
+// properties, per-thread current device and last error, sticky device errors, and the driver
+// entry points handed out by cudaGetDriverEntryPointByVersion. Streams and events are in
+// streams.cc, memory in memory.cc, error names in errors.cc, the counters in counters.cc.
 #include <pthread.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -44,9 +44,15 @@ State* newState() {
   auto* s = new State;
   s->deviceCount = static_cast<int>(envLong("SQZ_STANDIN_DEVICES", 1, 0, 64));
   s->hangMs = envLong("SQZ_STANDIN_HANG_MS", 20000, 0, 1L << 40);
+  // As CUDA: the number of hardware work queues (connections) each device's streams share,
+  // read when the device is initialized (all of them at once here).
+  const int connections =
+      s->deviceCount > 0 ? static_cast<int>(envLong("CUDA_DEVICE_MAX_CONNECTIONS", 8, 1, 32)) : 8;
   for (int i = 0; i < s->deviceCount; ++i) {
     auto d = std::make_unique<Device>();
     d->ordinal = i;
+    d->maxConnections = connections;
+    d->workQueues = newWorkQueues(connections);
     d->peerEnabled.assign(s->deviceCount, false);
     d->legacy = newStream(*d, StreamKind::kLegacy, true, 0);
     s->devices.push_back(std::move(d));
@@ -57,19 +63,6 @@ State* newState() {
 thread_local int tlsDevice = 0;
 thread_local bool tlsDeviceThread = false;
 thread_local cudaError_t tlsLastError = cudaSuccess;
-
-std::atomic<uint64_t> gCounts[5];
-thread_local uint64_t tlsCounts[5];
-
-Counters toCounters(const uint64_t (&c)[5]) {
-  Counters r;
-  r.launches = c[0];
-  r.copies = c[1];
-  r.hostWaits = c[2];
-  r.implicitSyncs = c[3];
-  r.allocations = c[4];
-  return r;
-}
 
 }  // namespace
 
@@ -116,10 +109,12 @@ void failDevice(Device& d, cudaError_t rc, const std::string& what) {
   std::fprintf(stderr,
                "sqz-cuda-standin: device %d: %s; every later call on the device returns %s (a "
                "sticky error, as after a faulting kernel on a GPU)\n",
-               d.ordinal, what.c_str(), cudaGetErrorName(rc));
+               d.ordinal, what.c_str(), errorName(rc));
 }
 
 void markDeviceThread() { tlsDeviceThread = true; }
+
+bool isDeviceThread() { return tlsDeviceThread; }
 
 cudaError_t refuseOnDevice(const char* call) {
   if (!tlsDeviceThread) return cudaSuccess;
@@ -131,33 +126,7 @@ cudaError_t refuseOnDevice(const char* call) {
   return cudaErrorNotPermitted;
 }
 
-void count(Count c) {
-  const auto i = static_cast<int>(c);
-  gCounts[i].fetch_add(1, std::memory_order_relaxed);
-  ++tlsCounts[i];
-}
-
 }  // namespace detail
-
-using namespace detail;
-
-Counters operator-(const Counters& a, const Counters& b) {
-  Counters r;
-  r.launches = a.launches - b.launches;
-  r.copies = a.copies - b.copies;
-  r.hostWaits = a.hostWaits - b.hostWaits;
-  r.implicitSyncs = a.implicitSyncs - b.implicitSyncs;
-  r.allocations = a.allocations - b.allocations;
-  return r;
-}
-
-Counters processCounters() {
-  uint64_t c[5];
-  for (int i = 0; i < 5; ++i) c[i] = gCounts[i].load(std::memory_order_relaxed);
-  return toCounters(c);
-}
-
-Counters threadCounters() { return toCounters(tlsCounts); }
 
 }  // namespace squeeze::standin
 
@@ -304,12 +273,14 @@ bool parseBusId(const char* id, unsigned* bus) {
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
+  const ApiCall api(__func__);
   if (!count) return fail(cudaErrorInvalidValue);
   *count = state().deviceCount;
   return *count == 0 ? fail(cudaErrorNoDevice) : cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  const ApiCall api(__func__);
   if (!device) return fail(cudaErrorInvalidValue);
   if (state().deviceCount == 0) return fail(cudaErrorNoDevice);
   *device = currentOrdinal();
@@ -317,6 +288,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 
 cudaError_t cudaSetDevice(int device) {
+  const ApiCall api(__func__);
   if (state().deviceCount == 0) return fail(cudaErrorNoDevice);
   if (!deviceAt(device)) return fail(cudaErrorInvalidDevice);
   currentOrdinal() = device;
@@ -324,6 +296,7 @@ cudaError_t cudaSetDevice(int device) {
 }
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  const ApiCall api(__func__);
   if (!prop) return fail(cudaErrorInvalidValue);
   if (!deviceAt(device)) return fail(cudaErrorInvalidDevice);
   fillProperties(prop, device);
@@ -331,6 +304,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  const ApiCall api(__func__);
   if (!value) return fail(cudaErrorInvalidValue);
   if (!deviceAt(device)) return fail(cudaErrorInvalidDevice);
   cudaDeviceProp p;
@@ -340,6 +314,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  const ApiCall api(__func__);
   if (!pciBusId || len <= 0) return fail(cudaErrorInvalidValue);
   if (!deviceAt(device)) return fail(cudaErrorInvalidDevice);
   std::snprintf(pciBusId, static_cast<size_t>(len), "%04x:%02x:%02x.0", 0, device, 0);
@@ -347,6 +322,7 @@ cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
 }
 
 cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
+  const ApiCall api(__func__);
   if (!device || !pciBusId) return fail(cudaErrorInvalidValue);
   unsigned bus = 0;
   if (!parseBusId(pciBusId, &bus)) return fail(cudaErrorInvalidValue);
@@ -356,6 +332,7 @@ cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* pciBusId) {
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevice) {
+  const ApiCall api(__func__);
   if (!canAccessPeer) return fail(cudaErrorInvalidValue);
   if (!deviceAt(device) || !deviceAt(peerDevice)) return fail(cudaErrorInvalidDevice);
   *canAccessPeer = device != peerDevice;  // as CUDA: a device is not its own peer
@@ -363,6 +340,7 @@ cudaError_t cudaDeviceCanAccessPeer(int* canAccessPeer, int device, int peerDevi
 }
 
 cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
+  const ApiCall api(__func__);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
   if (flags != 0) return fail(cudaErrorInvalidValue);
@@ -374,6 +352,7 @@ cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags) {
 }
 
 cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
+  const ApiCall api(__func__);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
   if (!deviceAt(peerDevice) || peerDevice == d->ordinal) return fail(cudaErrorInvalidDevice);
@@ -384,6 +363,7 @@ cudaError_t cudaDeviceDisablePeerAccess(int peerDevice) {
 }
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  const ApiCall api(__func__);
   if (!free || !total) return fail(cudaErrorInvalidValue);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
@@ -396,6 +376,7 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 
 // The last error of this thread; a sticky error of the current device stays, as on a GPU.
 cudaError_t cudaGetLastError(void) {
+  const ApiCall api(__func__);
   cudaError_t rc = tlsLastError;
   tlsLastError = cudaSuccess;
   Device* d = nullptr;
@@ -404,6 +385,7 @@ cudaError_t cudaGetLastError(void) {
 }
 
 cudaError_t cudaPeekAtLastError(void) {
+  const ApiCall api(__func__);
   cudaError_t rc = tlsLastError;
   Device* d = nullptr;
   if (rc == cudaSuccess && currentDevice(&d) == cudaSuccess) rc = stickyError(*d);
@@ -411,12 +393,14 @@ cudaError_t cudaPeekAtLastError(void) {
 }
 
 cudaError_t cudaDriverGetVersion(int* driverVersion) {
+  const ApiCall api(__func__);
   if (!driverVersion) return fail(cudaErrorInvalidValue);
   *driverVersion = CUDART_VERSION;
   return cudaSuccess;
 }
 
 cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
+  const ApiCall api(__func__);
   if (!runtimeVersion) return fail(cudaErrorInvalidValue);
   *runtimeVersion = CUDART_VERSION;
   return cudaSuccess;
@@ -427,6 +411,7 @@ cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
 cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
                                              unsigned int cudaVersion, unsigned long long flags,
                                              cudaDriverEntryPointQueryResult* driverStatus) {
+  const ApiCall api(__func__);
   if (!symbol || !funcPtr) return fail(cudaErrorInvalidValue);
   if (flags &
       ~static_cast<unsigned long long>(cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream))
@@ -437,6 +422,9 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
   unsigned since = 0;
   if (!std::strcmp(symbol, "cuStreamWaitValue32")) {
     fn = streamWaitValue32Entry();
+    since = 8000;
+  } else if (!std::strcmp(symbol, "cuStreamWriteValue32")) {
+    fn = streamWriteValue32Entry();
     since = 8000;
   } else if (!std::strcmp(symbol, "cuMemGetAddressRange")) {
     fn = memGetAddressRangeEntry();
@@ -453,6 +441,7 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr,
 
 cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long flags,
                                     cudaDriverEntryPointQueryResult* driverStatus) {
+  const ApiCall api(__func__);
   return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
 }
 

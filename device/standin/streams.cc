@@ -1,8 +1,9 @@
 // The CUDA stand-in's streams (standin.h): one worker thread per stream runs its items in
-// order, after CUDA's ordering between blocking streams and the legacy default stream; events
-// are markers on a stream; host functions run on the device's one callback thread;
-// cuStreamWaitValue32 polls a word. Host threads that wait for the whole device (implicit
-// synchronization) go through the deadlock watchdog here.
+// order, after CUDA's ordering between blocking streams and the legacy default stream and after
+// every earlier item of the stream's hardware work queue (shared round-robin by
+// CUDA_DEVICE_MAX_CONNECTIONS queues per device); events are markers on a stream; host functions
+// run on the device's one callback thread. Host threads that wait for the whole device
+// (implicit synchronization) hold the driver lock and go through the watchdog (watchdog.cc).
 #include <cuda.h>
 #include <unistd.h>
 
@@ -96,9 +97,38 @@ void setState(Stream& s, std::string what) {
   s.state = std::move(what);
 }
 
-void setHold(Stream& s, const Hold& h) {
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.hold = h;
+// The queue's order: the worker's item starts once every item ahead of it on its hardware work
+// queue, from any stream, has completed (held there, the stream stalls, as behind a held
+// stream sharing its connection on a GPU). The item then holds the queue until it completes.
+void takeTurn(const std::shared_ptr<Stream>& s, const Item& item) {
+  WorkQueue& q = *s->workQueue;
+  std::unique_lock<std::mutex> lock(q.mu);
+  if (q.next != item.ticket) {
+    lock.unlock();
+    setState(*s, "waiting for its " + queueText(*s) + " before " + item.what);
+    {
+      std::lock_guard<std::mutex> own(s->mu);
+      s->waitingForQueue = true;
+    }
+    lock.lock();
+    q.cv.wait(lock, [&] { return q.next == item.ticket; });
+    lock.unlock();
+    {
+      std::lock_guard<std::mutex> own(s->mu);
+      s->waitingForQueue = false;
+    }
+    lock.lock();
+  }
+  q.head = s;
+}
+
+void passTurn(WorkQueue& q) {
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    ++q.next;
+    q.head.reset();
+  }
+  q.cv.notify_all();
 }
 
 void workerLoop(std::shared_ptr<Stream> s) {
@@ -113,6 +143,7 @@ void workerLoop(std::shared_ptr<Stream> s) {
       item = std::move(s->queue.front());
       s->queue.pop_front();
     }
+    takeTurn(s, item);
     for (const auto& dep : item.deps) {
       Stream& t = *dep.first;
       const uint64_t seq = dep.second;
@@ -120,7 +151,7 @@ void workerLoop(std::shared_ptr<Stream> s) {
       setState(*s, "waiting for " + describe(t) + " before " + item.what);
       {
         std::lock_guard<std::mutex> own(s->mu);
-        s->waitingOn = &t;
+        s->waitingOn = dep.first;
       }
       {
         std::unique_lock<std::mutex> lock(t.mu);
@@ -148,6 +179,7 @@ void workerLoop(std::shared_ptr<Stream> s) {
       s->hold = Hold{};
     }
     s->cv.notify_all();
+    passTurn(*s->workQueue);
   }
   unlist(s);
 }
@@ -201,129 +233,6 @@ void runOnCallbackThread(Device& d, std::function<void()> fn) {
   if (done->error) std::rethrow_exception(done->error);
 }
 
-std::string pointerText(const volatile void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
-  return buf;
-}
-
-bool waitSatisfied(uint32_t now, uint32_t value, unsigned flags) {
-  switch (flags & ~CU_STREAM_WAIT_VALUE_FLUSH) {
-    case CU_STREAM_WAIT_VALUE_GEQ:
-      return static_cast<int32_t>(now - value) >= 0;
-    case CU_STREAM_WAIT_VALUE_EQ:
-      return now == value;
-    case CU_STREAM_WAIT_VALUE_AND:
-      return (now & value) != 0;
-    default:
-      return ~(now | value) != 0;  // CU_STREAM_WAIT_VALUE_NOR
-  }
-}
-
-std::string holdText(const Hold& h) {
-  if (h.word) {
-    const uint32_t now = __atomic_load_n(h.word, __ATOMIC_ACQUIRE);
-    const char* op = "";
-    switch (h.flags & ~CU_STREAM_WAIT_VALUE_FLUSH) {
-      case CU_STREAM_WAIT_VALUE_GEQ:
-        op = ">= ";
-        break;
-      case CU_STREAM_WAIT_VALUE_EQ:
-        op = "== ";
-        break;
-      case CU_STREAM_WAIT_VALUE_AND:
-        op = "a bit of ";
-        break;
-      default:
-        op = "a zero bit of ~";
-        break;
-    }
-    return std::string(h.kind) + " on " + pointerText(h.word) + " (waiting for " + op +
-           std::to_string(h.value) + ", now " + std::to_string(now) + ")";
-  }
-  return std::string(h.kind) + " (" + pointerText(h.fn) + ", from cudaLaunchHostFunc)";
-}
-
-struct Target {
-  std::shared_ptr<Stream> stream;
-  uint64_t seq;
-};
-
-// The targets still short of their item that are held right now.
-std::vector<std::string> heldTargets(const std::vector<Target>& targets) {
-  std::vector<std::string> held;
-  for (const auto& t : targets) {
-    std::lock_guard<std::mutex> lock(t.stream->mu);
-    if (t.stream->completed.load() >= t.seq) continue;
-    if (t.stream->hold.kind) {
-      held.push_back(describe(*t.stream) + " is held by " + holdText(t.stream->hold));
-    } else if (Stream* behind = t.stream->waitingOn) {
-      // One level of ordering: the legacy stream behind a blocking stream, or a
-      // cudaStreamWaitEvent behind another stream; its lock is taken after this one's only.
-      std::lock_guard<std::mutex> other(behind->mu);
-      if (behind->hold.kind)
-        held.push_back(describe(*t.stream) + " waits for " + describe(*behind) +
-                       ", which is held by " + holdText(behind->hold));
-    }
-  }
-  return held;
-}
-
-[[noreturn]] void reportHang(Device& d, const std::string& call, const char* scope, long ms) {
-  std::string text =
-      "sqz-cuda-standin: " + call + " has waited " + std::to_string(ms) + " ms for " + scope +
-      " behind a held stream (SQZ_STANDIN_HANG_MS=" + std::to_string(state().hangMs) + "): a " +
-      "deadlock. The streams of device " + std::to_string(d.ordinal) + ":\n";
-  std::lock_guard<std::mutex> lock(d.mu);
-  for (const auto& s : d.streams) {
-    std::lock_guard<std::mutex> l(s->mu);
-    const uint64_t e = s->enqueued.load(), c = s->completed.load();
-    text += "  " + describe(*s) + ": ";
-    text += s->hold.kind       ? "held by " + holdText(s->hold)
-            : s->state.empty() ? std::string("idle")
-                               : "running " + s->state;
-    text += "; " + std::to_string(e - c) + " item(s) not done (" + std::to_string(c) + " of " +
-            std::to_string(e) + " completed)\n";
-  }
-  std::fputs(text.c_str(), stderr);
-  std::fflush(stderr);
-  std::abort();
-}
-
-// A host thread waits for every target inside `call`. A target held by a stream wait or a host
-// function is the deadlock NCCL's rule forbids: said once the wait has lasted a second (a holder
-// about to be released by another thread is only a stall), and fatal after SQZ_STANDIN_HANG_MS.
-void watchedWait(Device& d, const std::vector<Target>& targets, const std::string& call,
-                 const char* scope) {
-  const auto start = Clock::now();
-  const long hangMs = state().hangMs;
-  bool warned = false;
-  const long warnMs = hangMs > 0 ? std::min(1000L, hangMs / 2) : 1000L;
-  for (const auto& t : targets) {
-    Stream& s = *t.stream;
-    while (s.completed.load() < t.seq) {
-      const auto held = heldTargets(targets);
-      const long soFar = static_cast<long>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
-      if (!held.empty() && !warned && soFar >= warnMs) {
-        warned = true;
-        std::string text;
-        for (const auto& h : held)
-          text += "sqz-cuda-standin: " + call + " waits for " + scope + " while " + h +
-                  ": NCCL's rule forbids this; it deadlocks when the holder waits for this "
-                  "thread\n";
-        std::fputs(text.c_str(), stderr);
-      }
-      const long waited = static_cast<long>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
-      if (!held.empty() && hangMs > 0 && waited >= hangMs) reportHang(d, call, scope, waited);
-      std::unique_lock<std::mutex> lock(s.mu);
-      s.cv.wait_for(lock, std::chrono::milliseconds(10),
-                    [&] { return s.completed.load() >= t.seq; });
-    }
-  }
-}
-
 std::shared_ptr<Event> findEvent(cudaEvent_t e) {
   if (!e) return nullptr;
   State& st = state();
@@ -332,35 +241,7 @@ std::shared_ptr<Event> findEvent(cudaEvent_t e) {
   return it == st.events.end() ? nullptr : it->second;
 }
 
-CUresult CUDAAPI streamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                   unsigned int flags) {
-  cudaError_t rc;
-  auto s = resolveStream(reinterpret_cast<cudaStream_t>(stream), &rc);
-  if (!s) return static_cast<CUresult>(rc);  // the numbers agree (400: invalid handle)
-  if ((flags & ~CU_STREAM_WAIT_VALUE_FLUSH) > CU_STREAM_WAIT_VALUE_NOR)
-    return CUDA_ERROR_INVALID_VALUE;
-  auto* word = reinterpret_cast<const volatile uint32_t*>(addr);
-  if (!word || addr % 4 || !isDeviceAccessible(const_cast<const uint32_t*>(word)))
-    return CUDA_ERROR_INVALID_VALUE;  // a GPU can only wait on memory it can read
-  if (stickyError(*s->device)) return CUDA_ERROR_LAUNCH_FAILED;
-  Item item;
-  item.what = "cuStreamWaitValue32";
-  item.run = [word, value, flags](Stream& self) {
-    setHold(self, Hold{"cuStreamWaitValue32", word, value, flags, nullptr});
-    auto pause = std::chrono::microseconds(1);
-    while (!waitSatisfied(__atomic_load_n(word, __ATOMIC_ACQUIRE), value, flags)) {
-      if (stickyError(*self.device)) return;  // a failed context stops waiting
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(200));
-    }
-  };
-  enqueue(s, std::move(item));
-  return CUDA_SUCCESS;
-}
-
 }  // namespace
-
-void* streamWaitValue32Entry() { return reinterpret_cast<void*>(&streamWaitValue32); }
 
 std::shared_ptr<Stream> newStream(Device& d, StreamKind kind, bool blocking, unsigned flags) {
   auto s = std::make_shared<Stream>();
@@ -369,8 +250,25 @@ std::shared_ptr<Stream> newStream(Device& d, StreamKind kind, bool blocking, uns
   s->blocking = blocking;
   s->flags = flags;
   std::lock_guard<std::mutex> lock(d.mu);
+  // Round-robin over the device's hardware work queues, as CUDA binds streams to connections.
+  s->workQueue = d.workQueues[d.nextWorkQueue++ % d.workQueues.size()];
   d.streams.push_back(s);
   return s;
+}
+
+std::vector<std::shared_ptr<WorkQueue>> newWorkQueues(int count) {
+  std::vector<std::shared_ptr<WorkQueue>> queues;
+  for (int i = 0; i < count; ++i) {
+    queues.push_back(std::make_shared<WorkQueue>());
+    queues.back()->index = i;
+    queues.back()->of = count;
+  }
+  return queues;
+}
+
+void setHold(Stream& s, const Hold& h) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.hold = h;
 }
 
 std::shared_ptr<Stream> resolveStream(cudaStream_t handle, cudaError_t* rc) {
@@ -408,6 +306,10 @@ uint64_t enqueue(const std::shared_ptr<Stream>& s, Item item) {
     std::lock_guard<std::mutex> lock(s->mu);
     seq = s->enqueued.load() + 1;
     item.seq = seq;
+    {
+      std::lock_guard<std::mutex> q(s->workQueue->mu);
+      item.ticket = ++s->workQueue->issued;
+    }
     s->queue.push_back(std::move(item));
     s->enqueued.store(seq);
     if (!s->workerStarted) {
@@ -417,11 +319,6 @@ uint64_t enqueue(const std::shared_ptr<Stream>& s, Item item) {
   }
   s->cv.notify_all();
   return seq;
-}
-
-void waitFor(Stream& s, uint64_t seq) {
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.cv.wait(lock, [&] { return s.completed.load() >= seq; });
 }
 
 cudaError_t syncDevice(Device& d, const char* call) {
@@ -436,15 +333,32 @@ cudaError_t syncDevice(Device& d, const char* call) {
       if (s->completed.load() < e) targets.push_back({s, e});
     }
   }
-  watchedWait(d, targets, call, "the whole device");
+  // Every other host thread's CUDA call now waits at entry until this one returns.
+  const DriverLockHold hold(d, call, targets);
+  watchedWait(d, targets, call, "the whole device", true);
   return stickyError(d);
 }
 
-cudaError_t waitWatched(const std::shared_ptr<Stream>& s, uint64_t seq, const char* call) {
+cudaError_t waitWatched(const std::shared_ptr<Stream>& s, uint64_t seq, const char* call,
+                        bool implicitSync) {
   if (cudaError_t rc = refuseOnDevice(call)) return rc;
   count(Count::kHostWaits);
-  watchedWait(*s->device, {{s, seq}}, call, "its stream");
+  const std::vector<Target> targets = {{s, seq}};
+  std::unique_ptr<DriverLockHold> hold;
+  if (implicitSync) hold = std::make_unique<DriverLockHold>(*s->device, call, targets);
+  watchedWait(*s->device, targets, call, "its stream", true);
   return stickyError(*s->device);
+}
+
+std::string pointerText(const volatile void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return buf;
+}
+
+std::string queueText(const Stream& s) {
+  return "hardware work queue " + std::to_string(s.workQueue->index) + " of " +
+         std::to_string(s.workQueue->of) + " (CUDA_DEVICE_MAX_CONNECTIONS)";
 }
 
 std::string describe(const Stream& s) {
@@ -480,13 +394,39 @@ bool kernelLoaded(Device& d, const std::string& kernel) {
 }  // namespace
 
 void loadKernels() {
+  const ApiCall api(__func__);
   Device* d = deviceAt(currentOrdinal());
   if (!d) return;
   std::lock_guard<std::mutex> lock(d->mu);
   d->allKernelsLoaded = true;
 }
 
+cudaError_t useLibrary(const char* library) {
+  const ApiCall api(__func__);
+  Device* d = nullptr;
+  if (cudaError_t rc = currentDevice(&d)) return fail(rc);
+  const std::string name = library ? library : "?";
+  {
+    std::lock_guard<std::mutex> lock(d->mu);
+    if (d->allKernelsLoaded || !d->loadedLibraries.insert(name).second) return cudaSuccess;
+  }
+  const std::string call = "loading " + name + " (its first use on the device)";
+  return fail(syncDevice(*d, call.c_str()));
+}
+
+cudaError_t setWorkQueues(int count) {
+  Device* d = nullptr;
+  if (cudaError_t rc = currentDevice(&d)) return fail(rc);
+  if (count < 1 || count > 32) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(d->mu);
+  d->maxConnections = count;
+  d->workQueues = newWorkQueues(count);
+  d->nextWorkQueue = 0;
+  return cudaSuccess;
+}
+
 cudaError_t launch(cudaStream_t stream, const char* kernel, std::function<void()> body) {
+  const ApiCall api(__func__);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
   if (!s) return fail(rc);
@@ -513,6 +453,7 @@ using namespace squeeze::standin::detail;
 extern "C" {
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+  const ApiCall api(__func__);
   if (!pStream || (flags & ~cudaStreamNonBlocking)) return fail(cudaErrorInvalidValue);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
@@ -525,14 +466,17 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags)
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
+  const ApiCall api(__func__);
   return cudaStreamCreateWithFlags(pStream, cudaStreamDefault);
 }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int) {
+  const ApiCall api(__func__);
   return cudaStreamCreateWithFlags(pStream, flags);  // priorities change nothing here
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  const ApiCall api(__func__);
   std::shared_ptr<Stream> s;
   {
     State& st = state();
@@ -547,16 +491,20 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  const ApiCall api(__func__);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
   if (!s) return fail(rc);
   if ((rc = refuseOnDevice("cudaStreamSynchronize"))) return fail(rc);
   count(Count::kHostWaits);
-  waitFor(*s, s->enqueued.load());
+  // Watched for a stream stalled behind another held one (its queue, the legacy stream, an
+  // event); its own hold is the usual wait for another thread's store.
+  watchedWait(*s->device, {{s, s->enqueued.load()}}, "cudaStreamSynchronize", "its stream", false);
   return fail(stickyError(*s->device));
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  const ApiCall api(__func__);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
   if (!s) return fail(rc);
@@ -565,6 +513,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  const ApiCall api(__func__);
   if (!device) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
@@ -574,6 +523,7 @@ cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
+  const ApiCall api(__func__);
   if (!flags) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
@@ -583,6 +533,7 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  const ApiCall api(__func__);
   if (flags & ~cudaEventWaitExternal) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
@@ -604,11 +555,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  const ApiCall api(__func__);
   if (!fn) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
   auto s = resolveStream(stream, &rc);
   if (!s) return fail(rc);
   if ((rc = stickyError(*s->device))) return fail(rc);
+  count(Count::kStreamOps);
   Item item;
   item.what = "a host function";
   item.run = [fn, userData](Stream& self) {
@@ -620,12 +573,14 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  const ApiCall api(__func__);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
   return fail(syncDevice(*d, "cudaDeviceSynchronize"));
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  const ApiCall api(__func__);
   constexpr unsigned kKnown =
       cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
   if (!event || (flags & ~kKnown)) return fail(cudaErrorInvalidValue);
@@ -644,10 +599,12 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  const ApiCall api(__func__);
   return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  const ApiCall api(__func__);
   State& st = state();
   std::lock_guard<std::mutex> lock(st.handlesMu);
   if (!event || !st.events.erase(event)) return fail(cudaErrorInvalidResourceHandle);
@@ -655,6 +612,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  const ApiCall api(__func__);
   auto ev = findEvent(event);
   if (!ev) return fail(cudaErrorInvalidResourceHandle);
   cudaError_t rc;
@@ -679,6 +637,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  const ApiCall api(__func__);
   auto ev = findEvent(event);
   if (!ev) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t rc = stickyError(*ev->device)) return fail(rc);
@@ -688,6 +647,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  const ApiCall api(__func__);
   auto ev = findEvent(event);
   if (!ev) return fail(cudaErrorInvalidResourceHandle);
   std::shared_ptr<RecordPoint> rp;
@@ -697,11 +657,14 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   }
   if (cudaError_t rc = refuseOnDevice("cudaEventSynchronize")) return fail(rc);
   count(Count::kHostWaits);
-  if (rp) waitFor(*rp->stream, rp->seq);
+  if (rp)
+    watchedWait(*rp->stream->device, {{rp->stream, rp->seq}}, "cudaEventSynchronize", "its event",
+                false);
   return fail(stickyError(*ev->device));
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  const ApiCall api(__func__);
   if (!ms) return fail(cudaErrorInvalidValue);
   auto a = findEvent(start), b = findEvent(end);
   if (!a || !b) return fail(cudaErrorInvalidResourceHandle);

@@ -1,0 +1,154 @@
+// The stand-in's kernels' shared parts (the cuda-standin build; device/standin/standin.h): how
+// a gpu* entry point enqueues its cpu* twin on a stream (with the pointer checks a GPU launch
+// makes), and the per-thread scratch each device/cuda/*.cu original allocates, made at the same
+// points and in the same way (cudaMalloc / cudaHostAlloc, which wait for the whole device, where
+// it is made once; cudaMallocAsync on the stream where it grows), so the device path's waits,
+// and its hangs, happen here as they do on a GPU. The entry points are in kernels.cc (cast,
+// reduce, quantize, gpuPrepareThread), sparse_kernels.cc, linalg_kernels.cc,
+// handle_kernels.cc and batch_kernels.cc.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "base/strings.h"
+#include "device/cuda/launch.cuh"
+#include "device/cuda/runtime.h"
+
+namespace squeeze::device::standin_kernels {
+
+// ---- launching -------------------------------------------------------------------------------
+
+// A pointer a kernel dereferences, and how many elements (or bytes) of it: checked only when
+// both are non-zero, since a kernel given nothing to do reads nothing.
+struct Arg {
+  template <class T>
+  Arg(const char* name, T* ptr, size_t count)
+      : name(name), ptr(ptr), count(count), writes(!std::is_const_v<T>) {}
+  const char* name;
+  const void* ptr;
+  size_t count;
+  bool writes;
+};
+
+// Enqueues `body` as kernel `kernel` on `stream`. An argument a GPU could not reach is found
+// here, at launch, as the real launch would be, but reported where a GPU reports it: the body
+// becomes one that throws, so the stream fails (sticky) when it gets there.
+void enqueue(GpuStream stream, const char* kernel, const std::vector<Arg>& args,
+             std::function<void()> body);
+
+// The rest of a .cu entry point's launches, where the twin does the work in one: enqueued to
+// do nothing, so the stand-in's counts are the GPU's (a CUB algorithm counts as one launch).
+void launchRest(GpuStream stream, const std::vector<const char*>& kernels);
+
+// The deferred-sums form of quantize.cu's, sparse.cu's and handle_kernels.cu's norms: enqueues
+// sum(&in, &sent) (each from 0) as `kernel`, then adds in and sent to deviceSums[0..1] on the
+// stream; nothing waits.
+void enqueueAddingSums(GpuStream stream, const char* kernel, std::vector<Arg> args,
+                       double* deviceSums, std::function<void(double*, double*)> sum);
+
+// Copies a result the body left in device memory back to the host, on the stream.
+void copyBack(void* host, const void* device, size_t bytes, GpuStream stream);
+
+// sparse.cu's scatterKernel skips an index at or past n (its list may be checked only after the
+// stream ran): the CPU twin where every index is in range, else the kernel's loop.
+bool indicesBelow(const uint32_t* idx, size_t k, size_t n);
+
+// ---- scratch: each struct is its device/cuda/*.cu original's, made on first use (or by
+// gpuPrepareThread) with the same cudaMalloc / cudaHostAlloc, and grown stream-ordered ----------
+
+template <class T>
+T& scratchOf() {
+  return perThreadDevice<T>([](int dev) { return std::make_unique<T>(dev); });
+}
+
+// handle_kernels.cu: gpuFirstBadIndex's flag, gpuFeedbackPass's partials (device memory, grown
+// on demand) and the pageable host memory its norms are copied into.
+struct HandleScratch {
+  explicit HandleScratch(int) {}
+  cuda::DeviceBuffer flag, partials;
+  double hostNorms[2] = {};
+};
+
+// quantize.cu: the norms of an encode with feedback, on the device and pinned for the host.
+struct QuantizeNorms {
+  explicit QuantizeNorms(int) : device(2 * sizeof(double)), host(2 * sizeof(double)) {}
+  cuda::DeviceBuffer device;
+  cuda::PinnedBuffer host;
+};
+
+// linalg.cu: cuBLAS's workspace, one per stream the thread has multiplied on (cuBLAS's own
+// default size for the device), allocated on that stream when it is first seen. The stand-in
+// has no cuBLAS; the workspace is kept so the allocation happens where the real one's does.
+struct BlasScratch {
+  explicit BlasScratch(int dev) {
+    int major = 0;
+    cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+                "cudaDeviceGetAttribute(compute capability)");
+    workspaceBytes = size_t(major >= 9 ? 32 : 4) << 20;
+  }
+  size_t workspaceBytes = 0;
+  std::vector<std::pair<GpuStream, cuda::DeviceBuffer>> workspaces;
+};
+
+inline void blasWorkspace(GpuStream stream) {
+  BlasScratch& b = scratchOf<BlasScratch>();
+  for (const auto& w : b.workspaces)
+    if (w.first == stream) return;
+  b.workspaces.emplace_back(stream, cuda::DeviceBuffer());
+  b.workspaces.back().second.reserve(b.workspaceBytes, stream);
+}
+
+// linalg.cu's SGEMM launch: its dimensions must fit cuBLAS's ints, then the stream's workspace.
+inline void blasGemm(GpuStream stream, std::initializer_list<std::pair<size_t, const char*>> dims) {
+  for (const auto& [v, what] : dims)
+    if (v > size_t(INT_MAX))
+      raise(ErrorCode::kInvalidArgument, "low-rank product: ", what, " = ", v,
+            " exceeds cuBLAS's int dimensions");
+  blasWorkspace(stream);
+}
+
+// linalg.cu: gpuSquaredNorm's partial sums (device) and its result (pinned).
+struct LinalgNorm {
+  static constexpr size_t kSumBlocks = 1024;
+  explicit LinalgNorm(int) : partial(kSumBlocks * sizeof(double)), result(sizeof(double)) {}
+  cuda::DeviceBuffer partial;
+  cuda::PinnedBuffer result;
+};
+
+// sparse.cu: the selection state (device) and the pinned slots the host reads counts and sums
+// from; cand and candAlt are the passes' index buffers, sums the feedback's partials. One per
+// stream (sparseScratch), as sparse.cu's.
+struct SparseScratch {
+  static constexpr size_t kStateBytes = 8 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
+  struct Slots {
+    uint32_t count;
+    double sums[2];
+  };
+  explicit SparseScratch(int) : state(kStateBytes), slots(sizeof(Slots)) {}
+  Slots* slotsData() const { return static_cast<Slots*>(slots.data()); }
+  cuda::DeviceBuffer state, cand, candAlt, sums;
+  cuda::PinnedBuffer slots;
+};
+
+inline SparseScratch& sparseScratch(GpuStream stream) {
+  return perThreadDeviceStream<SparseScratch>(
+      stream, [](int dev) { return std::make_unique<SparseScratch>(dev); });
+}
+
+inline uint32_t* u32(cuda::DeviceBuffer& b, size_t count, GpuStream stream) {
+  b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t), stream);
+  return static_cast<uint32_t*>(b.data());
+}
+
+}  // namespace squeeze::device::standin_kernels
