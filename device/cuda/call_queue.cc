@@ -118,8 +118,11 @@ void nameThisThread() {
 void* HostCopies::at(const void* p) const {
   if (!p) return nullptr;
   const char* c = static_cast<const char*>(p);
+  // Inside a region first: buffers may be adjacent, and one's end is then the next one's start.
   for (const Region& r : regions_)
-    if (c >= r.device && c <= r.device + r.bytes) return r.host + (c - r.device);
+    if (c >= r.device && c < r.device + r.bytes) return r.host + (c - r.device);
+  for (const Region& r : regions_)
+    if (c == r.device + r.bytes) return r.host + r.bytes;
   return nullptr;
 }
 

@@ -166,7 +166,12 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
     // Both ranks' inputs are the same pattern: a plain sum is twice it, exactly.
     if (!codec) {
       const std::vector<float> got = out.get();
-      for (size_t i = 0; i < count && exact[rank]; ++i) exact[rank] = got[i] == 2 * mine[i];
+      for (size_t i = 0; i < count && exact[rank]; ++i) {
+        exact[rank] = got[i] == 2 * mine[i];
+        if (!exact[rank])
+          std::printf("  rank %d: element %zu is %g, expected %g\n", rank, i, double(got[i]),
+                      2.0 * mine[i]);
+      }
     }
     if (codec) sqzCodecDestroy(codec);
   });
@@ -193,8 +198,9 @@ TEST_P(StagedCallCounts, ACallIsTwoCopiesAndNoLaunchOrWaitAtEverySize) {
     EXPECT_EQ(k.launches, 0) << spec << ": a device call launched a kernel";
     EXPECT_EQ(k.waits, 0) << spec << ": a device call made a host thread wait for the device";
     EXPECT_EQ(k.copies, 2) << spec << ": one copy in and one out, whatever the schedule's pieces";
-    // In: wait for earlier calls, wait for the half, copy, write; out: wait, copy, write.
-    EXPECT_LE(k.streamOps, 6) << spec;
+    // Word operations (the copies are counted apart): in, wait for the earlier calls, wait for
+    // the half, write; out, wait, write.
+    EXPECT_LE(k.streamOps, 5) << spec;
     EXPECT_EQ(k.progressCalls, 0) << spec << ": a progress thread made a CUDA call";
   }
 }
@@ -210,13 +216,13 @@ INSTANTIATE_TEST_SUITE_P(Stand, StagedCallCounts,
                            return name;
                          });
 
-// A call larger than the staging moves in pieces of half of it, three stream operations each
-// way and piece, and is still exact.
+// A call larger than the staging moves in pieces of half of it, a copy and two word operations
+// each way and piece, and is still exact.
 TEST(CallCounts, ACallLargerThanTheStagingMovesInPiecesAndIsExact) {
   const Counted k = countCalls("", size_t(1) << 18, "64K");  // 1 MiB through 32 KiB halves
   EXPECT_TRUE(k.exact) << "the sum through staging pieces differs from 2x the input";
   EXPECT_EQ(k.copies, 64) << "32 pieces in, 32 out";
-  EXPECT_LE(k.streamOps, 64 * 3 + 1);
+  EXPECT_LE(k.streamOps, 64 * 2 + 1);
   EXPECT_EQ(k.launches, 0);
   EXPECT_EQ(k.progressCalls, 0);
 }

@@ -260,6 +260,34 @@ TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
+// The input and the output one after the other in one allocation: the output's start is the
+// input's end, and each must still be staged as itself (the fault harness's two cudaMallocs
+// are adjacent on the stand-in, and were once taken for one buffer there).
+TEST(DeviceStreamSemantics, AdjacentInputAndOutput) {
+  RunOptions opts;
+  opts.transports = "tcp";
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    constexpr size_t n = 3 << 16;
+    DeviceBytes both(2 * n * sizeof(float), stream);
+    std::vector<char> in(2 * n * sizeof(float));
+    auto* f = reinterpret_cast<float*>(in.data());
+    for (size_t i = 0; i < 2 * n; ++i) f[i] = float(i % 1000 + rank);
+    both.upload(in);
+    float* send = static_cast<float*>(both.ptr);
+    ASSERT_EQ(sqzAllReduce(send, send + n, n, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    const std::vector<char> out = both.download();
+    const auto* g = reinterpret_cast<const float*>(out.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(g[i], f[i]) << "the input changed at " << i;
+      ASSERT_EQ(g[n + i], float(2 * (i % 1000) + 1)) << "the sum is wrong at " << i;
+    }
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 // A call whose peer never comes holds the caller's stream on a word; sqzCommAbort from another
 // thread, or the timeout, writes every word the stream waits on, so the stream drains, and the
 // error stays on the communicator.
