@@ -186,7 +186,7 @@ while IFS= read -r f; do
   done < <(ldd_outside "$f")
 done < <(elves)
 [ $bad = 0 ] || die "libraries outside the bundle (above)"
-cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | grep -v '^libcuda\.so' | grep . | sort -u | tr '\n' ' ')
+cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | { grep -v '^libcuda\.so' || true; } | { grep . || true; } | sort -u | tr '\n' ' ')
 echo "gpu-bundle: ldd check passed; left to the GPU node: ${cuda_needed}libcuda.so.1 (the driver)"
 
 # ---- the run script, the reference programs, what the bundle is ------------------------------
@@ -377,11 +377,11 @@ step_procs() {
       for (p in keep) print p
     }' | sort -n
 }
-cmdline() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | cut -c1-300; }
+cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | cut -c1-300; }
 # backtraces LOG PID: every thread's backtrace of every process of the step PID (CUDA processes
 # first), each by a debugger within BT_LIMIT s, all within BT_TOTAL s and the budget, into LOG.bt.
 backtraces() {
-  local bt=${1%.log}.bt root=$2 p t0=$SECONDS lim procs=() cuda=() other=()
+  local bt=${1%.log}.bt root=$2 p t0 lim first=1 procs=() cuda=() other=()
   while read -r p; do
     if grep -q 'libcuda\.so\|libsqz-cuda-standin' "/proc/$p/maps" 2>/dev/null; then cuda+=("$p"); else other+=("$p"); fi
   done < <(step_procs "$root")
@@ -392,9 +392,11 @@ backtraces() {
     echo "debugger: ${GDB:-none}; ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo '?'); uid $(id -u)"
   } >"$bt"
   [ -n "$GDB" ] || { echo "run.sh: no cuda-gdb or gdb on PATH: no backtraces" >>"$bt"; return; }
+  t0=$SECONDS  # from the first attach: the first process always gets BT_LIMIT
   for p in "${procs[@]}"; do
     lim=$((BT_TOTAL - (SECONDS - t0)))
-    [ "$lim" -gt "$BT_LIMIT" ] && lim=$BT_LIMIT
+    if [ "$lim" -gt "$BT_LIMIT" ] || [ $first = 1 ]; then lim=$BT_LIMIT; fi
+    first=0
     [ "$lim" -gt $((BUDGET - (SECONDS - T0) - 15)) ] && lim=$((BUDGET - (SECONDS - T0) - 15))
     if [ "$lim" -lt 2 ]; then
       echo "==== pid $p: not attached: no time left (RUN_BT_TOTAL_S=$BT_TOTAL, or the budget)" >>"$bt"
@@ -698,7 +700,9 @@ codec_bench() {
 # shim_step KEY CASE LIMIT: tests/nccl_shim/nccl_shim_test.sh CASE over the bundled program.
 shim_step() {
   local key=$1 c=$2 log=$L/nccl-shim-$2$CTAG.log name="NCCL shim: nccl_program $2$CNAME"
-  run "$key" "$name" "$3" "$log" bash "$B/check/nccl_shim_test.sh" "$c" "$BB/src/launcher/sqzrun" \
+  # The script's own time limits ten times longer: the step's limit comes first (backtraces).
+  run "$key" "$name" "$3" "$log" env NCCL_SHIM_TIMEOUT_FACTOR=10 \
+    bash "$B/check/nccl_shim_test.sh" "$c" "$BB/src/launcher/sqzrun" \
     "$BB/tests/nccl_shim/nccl_program" "$BB/src/nccl_shim" || return
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")"
@@ -801,10 +805,9 @@ allreduce() {
   [ "$tr" != default ] && envs+=(SQZ_TRANSPORT="$tr")
   local zopt=()
   [ -n "$codec" ] && zopt=(-z "$codec")
-  lim=$(clip "$limit") || { record "$key" "$name" SKIP 0 "no time left in the ${BUDGET}s budget"; return; }
-  run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" --timeout $((lim > 15 ? lim - 5 : lim)) \
-    -n "$n" "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e 16M -f 4 -c 1 \
-    -J "${log%.log}.json" "${zopt[@]}" || return
+  # No sqzrun --timeout: at the limit the watchdog takes the ranks' backtraces before stopping them.
+  run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" -n "$n" \
+    "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e 16M -f 4 -c 1 -J "${log%.log}.json" "${zopt[@]}" || return
   # A table row starts with the size and the count; #wrong is columns 9 (out of place) and
   # 13 (in place); -z adds its columns after them.
   # shellcheck disable=SC2016
@@ -947,7 +950,12 @@ phase4() {
 }
 
 for phase in 1 2 3 4; do
-  if [[ $PHASES == *" $phase "* ]]; then "phase$phase"; fi
+  if [[ $PHASES == *" $phase "* ]]; then
+    t_phase=$SECONDS
+    "phase$phase"
+    record "9$phase-phase" "phase $phase (wall time)" DONE $((SECONDS - t_phase)) \
+      "ended at $((SECONDS - T0))s of the ${BUDGET}s budget"
+  fi
 done
 pack
 n_bad=$(find "$S" -name '*.bad' | wc -l)

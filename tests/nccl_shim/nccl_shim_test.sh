@@ -21,6 +21,9 @@
 set -uo pipefail
 case_name=$1 sqzrun=$2 program=$3 shim_dir=$4
 fail() { echo "FAIL: $*"; exit 1; }
+# Each run's time limit: SECONDS times NCCL_SHIM_TIMEOUT_FACTOR (default 1). The GPU bundle's
+# run.sh raises it so that its own limit comes first and takes the ranks' backtraces.
+limit() { echo $(($1 * ${NCCL_SHIM_TIMEOUT_FACTOR:-1})); }
 export LD_LIBRARY_PATH=$shim_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -34,27 +37,27 @@ case $case_name in
   sqzrun)
     for n in 2 3 4; do
       rm -f "$dir/id"
-      timeout 120 "$sqzrun" -n "$n" "$program" collectives "$dir/id" || fail "$n ranks: exit $?"
+      timeout "$(limit 120)" "$sqzrun" -n "$n" "$program" collectives "$dir/id" || fail "$n ranks: exit $?"
     done
     ;;
   mpirun)
     mpirun=$(command -v mpirun) || { echo "SKIP: mpirun not found (install openmpi-bin)"; exit 77; }
     for n in 2 3 4; do
       rm -f "$dir/id"
-      timeout 120 "$mpirun" --allow-run-as-root --oversubscribe -np "$n" --timeout 100 \
+      timeout "$(limit 120)" "$mpirun" --allow-run-as-root --oversubscribe -np "$n" --timeout "$(limit 100)" \
         --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
         -x LD_LIBRARY_PATH -x SQZ_SOCKET_IFNAME -x SQZ_TIMEOUT_MS \
         "$program" collectives "$dir/id" || fail "mpirun -np $n: exit $?"
     done
     ;;
   initall)
-    timeout 60 "$program" initall 3 || fail "initall: exit $?"
+    timeout "$(limit 60)" "$program" initall 3 || fail "initall: exit $?"
     ;;
   codec)
     run() {  # run NAME [VAR=VALUE...]: 4 ranks of the gradient loop; output in $dir/NAME
       local name=$1; shift
       rm -f "$dir/id"
-      env "$@" NCCL_DEBUG=INFO SQZ_DEBUG_SUBSYS=INIT,COMPRESS timeout 180 "$sqzrun" -n 4 "$program" gradients "$dir/id" \
+      env "$@" NCCL_DEBUG=INFO SQZ_DEBUG_SUBSYS=INIT,COMPRESS timeout "$(limit 180)" "$sqzrun" -n 4 "$program" gradients "$dir/id" \
         >"$dir/$name" 2>&1 || { cat "$dir/$name"; fail "$name run: exit $?"; }
       grep "nccl_program" "$dir/$name"
     }
@@ -64,7 +67,7 @@ case $case_name in
     # A bad value fails ncclCommInitRank on every rank, saying why, before any all-reduce.
     for bad in "1M-inf=nosuch:ratio=0.1" "1M-1K=topk"; do
       rm -f "$dir/id"
-      out=$(SQZ_NCCL_CODEC=$bad timeout 60 "$sqzrun" -n 2 "$program" gradients "$dir/id" 2>&1) \
+      out=$(SQZ_NCCL_CODEC=$bad timeout "$(limit 60)" "$sqzrun" -n 2 "$program" gradients "$dir/id" 2>&1) \
         && fail "SQZ_NCCL_CODEC=$bad was accepted"
       grep -q "ncclCommInitRank.*SQZ_NCCL_CODEC" <<<"$out" || { echo "$out"; fail "SQZ_NCCL_CODEC=$bad: no message naming it"; }
       echo "SQZ_NCCL_CODEC=$bad refused: $(grep -o "SQZ_NCCL_CODEC.*" <<<"$out" | head -1)"
@@ -98,7 +101,7 @@ case $case_name in
     }' || exit 1
     ;;
   device)
-    limit=${NCCL_SHIM_RUN_S:-45} failed=() host=0
+    run_s=$(limit "${NCCL_SHIM_RUN_S:-45}") failed=() host=0
     for n in 2 4; do
       for conns in ${NCCL_SHIM_CONNECTIONS:-8 4 1}; do
         what="$n ranks, CUDA_DEVICE_MAX_CONNECTIONS=$conns"
@@ -106,8 +109,8 @@ case $case_name in
         rm -f "$dir/id"
         t0=$SECONDS
         # sqzrun stops every rank at --timeout (exit 124); timeout(1) bounds sqzrun itself.
-        CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout -k 5 $((limit + 10)) "$sqzrun" -v \
-          --timeout "$limit" -n "$n" "$program" collectives "$dir/id" >"$log" 2>&1
+        CUDA_DEVICE_MAX_CONNECTIONS=$conns timeout -k 5 $((run_s + 10)) "$sqzrun" -v \
+          --timeout "$run_s" -n "$n" "$program" collectives "$dir/id" >"$log" 2>&1
         rc=$?
         secs=$((SECONDS - t0))
         bad=""
@@ -130,8 +133,8 @@ case $case_name in
         echo "==== $what: FAILED after ${secs}s: exit $rc;${bad:- every rank exited 0, but no verdict line}"
         tail -n 40 "$log"
         # 124: sqzrun's --timeout (or timeout's); 137 after the limit: timeout's SIGKILL.
-        if [ "$rc" = 124 ] || { [ "$rc" = 137 ] && [ "$secs" -ge "$limit" ]; }; then
-          echo "==== stopped at ${limit}s: not trying the other configurations"
+        if [ "$rc" = 124 ] || { [ "$rc" = 137 ] && [ "$secs" -ge "$run_s" ]; }; then
+          echo "==== stopped at ${run_s}s: not trying the other configurations"
           break 2
         fi
       done
