@@ -8,25 +8,28 @@
 # gpu-logs.tar.gz (see the comment at the top of run.sh). cudart and cuBLAS are not bundled:
 # run.sh takes the GPU machine's own (a CUDA install, or PyTorch's nvidia/*/lib wheels).
 #
-# Usage: scripts/gpu-bundle.sh [-B BUILD] [-o BUNDLE] [-j JOBS] [--no-build]
+# Usage: scripts/gpu-bundle.sh [-B BUILD] [-o BUNDLE] [-j JOBS] [--no-build] [--standin]
 #   -B BUILD    the CUDA build to pack (default build, as scripts/build.sh makes it); it must be
 #               a real CUDA build (squeeze_config.h: SQZ_HAVE_CUDA 1), not a -Dcuda-standin one
 #   -o BUNDLE   the folder to write (default gpu-bundle at the repository root; replaced), and
 #               BUNDLE.tar.gz beside it
 #   -j JOBS     ninja's -j (default: ninja's own)
 #   --no-build  pack the build as it is, without running ninja first
+#   --standin   pack a -Dcuda-standin=true build instead (e.g. -B build-standin): a bundle whose
+#               run.sh runs its steps on the emulated GPU, for a dry run of run.sh here
 # Then: copy BUNDLE.tar.gz to the GPU node, `tar xzf gpu-bundle.tar.gz && gpu-bundle/run.sh OUT`.
 # The build tree is never modified: copies are stripped, not the originals.
 set -euo pipefail
 
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
-build=build bundle="" jobs="" do_build=1
+build=build bundle="" jobs="" do_build=1 standin=0
 while [ $# -gt 0 ]; do
   case $1 in
     -B) build=${2:?-B needs a build directory}; shift 2 ;;
     -o) bundle=${2:?-o needs a folder}; shift 2 ;;
     -j) jobs=${2:?-j needs a number}; shift 2 ;;
     --no-build) do_build=0; shift ;;
+    --standin) standin=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -42,7 +45,9 @@ config="$build/squeeze_config.h"
 grep -q '^#define SQZ_HAVE_CUDA 1' "$config" 2>/dev/null ||
   die "$build is not a CUDA build ($config lacks '#define SQZ_HAVE_CUDA 1'): build with nvcc on PATH (scripts/build.sh) or -Dcuda=enabled"
 if grep -q '^#define SQZ_CUDA_STANDIN 1' "$config"; then
-  die "$build is a -Dcuda-standin=true build (an emulated GPU): a GPU node needs the real CUDA build"
+  [ $standin = 1 ] || die "$build is a -Dcuda-standin=true build (an emulated GPU): a GPU node needs the real CUDA build"
+elif [ $standin = 1 ]; then
+  die "$build is not a -Dcuda-standin=true build (--standin)"
 fi
 case $bundle/ in "$build"/* | "$root"/) die "the bundle folder $bundle would overwrite the build or the repository" ;; esac
 if [ -e "$bundle" ] && [ ! -f "$bundle/$marker" ]; then
@@ -181,7 +186,7 @@ while IFS= read -r f; do
   done < <(ldd_outside "$f")
 done < <(elves)
 [ $bad = 0 ] || die "libraries outside the bundle (above)"
-cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | grep -v '^libcuda\.so' | grep . | sort -u | tr '\n' ' ')
+cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | { grep -v '^libcuda\.so' || true; } | { grep . || true; } | sort -u | tr '\n' ' ')
 echo "gpu-bundle: ldd check passed; left to the GPU node: ${cuda_needed}libcuda.so.1 (the driver)"
 
 # ---- the run script, the reference programs, what the bundle is ------------------------------
@@ -203,6 +208,7 @@ git diff --quiet HEAD 2>/dev/null || commit+=" (with local changes)"
   printf 'BUNDLE_NVCC=%q\n' "nvcc $( (nvcc --version 2>/dev/null || /usr/local/cuda/bin/nvcc --version 2>/dev/null) |
     sed -n 's/.*release \([0-9.]*\).*/\1/p')"
   printf 'BUNDLE_CUDA_LIBS=%q\n' "${cuda_needed% }"
+  printf 'BUNDLE_STANDIN=%q\n' "$standin"
 } >"$bundle/bundle.env"
 cat >"$bundle/run.sh" <<'RUN_SH'
 #!/usr/bin/env bash
@@ -210,27 +216,44 @@ cat >"$bundle/run.sh" <<'RUN_SH'
 # GPU machine that has a driver and a CUDA runtime (a CUDA install's lib64, or PyTorch's
 # nvidia/*/lib wheels) but no build tools. OUT_DIR: the first argument, or $OUT, or ./gpu-run.
 #
-# Runs, each under `timeout` and in parallel where independent (16 cores):
+# Runs, each under a time limit and in parallel where independent (16 cores):
 #   phase 1 (up to 270 s): every tests/gpu binary (collective_test and compress_test in 4 gtest
-#     shards each), beside sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats (120 s), the
-#     NCCL shim's program on device buffers (nccl_shim_test.sh sqzrun and codec 120 s, initall
-#     60 s), torch's ProcessGroupNCCL over the shim (LD_PRELOAD; check/ddp_check.py at 2 and 4
-#     ranks, dense and with SQZ_NCCL_CODEC=1M-inf=topk:ratio=0.01, 120 s each) and the squeeze
-#     package built against this node's torch (check/build-python-ext.sh into BUNDLE/python,
-#     240 s), then its torch tests on CUDA tensors (SQZ_TEST_DEVICE=cuda: test_torch_backend.py
-#     and test_hook.py, 180 s each);
-#   phase 2 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
+#     shards each), twice side by side: with CUDA's default hardware work queues per process
+#     (CUDA_DEVICE_MAX_CONNECTIONS unset: 8) and with 32; the NCCL shim's program on device
+#     buffers (nccl_shim_test.sh sqzrun and codec 120 s, its ranks started by sqzrun: with the
+#     default, 32 and 1; initall 60 s), torch's ProcessGroupNCCL over the shim (LD_PRELOAD;
+#     check/ddp_check.py at 2 and 4 ranks, dense and with SQZ_NCCL_CODEC=1M-inf=topk:ratio=0.01,
+#     120 s each; dense also with 32) and the squeeze package built against this node's torch
+#     (check/build-python-ext.sh into BUNDLE/python, 240 s), then its torch tests on CUDA tensors
+#     (SQZ_TEST_DEVICE=cuda: test_torch_backend.py and test_hook.py, 180 s each);
+#   phase 2 (up to 120 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats, alone on the
+#     GPU: first every process still alive from an earlier step is stopped (the log and the
+#     summary's "leftovers" row say which);
+#   phase 3 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
-#     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each);
-#   phase 3: ms per DDP step (check/ddp_check.py --ddp-only, one run at a time, 60 s each):
+#     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each); beside them one
+#     lane for each of CUDA_DEVICE_MAX_CONNECTIONS=32 and =1: dense over cuda_ipc at 2 and 4
+#     ranks, shm at 4 and tcp at 4 (45 s each);
+#   phase 4: ms per DDP step (check/ddp_check.py --ddp-only, one run at a time, 60 s each):
 #     torch's NCCL on 1 rank (a reference), the shim and the squeeze backend on 1, 2 and 4; then
 #     torch references (device copy, torch.topk). torch's own numbers are never failures.
-# Every step's log is in OUT_DIR/logs/, summary.md has a table of the steps and the
-# benchmark tables, and after every step both are packed into OUT_DIR/gpu-logs.tar.gz, so a
-# run stopped from outside still leaves them. The whole run stays within RUN_BUDGET_S seconds
-# (default 540): a step that no longer fits is SKIPped. RUN_PHASES (default "1 2 3") picks phases. RUN_BENCH_SERIAL=1 runs phase 2's lanes
-# one after another (cleaner timings, longer). PYTHON names the interpreter for the torch steps;
-# SQZ_CUDA_LIB_DIRS (colon-separated) overrides where cudart and cuBLAS are looked for.
+# RUN_CONNS (default "32 1") lists the CUDA_DEVICE_MAX_CONNECTIONS variants: 1 is used only where
+# every rank is a process of its own that sqzrun started (the one-process tests hold several
+# ranks' streams, which one queue serializes), the others everywhere above; "" runs none.
+# A step past its limit is not just killed: first every thread of every process of the step (its
+# session: the ranks, the launcher, the test script) is printed with
+# `cuda-gdb -batch -ex 'thread apply all bt' -p PID` (gdb where there is no cuda-gdb), each
+# within RUN_BT_TIMEOUT_S (default 25) and the step's all within RUN_BT_TOTAL_S (default 60),
+# into logs/<the step's log>.bt; then its processes get SIGTERM, and SIGKILL 10 s later.
+# Every step's log is in OUT_DIR/logs/, summary.md has a table of the steps (status and seconds)
+# and the benchmark tables, and after every step both are packed into OUT_DIR/gpu-logs.tar.gz, so
+# a run stopped from outside still leaves them. The whole run stays within RUN_BUDGET_S seconds
+# (default 540): a step that no longer fits is SKIPped. RUN_PHASES (default "1 2 3 4") picks
+# phases. RUN_BENCH_SERIAL=1 runs phase 3's lanes one after another (cleaner timings, longer).
+# RUN_TEST_LIMIT_S (default 240) is each tests/gpu step's limit. PYTHON names the interpreter for
+# the torch steps; SQZ_CUDA_LIB_DIRS (colon-separated) overrides where cudart and cuBLAS are
+# looked for. A bundle of a CUDA stand-in build (gpu-bundle.sh --standin) runs the same steps on
+# the emulated GPU without nvidia-smi: a dry run of this script on a machine without a GPU.
 # Exits 1 when a step failed or timed out (or no GPU was usable), 0 otherwise.
 set -uo pipefail
 B=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -246,7 +269,10 @@ fi
 rm -rf "$L" "$S" "$O/summary.md" "$O/gpu-logs.tar.gz"
 mkdir -p "$L" "$S" || exit 2
 BUDGET=${RUN_BUDGET_S:-540}
-PHASES=" ${RUN_PHASES:-1 2 3} "
+PHASES=" ${RUN_PHASES:-1 2 3 4} "
+CONNS=${RUN_CONNS-32 1}
+TEST_LIMIT=${RUN_TEST_LIMIT_S:-240}
+BT_LIMIT=${RUN_BT_TIMEOUT_S:-25} BT_TOTAL=${RUN_BT_TOTAL_S:-60}
 T0=$SECONDS
 # shellcheck source=/dev/null
 . "$B/bundle.env"
@@ -276,7 +302,7 @@ write_summary() {
       printf ' avg busbw (GB/s) | #wrong | status |\n|---|---|---|---|---|---|---|---|\n'
       cat "$S"/*.perf
       [ "${RUN_BENCH_SERIAL:-0}" = 1 ] ||
-        printf '\nThe seven lanes ran side by side (one GPU, 16 cores): correctness first; timings are rough.\n'
+        printf '\nThe lanes ran side by side (one GPU, 16 cores): correctness first; timings are rough.\n'
     fi
     if compgen -G "$S/*.ddp" >/dev/null; then
       printf '\n## DDP: ms per step (check/ddp_check.py N 30 --ddp-only: the MLP 1024-2048-1024,'
@@ -327,34 +353,175 @@ clip() {
   [ "$left" -ge 10 ] || return 1
   echo $(($1 < left ? $1 : left))
 }
-# run KEY NAME LIMIT LOG COMMAND...: runs it under timeout (the limit clipped to the budget),
-# output to LOG; sets rc and secs, and lim. Returns 1 (after recording SKIP) when out of time.
+# ---- processes of a step: each step is a session of its own (setsid) ------------------------
+SETSID=$(command -v setsid || true)
+GDB=$(command -v cuda-gdb || command -v /usr/local/cuda/bin/cuda-gdb || command -v gdb || true)
+# proc_table: "PID PPID SESSION" of every live (not zombie) process, from /proc (the node may
+# have no ps); the command name in parentheses may hold spaces: the fields after its last ')'.
+proc_table() {
+  cat /proc/[0-9]*/stat 2>/dev/null |
+    awk '{ pid = $1; sub(/^.*\) /, ""); if ($1 != "Z") print pid, $2, $4 }'
+}
+# step_procs PID...: the live processes of the steps started as PID (their sessions and their
+# descendants), one a line, the step's own processes before the others.
+step_procs() {
+  proc_table | awk -v roots="$*" '
+    BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) root[r[i]] = 1 }
+    { pid[NR] = $1; ppid[$1] = $2; sid[$1] = $3 }
+    END {
+      for (i in pid) { p = pid[i]; if ((p in root) || (sid[p] in root)) keep[p] = 1 }
+      do {
+        more = 0
+        for (i in pid) { p = pid[i]; if (!(p in keep) && (ppid[p] in keep)) { keep[p] = 1; more = 1 } }
+      } while (more)
+      for (p in keep) print p
+    }' | sort -n
+}
+cmdline() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null | cut -c1-300; }
+# backtraces LOG PID: every thread's backtrace of every process of the step PID (CUDA processes
+# first), each by a debugger within BT_LIMIT s, all within BT_TOTAL s and the budget, into LOG.bt.
+backtraces() {
+  local bt=${1%.log}.bt root=$2 p t0 lim first=1 procs=() cuda=() other=()
+  while read -r p; do
+    if grep -q 'libcuda\.so\|libsqz-cuda-standin' "/proc/$p/maps" 2>/dev/null; then cuda+=("$p"); else other+=("$p"); fi
+  done < <(step_procs "$root")
+  procs=("${cuda[@]}" "${other[@]}")
+  {
+    echo "run.sh: ${#procs[@]} processes of the step at its limit (${#cuda[@]} with CUDA loaded):"
+    for p in "${procs[@]}"; do echo "  pid $p: $(cmdline "$p")"; done
+    echo "debugger: ${GDB:-none}; ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo '?'); uid $(id -u)"
+  } >"$bt"
+  [ -n "$GDB" ] || { echo "run.sh: no cuda-gdb or gdb on PATH: no backtraces" >>"$bt"; return; }
+  t0=$SECONDS  # from the first attach: the first process always gets BT_LIMIT
+  for p in "${procs[@]}"; do
+    lim=$((BT_TOTAL - (SECONDS - t0)))
+    if [ "$lim" -gt "$BT_LIMIT" ] || [ $first = 1 ]; then lim=$BT_LIMIT; fi
+    first=0
+    [ "$lim" -gt $((BUDGET - (SECONDS - T0) - 15)) ] && lim=$((BUDGET - (SECONDS - T0) - 15))
+    if [ "$lim" -lt 2 ]; then
+      echo "==== pid $p: not attached: no time left (RUN_BT_TOTAL_S=$BT_TOTAL, or the budget)" >>"$bt"
+      continue
+    fi
+    {
+      echo "==== pid $p: $(cmdline "$p")"
+      echo "==== $GDB -batch -ex 'thread apply all bt' -p $p (within ${lim}s)"
+      timeout -k 5 "$lim" "$GDB" -batch -ex 'thread apply all bt' -p "$p" </dev/null 2>&1
+      echo "==== pid $p: debugger exit $?"
+    } >>"$bt"
+  done
+}
+# stop_procs PID...: SIGTERM to every process of those steps, SIGKILL to what is left after
+# GRACE (default 10) seconds; prints what was killed ("PID term|kill CMDLINE"), one a line.
+stop_procs() {
+  local p i procs
+  mapfile -t procs < <(step_procs "$@")
+  [ ${#procs[@]} = 0 ] && return 0
+  for p in "${procs[@]}"; do
+    echo "$p term $(cmdline "$p")"
+    kill -TERM "$p" 2>/dev/null
+    kill -CONT "$p" 2>/dev/null  # one a debugger left stopped
+  done
+  for ((i = 0; i < ${GRACE:-10} * 5; i++)); do
+    [ -z "$(step_procs "$@")" ] && return 0
+    sleep 0.2
+  done
+  for p in $(step_procs "$@"); do
+    echo "$p kill $(cmdline "$p")"
+    kill -KILL "$p" 2>/dev/null
+  done
+  return 0
+}
+# watchdog KEY LIMIT LOG PID: when the step PID is still running after LIMIT seconds, writes
+# its backtraces, stops it and leaves $S/KEY.timedout ("term", or "kill" when SIGKILL was needed).
+watchdog() {
+  local key=$1 limit=$2 log=$3 pid=$4 sp
+  trap 'kill "$sp" 2>/dev/null; exit 0' TERM
+  sleep "$limit" &
+  sp=$!
+  wait "$sp"
+  trap - TERM
+  kill -0 "$pid" 2>/dev/null || exit 0
+  echo term >"$S/$key.timedout"
+  backtraces "$log" "$pid"
+  if stop_procs "$pid" | grep -q '^[0-9]* kill '; then echo kill >"$S/$key.timedout"; fi
+  echo "(run.sh: stopped after ${limit}s; backtraces of its processes in logs/$(basename "${log%.log}.bt"))" >>"$log"
+}
+# run KEY NAME LIMIT LOG COMMAND...: runs it as a session of its own under a watchdog (the limit
+# clipped to the budget), output to LOG; sets rc (124 when stopped at the limit, 137 when it
+# took SIGKILL), secs and lim. Returns 1 (after recording SKIP) when out of time.
 run() {
-  local key=$1 name=$2 limit=$3 log=$4 t0=$SECONDS
+  local key=$1 name=$2 limit=$3 log=$4 t0=$SECONDS wd
   shift 4
   if ! lim=$(clip "$limit"); then
     record "$key" "$name" SKIP 0 "no time left in the ${BUDGET}s budget"
     return 1
   fi
   printf '| %s | RUNNING | | started at %ss, limit %ss |\n' "$name" $((SECONDS - T0)) "$lim" >"$S/$key.row"
-  timeout -k 10 "$lim" "$@" >"$log" 2>&1 &
+  rm -f "$S/$key.timedout"
+  if [ -n "$SETSID" ]; then
+    "$SETSID" "$@" >"$log" 2>&1 </dev/null &
+  else
+    "$@" >"$log" 2>&1 </dev/null &
+  fi
   local pid=$!
   echo "$pid" >"$S/$key.pid"  # for on_signal
+  echo "$pid $key" >>"$S/sessions"  # for the sweep before the codec bench
+  watchdog "$key" "$lim" "$log" "$pid" &
+  wd=$!
   wait "$pid"
   rc=$?
+  if [ -e "$S/$key.timedout" ]; then
+    wait "$wd"
+    rc=124
+    [ "$(cat "$S/$key.timedout")" = kill ] && rc=137
+  else
+    kill -TERM "$wd" 2>/dev/null
+    wait "$wd" 2>/dev/null
+  fi
   rm -f "$S/$key.pid"
   secs=$((SECONDS - t0))
-  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "(run.sh: stopped after ${lim}s)" >>"$log"; fi
   return 0
 }
-# Stopped from outside: no new steps, the running ones stopped (timeout passes the signal on),
-# and what there is packed.
+# kill_leftovers KEY: before a step that needs the GPU to itself, stops every process still
+# alive from an earlier step, and records which (WARN) or that there were none.
+kill_leftovers() {
+  local key=$1 name="leftovers of earlier steps" sessions=() keys log=$L/leftovers.log killed
+  [ -f "$S/sessions" ] && mapfile -t sessions < <(awk '{print $1}' "$S/sessions")
+  {
+    echo "run.sh: processes still alive from earlier steps, before the codec bench ($((SECONDS - T0))s):"
+    if command -v nvidia-smi >/dev/null; then
+      echo "GPU compute processes (nvidia-smi):"
+      timeout 20 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1
+    fi
+  } >"$log"
+  killed="" LEFTOVERS="" keys=""
+  if [ ${#sessions[@]} -gt 0 ]; then
+    # Which steps they belong to (their session's key), before they are gone.
+    keys=$(proc_table | awk -v alive=" $(step_procs "${sessions[@]}" | tr '\n' ' ') " '
+      NR == FNR { key[$1] = $2; next }
+      index(alive, " " $1 " ") && ($3 in key) { print key[$3] }' "$S/sessions" - | sort -u | paste -sd, -)
+    killed=$(GRACE=5 stop_procs "${sessions[@]}")
+  fi
+  if [ -z "$killed" ]; then
+    echo "none" >>"$log"
+    record "$key" "$name" PASS 0 "none alive before the codec bench"
+  else
+    echo "$killed" >>"$log"
+    LEFTOVERS="killed $(awk '{print $1}' <<<"$killed" | sort -u | wc -l) leftover processes of earlier steps${keys:+ ($keys)}, logs/leftovers.log"
+    echo "run.sh: $LEFTOVERS"
+    record "$key" "$name" WARN 0 \
+      "killed $(awk '{print $1}' <<<"$killed" | sort -u | wc -l) before the codec bench${keys:+ (steps $keys)}: $(awk '{$1 = $1 " (" $2 ")"; $2 = ""; print}' <<<"$killed" | head -4 | paste -sd';' -)"
+  fi
+}
+# Stopped from outside: no new steps, the running ones stopped (each step's whole session), and
+# what there is packed.
 on_signal() {
   trap - TERM INT
-  local f
+  local f pids=()
   # shellcheck disable=SC2046
   kill $(jobs -p) 2>/dev/null
-  for f in "$S"/*.pid; do [ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
+  for f in "$S"/*.pid; do [ -e "$f" ] && pids+=("$(cat "$f")"); done
+  [ ${#pids[@]} = 0 ] || GRACE=3 stop_procs "${pids[@]}" >/dev/null
   for f in "$S"/*.row; do
     if grep -q '| RUNNING |' "$f"; then
       sed -i 's/| RUNNING |/| STOPPED |/' "$f"
@@ -374,7 +541,11 @@ probe=$L/probe.log
   echo "bundle: $BUNDLE_COMMIT, $BUNDLE_DATE, $BUNDLE_NVCC; needs $BUNDLE_CUDA_LIBS"
 } >"$probe" 2>&1
 gpu_ok=0
-if smi=$(timeout 30 nvidia-smi -L 2>&1) && [ -n "$smi" ]; then
+if [ "${BUNDLE_STANDIN:-0}" = 1 ]; then  # gpu-bundle.sh --standin: a dry run, no GPU
+  echo "the CUDA stand-in (emulated GPU; a dry run)" >"$S/gpu.txt"
+  record 00-gpu gpu PASS 0 "the CUDA stand-in: an emulated GPU, a dry run of run.sh"
+  gpu_ok=1
+elif smi=$(timeout 30 nvidia-smi -L 2>&1) && [ -n "$smi" ]; then
   gpu_desc=$(timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
     --format=csv,noheader 2>/dev/null | head -1)
   printf '%s\n' "${gpu_desc:-$smi}" >"$S/gpu.txt"
@@ -466,13 +637,19 @@ if [ -n "$torch_py" ]; then echo "$torch_py: $(tail -1 <<<"$why")"; else echo "n
 pack
 
 # ---- the steps ------------------------------------------------------------------------------
+# conns N: the steps this (sub)shell starts from now on run with CUDA_DEVICE_MAX_CONNECTIONS=N (a
+# GPU's hardware work queues per process; CUDA's default is 8); their names say so (CNAME) and
+# their logs end in -cN (CTAG). Without it: the node's setting (unset: CUDA's default).
+CTAG="" CNAME=""
+conns() { export CUDA_DEVICE_MAX_CONNECTIONS=$1; CTAG=-c$1 CNAME=" [CUDA_DEVICE_MAX_CONNECTIONS=$1]"; }
 # gtest_step KEY NAME BINARY [SHARD TOTAL]: one GPU test binary (or one shard of it).
 gtest_step() {
-  local key=$1 name=$2 bin=$3 shard=${4:-} total=${5:-} st note ok nfail nskip names last
-  local log=$L/test-$name.log
+  local key=$1 name=$2$CNAME bin=$3 shard=${4:-} total=${5:-} st note ok nfail nskip names last
+  local log=$L/test-$2$CTAG.log
   local shard_env=()
   [ -n "$total" ] && shard_env=(GTEST_TOTAL_SHARDS="$total" GTEST_SHARD_INDEX="$shard")
-  run "$key" "$name" 240 "$log" env "${shard_env[@]}" "$bin" --gtest_output="xml:$L/test-$name.xml" || return
+  run "$key" "$name" "$TEST_LIMIT" "$log" env "${shard_env[@]}" "$bin" \
+    --gtest_output="xml:${log%.log}.xml" || return
   ok=$(grep -c '^\[       OK \]' "$log")
   nfail=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log")
   nskip=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$log")
@@ -490,9 +667,9 @@ gtest_step() {
   esac
   record "$key" "$name" $st "$secs" "$note"
   if [ $st = FAIL ] || [ $st = TIMEOUT ]; then
-    grep -E -A6 'Failure|FAILED|WARN|error' "$log" | head -60 >"$L/test-$name.failures"
-    section "$key" "$name: $st (failures and warnings; full log logs/test-$name.log)" \
-      "$L/test-$name.failures" 60
+    grep -E -A6 'Failure|FAILED|WARN|error' "$log" | head -60 >"${log%.log}.failures"
+    section "$key" "$name: $st (failures and warnings; full log logs/${log##*/})" \
+      "${log%.log}.failures" 60
   fi
 }
 # first_message LOG: the line that says most about a failure.
@@ -507,9 +684,11 @@ first_message() {
 }
 codec_bench() {
   local log=$L/codec-bench.log
+  kill_leftovers 29-leftovers
   # Issue 29's sweep, smallest first, so a step cut short keeps the sizes it finished.
   run 30-codec-bench "sqz-codec-bench -d cuda" 120 "$log" \
     "$BB/perf/sqz-codec-bench" -d cuda -s 256K,1M,16M,64M -r 3 || return
+  [ -n "$LEFTOVERS" ] && echo "(run.sh: before this step: $LEFTOVERS)" >>"$log"
   case $rc in
     0) record 30-codec-bench "sqz-codec-bench -d cuda" PASS "$secs" "" ;;
     124 | 137) record 30-codec-bench "sqz-codec-bench -d cuda" TIMEOUT "$secs" \
@@ -520,8 +699,10 @@ codec_bench() {
 }
 # shim_step KEY CASE LIMIT: tests/nccl_shim/nccl_shim_test.sh CASE over the bundled program.
 shim_step() {
-  local key=$1 c=$2 log=$L/nccl-shim-$2.log name="NCCL shim: nccl_program $2"
-  run "$key" "$name" "$3" "$log" bash "$B/check/nccl_shim_test.sh" "$c" "$BB/src/launcher/sqzrun" \
+  local key=$1 c=$2 log=$L/nccl-shim-$2$CTAG.log name="NCCL shim: nccl_program $2$CNAME"
+  # The script's own time limits ten times longer: the step's limit comes first (backtraces).
+  run "$key" "$name" "$3" "$log" env NCCL_SHIM_TIMEOUT_FACTOR=10 \
+    bash "$B/check/nccl_shim_test.sh" "$c" "$BB/src/launcher/sqzrun" \
     "$BB/tests/nccl_shim/nccl_program" "$BB/src/nccl_shim" || return
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     record "$key" "$name" TIMEOUT "$secs" "stopped at ${lim}s: $(first_message "$log")"
@@ -554,7 +735,7 @@ torch_shim() {
     tag=${codec#*=} tag=${tag%%:*}
     envs+=(SQZ_NCCL_CODEC="$codec")
   fi
-  local name="torch ProcessGroupNCCL over the shim, $n ranks, $tag" log=$L/torch-shim-n$n-$tag.log
+  local name="torch ProcessGroupNCCL over the shim, $n ranks, $tag$CNAME" log=$L/torch-shim-n$n-$tag$CTAG.log
   if [ -z "$torch_py" ]; then record "$key" "$name" SKIP 0 "$torch_why"; return; fi
   run "$key" "$name" 120 "$log" env "${envs[@]}" "$torch_py" "$B/check/ddp_check.py" "$n" 20 || return
   torch_result "$key" "$name" "$log"
@@ -587,7 +768,7 @@ torch_test() {
   torch_result "$key" "$name" "$log"
 }
 # ddp_time KEY LABEL N BACKEND [shim]: ms per DDP step, check/ddp_check.py --ddp-only, 30 steps;
-# one run at a time (phase 3). LABEL's row goes into the DDP table; torch's NCCL is a reference.
+# one run at a time (phase 4). LABEL's row goes into the DDP table; torch's NCCL is a reference.
 ddp_time() {
   local key=$1 label=$2 n=$3 backend=$4 how=${5:-} log=$L/ddp-time-$1.log ms st envs=()
   local name="DDP ms/step: $label, $n ranks"
@@ -618,16 +799,15 @@ ddp_time() {
 # allreduce KEY TRANSPORT N CODEC: one sqz-allreduce-perf run (TRANSPORT default: unset).
 allreduce() {
   local key=$1 tr=$2 n=$3 codec=$4 tag=${4%%:*} limit=45 st note wrong last avg cells
-  [ -z "$codec" ] && tag=dense limit=60
-  local name="allreduce $tr n=$n $tag" log=$L/allreduce-$tr-n$n-$tag.log
+  [ -z "$codec" ] && tag=dense limit=${ALLREDUCE_DENSE_LIMIT:-60}
+  local name="allreduce $tr n=$n $tag$CNAME" log=$L/allreduce-$tr-n$n-$tag$CTAG.log
   local envs=(SQZ_TIMEOUT_MS="${BENCH_SQZ_TIMEOUT_MS:-20000}")
   [ "$tr" != default ] && envs+=(SQZ_TRANSPORT="$tr")
   local zopt=()
   [ -n "$codec" ] && zopt=(-z "$codec")
-  lim=$(clip $limit) || { record "$key" "$name" SKIP 0 "no time left in the ${BUDGET}s budget"; return; }
-  run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" --timeout $((lim > 15 ? lim - 5 : lim)) \
-    -n "$n" "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e 16M -f 4 -c 1 \
-    -J "$L/allreduce-$tr-n$n-$tag.json" "${zopt[@]}" || return
+  # No sqzrun --timeout: at the limit the watchdog takes the ranks' backtraces before stopping them.
+  run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" -n "$n" \
+    "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e 16M -f 4 -c 1 -J "${log%.log}.json" "${zopt[@]}" || return
   # A table row starts with the size and the count; #wrong is columns 9 (out of place) and
   # 13 (in place); -z adds its columns after them.
   # shellcheck disable=SC2016
@@ -643,7 +823,7 @@ allreduce() {
     st=FAIL note="exit $rc, #wrong $wrong: $(first_message "$log")"
   fi
   read -r -a cells <<<"$last"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$tr" "$n" "${codec:-dense}" "${cells[7]:--}" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$tr" "$n" "${codec:-dense}${CTAG:+ ($CUDA_DEVICE_MAX_CONNECTIONS queues)}" "${cells[7]:--}" \
     "${cells[11]:--}" "${avg:--}" "$wrong" "$st" >"$S/$key.perf"
   record "$key" "$name" $st "$secs" "$note"
 }
@@ -654,6 +834,16 @@ ar_lane() {  # ar_lane INDEX TRANSPORT N: dense, then the three codecs
     i=$((i + 1))
   done
 }
+conn_lane() {  # conn_lane INDEX N: dense over cuda_ipc at 2 and 4 ranks, shm and tcp at 4, 45 s each
+  local cfg i=0
+  conns "$2"
+  for cfg in "cuda_ipc 2" "cuda_ipc 4" "shm 4" "tcp 4"; do
+    # shellcheck disable=SC2086
+    allreduce_dense45 "4$1-$i" $cfg
+    i=$((i + 1))
+  done
+}
+allreduce_dense45() { ALLREDUCE_DENSE_LIMIT=45 allreduce "$1" "$2" "$3" ""; }
 torch_ref() {  # torch_ref KEY NAME LIMIT LOG LINE ARGS...: a reference point, never a failure
   local key=$1 name=$2 limit=$3 log=$4 line=$5  # LINE: a regex for the log's line to quote
   shift 5
@@ -667,21 +857,28 @@ torch_ref() {  # torch_ref KEY NAME LIMIT LOG LINE ARGS...: a reference point, n
   section "$key" "$name (reference)" "$log" 20
 }
 
-# ---- phase 1: the tests, beside the codec bench, the NCCL shim and the torch steps ---------------
-phase1() {
+# ---- phase 1: the tests, beside the NCCL shim and the torch steps ------------------------------
+# gpu_tests PREFIX: every tests/gpu binary (collective_test and compress_test in 4 shards), side
+# by side; keys PREFIX-NAME.
+gpu_tests() {
   local pids=() bin t s
   for bin in "$BB"/tests/gpu/*_test; do
     t=${bin##*/}
     case $t in
       collective_test | compress_test)
         for s in 0 1 2 3; do
-          gtest_step "10-$t.$s" "$t.$s" "$bin" $s 4 &
+          gtest_step "$1-$t.$s" "$t.$s" "$bin" $s 4 &
           pids+=($!)
         done ;;
-      *) gtest_step "10-$t" "$t" "$bin" & pids+=($!) ;;
+      *) gtest_step "$1-$t" "$t" "$bin" & pids+=($!) ;;
     esac
   done
-  (codec_bench; shim_step 31-shim-initall initall 60) & pids+=($!)
+  wait "${pids[@]}"
+}
+phase1() {
+  local pids=() c i=0
+  gpu_tests 10 & pids+=($!)
+  shim_step 31-shim-initall initall 60 & pids+=($!)
   (
     torch_shim 33a-torch-shim 2
     torch_shim 33b-torch-shim 4
@@ -696,12 +893,27 @@ phase1() {
     fi
   ) & pids+=($!)
   (shim_step 32a-shim-sqzrun sqzrun 120; shim_step 32b-shim-codec codec 120) & pids+=($!)
+  # The same with other hardware queue counts: 1 only where each rank is a process sqzrun started.
+  for c in $CONNS; do
+    i=$((i + 1))
+    if [ "$c" != 1 ]; then
+      (conns "$c"; gpu_tests "1$i") & pids+=($!)
+      (conns "$c"; torch_shim "34$i-torch-shim" 2; torch_shim "35$i-torch-shim" 4) & pids+=($!)
+    fi
+    (conns "$c"; shim_step "32a$i-shim-sqzrun" sqzrun 120; shim_step "32b$i-shim-codec" codec 120) &
+    pids+=($!)
+  done
   wait "${pids[@]}"
 }
 
-# ---- phase 2: sqz-allreduce-perf -d cuda ------------------------------------------------------
+# ---- phase 2: sqz-codec-bench -d cuda, alone on the GPU -----------------------------------------
 phase2() {
-  local pids=() lane=0 cfg
+  codec_bench
+}
+
+# ---- phase 3: sqz-allreduce-perf -d cuda ------------------------------------------------------
+phase3() {
+  local pids=() lane=0 cfg c
   for cfg in "default 1" "cuda_ipc 2" "cuda_ipc 4" "shm 2" "shm 4" "tcp 2" "tcp 4"; do
     # shellcheck disable=SC2086
     if [ "${RUN_BENCH_SERIAL:-0}" = 1 ]; then
@@ -711,11 +923,19 @@ phase2() {
     fi
     lane=$((lane + 1))
   done
+  for c in $CONNS; do  # dense, with other hardware queue counts (lanes 7, 8, ...)
+    if [ "${RUN_BENCH_SERIAL:-0}" = 1 ]; then
+      (conn_lane $lane "$c")
+    else
+      conn_lane $lane "$c" & pids+=($!)
+    fi
+    lane=$((lane + 1))
+  done
   [ ${#pids[@]} = 0 ] || wait "${pids[@]}"
 }
 
-# ---- phase 3: DDP step times, one run at a time; torch's numbers, for reference -------------------
-phase3() {
+# ---- phase 4: DDP step times, one run at a time; torch's numbers, for reference -------------------
+phase4() {
   [ -e "$S/python.tried" ] || torch_build  # phase 1 was not run
   ddp_time 52a-ddp "torch's NCCL (reference)" 1 nccl ref
   ddp_time 52b-ddp "torch ProcessGroupNCCL over the NCCL shim" 1 nccl shim
@@ -729,8 +949,13 @@ phase3() {
     "$B/check/topk_ref.py"
 }
 
-for phase in 1 2 3; do
-  if [[ $PHASES == *" $phase "* ]]; then "phase$phase"; fi
+for phase in 1 2 3 4; do
+  if [[ $PHASES == *" $phase "* ]]; then
+    t_phase=$SECONDS
+    "phase$phase"
+    record "9$phase-phase" "phase $phase (wall time)" DONE $((SECONDS - t_phase)) \
+      "ended at $((SECONDS - T0))s of the ${BUDGET}s budget"
+  fi
 done
 pack
 n_bad=$(find "$S" -name '*.bad' | wc -l)
