@@ -83,14 +83,15 @@ class HostCopies {
 
 class CallQueue {
  public:
-  // `device`: the GPU the communicator's calls run on. Allocates the pinned staging
-  // (stagingBytes, two halves) and the flag words, and starts the progress thread: all that may
-  // wait for the device happens here. `fail` records an enqueued call's error on the
-  // communicator (called on the progress thread). `timeoutMs` bounds the wait for the streams at
-  // destruction (a stream that has not copied its last result out by then keeps its staging:
-  // it is leaked, not reused). Throws Error(kInvalidUsage) in a build without CUDA, or where
-  // this process would hold more ranks on the GPU than it has hardware work queues.
-  CallQueue(int device, int rank, size_t stagingBytes, int timeoutMs,
+  // `device`: the GPU the communicator's calls run on; `group`: the same for every rank of the
+  // communicator (its unique id's hash). Allocates the pinned staging (stagingBytes, two
+  // halves) and the flag words, and starts the progress thread: all that may wait for the
+  // device happens here. `fail` records an enqueued call's error on the communicator (called on
+  // the progress thread). `timeoutMs` bounds the wait for the streams at destruction (a stream
+  // that has not copied its last result out by then keeps its staging: it is leaked, not
+  // reused). Throws Error(kInvalidUsage) in a build without CUDA, or where this process would
+  // hold more ranks of one communicator on the GPU than it has hardware work queues.
+  CallQueue(int device, uint64_t group, int rank, size_t stagingBytes, int timeoutMs,
             std::function<void(const Error&)> fail);
   // Lets the calls already enqueued run (after abort() none is left), releases every stream
   // and joins the thread.

@@ -20,7 +20,8 @@ namespace {
 struct CallQueue::Cuda {};
 
 void* HostCopies::at(const void*) const { return nullptr; }
-CallQueue::CallQueue(int device, int rank, size_t, int, std::function<void(const Error&)> fail)
+CallQueue::CallQueue(int device, uint64_t, int rank, size_t, int,
+                     std::function<void(const Error&)> fail)
     : device_(device), rank_(rank), timeoutMs_(0), stagingBytes_(0), fail_(std::move(fail)) {
   refuse(strCat("rank ", rank_, ": "));
 }

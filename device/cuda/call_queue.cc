@@ -51,10 +51,11 @@ bool reached(const volatile uint32_t* word, uint32_t value) {
 thread_local const CallQueue* tlsProgressOf = nullptr;
 
 // Hardware work queues: a process has CUDA_DEVICE_MAX_CONNECTIONS of them per GPU (8 unless
-// set), and streams beyond that share them, each queue in order. Every rank of this process on
-// a GPU keeps its stream held while its call's host side runs, and that host side may need
-// another rank's copies: with fewer queues than ranks, two ranks' streams would share one and
-// the second's copies would wait behind the first's hold for ever.
+// set), and streams beyond that share them, each queue in order. Ranks of one communicator in
+// this process (threads) each keep their stream held while their call's host side runs, and
+// that host side needs the other ranks' copies: with fewer queues than such ranks, two of their
+// streams would share one and the second's copies would wait behind the first's hold for ever.
+// (Communicators of one rank, as a split makes, do not wait for each other within a call.)
 int workQueues() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   if (!v || !*v) return 8;
@@ -64,29 +65,29 @@ int workQueues() {
 }
 
 std::mutex ranksMu;
-std::map<int, int> ranksOnDevice;  // live call queues of this process, by GPU
+std::map<std::pair<int, uint64_t>, int> ranksOnDevice;  // live call queues, by GPU and group
 
 struct RankSlot {
-  int device;
-  RankSlot(int device, int rank) : device(device) {
+  std::pair<int, uint64_t> key;
+  RankSlot(int device, uint64_t group, int rank) : key(device, group) {
     std::lock_guard<std::mutex> lock(ranksMu);
-    const int held = ++ranksOnDevice[device];
+    const int held = ++ranksOnDevice[key];
     const int queues = workQueues();
     if (held > queues) {
-      --ranksOnDevice[device];
+      if (--ranksOnDevice[key] == 0) ranksOnDevice.erase(key);
+      const char* set = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
       raise(ErrorCode::kInvalidUsage, "rank ", rank, ": this process would hold ", held,
-            " ranks on GPU ", device, ", but it has ", queues, " hardware work queues there "
-            "(CUDA_DEVICE_MAX_CONNECTIONS", std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? "=" : " ",
-            std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") ? std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")
-                                                       : "unset: 8",
-            "): ranks' streams would share a queue, and one rank's held stream would stall "
-            "another's copies for ever. Set CUDA_DEVICE_MAX_CONNECTIONS to at least ", held,
-            " (at most 32) before the process's first CUDA call, or run one rank per process.");
+            " ranks of one communicator on GPU ", device, ", but it has ", queues,
+            " hardware work queues there (CUDA_DEVICE_MAX_CONNECTIONS", set ? "=" : " ",
+            set ? set : "unset: 8", "): their streams would share a queue, and one rank's held "
+            "stream would stall another's copies for ever. Set CUDA_DEVICE_MAX_CONNECTIONS to at "
+            "least ", held, " (at most 32) before the process's first CUDA call, or run one rank "
+            "per process.");
     }
   }
   ~RankSlot() {
     std::lock_guard<std::mutex> lock(ranksMu);
-    --ranksOnDevice[device];
+    if (--ranksOnDevice[key] == 0) ranksOnDevice.erase(key);
   }
 };
 
@@ -131,10 +132,11 @@ struct CallQueue::Cuda {
   cuda::PinnedBuffer staging;
   cuda::StreamWord streamDone = newWord();
   cuda::StreamWord hostDone = newWord();
-  Cuda(int device, int rank, size_t stagingBytes) : slot(device, rank), staging(stagingBytes) {}
+  Cuda(int device, uint64_t group, int rank, size_t stagingBytes)
+      : slot(device, group, rank), staging(stagingBytes) {}
 };
 
-CallQueue::CallQueue(int device, int rank, size_t stagingBytes, int timeoutMs,
+CallQueue::CallQueue(int device, uint64_t group, int rank, size_t stagingBytes, int timeoutMs,
                      std::function<void(const Error&)> fail)
     : device_(device),
       rank_(rank),
@@ -143,7 +145,7 @@ CallQueue::CallQueue(int device, int rank, size_t stagingBytes, int timeoutMs,
       fail_(std::move(fail)) {
   {
     cuda::DeviceGuard guard(device_);
-    cuda_ = std::make_unique<Cuda>(device_, rank_, stagingBytes_);
+    cuda_ = std::make_unique<Cuda>(device_, group, rank_, stagingBytes_);
   }
   thread_ = std::thread([this] { loop(); });
 }

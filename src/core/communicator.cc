@@ -77,7 +77,7 @@ std::unique_ptr<Communicator> Communicator::create(const UniqueIdData& id, int r
   self.pid = getpid();
   // Before the rendezvous: no rank of this job can have a call in flight yet, so what may wait
   // for the whole device (a stream, pinned counters, the kernels' fixed scratch) is made now.
-  if (config.device >= 0) comm->setUpDevice();
+  if (config.device >= 0) comm->setUpDevice(id.commHash(0));
   try {
     comm->connect(id, self, tunerFile ? &*tunerFile : nullptr);
   } catch (const Error& e) {
@@ -243,9 +243,9 @@ void Communicator::drainDevice() {
   if (callQueue_) callQueue_->drain();
 }
 
-void Communicator::setUpDevice() {
+void Communicator::setUpDevice(uint64_t group) {
   callQueue_ = std::make_unique<device::CallQueue>(
-      config_.device, rank_, config_.deviceStagingBytes, config_.timeoutMs,
+      config_.device, group, rank_, config_.deviceStagingBytes, config_.timeoutMs,
       [this](const Error& e) { fail(e); });
 }
 

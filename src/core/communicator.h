@@ -95,8 +95,9 @@ class Communicator final : public CodecComm {
   // Runs one call on this thread in ctx (null: the host context).
   void run(const CollRequest& req, Schedule* prebuilt, device::Context* ctx = nullptr);
   void runSendRecv(const std::vector<P2pCall>& calls, device::Context* ctx);
-  // Device communicators: the pinned staging and the progress thread (device/call_queue.h).
-  void setUpDevice();
+  // Device communicators: the pinned staging and the progress thread (device/call_queue.h);
+  // group: the same on every rank of this communicator (its unique id's hash).
+  void setUpDevice(uint64_t group);
   // Puts the communicator in error state (the first cause stays), tells every peer why (a
   // failure notice) and shuts the connections. Thread-safe.
   void fail(const Error& e);
