@@ -154,14 +154,16 @@ CallQueue::~CallQueue() {
   drain();  // calls already enqueued complete (or fail within the timeout), as the user expects
   stopThread();
   // The streams may still be copying results out of staging: it goes back to the pool (where
-  // another communicator may take it) only once they are done. No CUDA call: the words say.
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
+  // another communicator may take it) only once they are done. No CUDA call: the words say. A
+  // stream still busy with the caller's own work after a short while keeps it for good.
+  const int waitMs = std::min(timeoutMs_, 2000);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(waitMs);
   while (!reached(cuda_->streamDone.host, issued_) && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (!reached(cuda_->streamDone.host, issued_)) {
-    SQZ_WARN(kDevice, "rank ", rank_, ": a stream has not finished its last call's copies ",
-             timeoutMs_, " ms after the communicator's end; its ", stagingBytes_,
-             " bytes of pinned staging are left to it");
+    SQZ_INFO(kDevice, "rank ", rank_, ": a stream has not finished its last call's copies ",
+             waitMs, " ms after the communicator's end; its ", stagingBytes_,
+             " bytes of pinned staging are left to it (not reused)");
     new cuda::PinnedBuffer(std::move(cuda_->staging));  // leaked on purpose
   }
 }
