@@ -1,9 +1,10 @@
 // Compressed all-reduce on device buffers against the host path, ranks as threads sharing one GPU:
 //   - every codec method of the registry (squeeze::codecMethods(), with a few settings each), at
-//     1, 2 and 4 ranks over cuda_ipc (device payloads), shm and tcp (pinned payloads) and several
-//     algorithms, five calls in a row (sum and avg, in place and not, so the error-feedback state
-//     carries; one of them runs the device codec on host buffers, so its state moves back and
-//     forth; a last one runs a codec loaded with the device codec's saved state): each device
+//     1, 2 and 4 ranks over the default transports (shm), shm and tcp (device calls stage
+//     through pinned host memory, device/call_queue.h) and several algorithms, five calls in a
+//     row (sum and avg, in place and not, so the error-feedback state carries; one of them runs
+//     the device codec on host buffers, so its state moves back and forth; a last one runs a
+//     codec loaded with the device codec's saved state): each device
 //     result, the codec's saved state (sqzCodecSaveState) and its
 //     statistics equal those of the same calls on host buffers through a second communicator
 //     (sqzCommSplit of the first), bit for bit; PowerSGD (cuBLAS) and DGC with clipping (its norm
@@ -502,7 +503,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Params{"tcp", 4, "naive"}),
     [](const auto& info) {
       std::string t = info.param.transports;
-      t = t.find("cuda_ipc") == 0 ? std::string("cuda_ipc") : t;
+      t = t.find("cuda_ipc") == 0 ? std::string("default") : t;  // cuda_ipc stands for shm
       return t + "_" + std::to_string(info.param.nranks) + "_" +
              (*info.param.algo ? info.param.algo : "auto");
     });
