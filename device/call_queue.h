@@ -123,12 +123,6 @@ class CallQueue {
   // in an exit handler (a communicator the program did not destroy). Idempotent.
   void stopThread();
 
-  // Stream operations the last enqueue put on its stream (copies and word writes and waits):
-  // the stand-in's counts check them.
-  size_t lastProgramOps() const { return lastProgramOps_; }
-  // The pinned staging's size in bytes (two halves).
-  size_t stagingBytes() const { return stagingBytes_; }
-
  private:
   struct Piece {
     uint32_t seq;      // the piece's number: half seq % 2
@@ -166,7 +160,6 @@ class CallQueue {
   bool running_ = false;  // a task is being run
   bool stop_ = false;
   std::atomic<bool> halt_{false};  // abort() or stopThread(): a running task stops waiting
-  size_t lastProgramOps_ = 0;
   std::thread thread_;
 };
 

@@ -91,22 +91,20 @@ struct RankSlot {
   }
 };
 
-// The fallback where the driver has no stream memory operations: host functions on the stream.
-struct HostWrite {
+// The fallback where the driver has no stream memory operations: a host function on the stream
+// that stores the word, or waits until it is >= value.
+struct HostWordOp {
   volatile uint32_t* word;
   uint32_t value;
+  bool wait;
 };
-void CUDART_CB writeWordOnHost(void* data) {
-  std::unique_ptr<HostWrite> w(static_cast<HostWrite*>(data));
-  __atomic_store_n(w->word, w->value, __ATOMIC_RELEASE);
-}
-struct HostWait {
-  const volatile uint32_t* word;
-  uint32_t value;
-};
-void CUDART_CB waitWordOnHost(void* data) {
-  std::unique_ptr<HostWait> w(static_cast<HostWait*>(data));
-  while (!reached(w->word, w->value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+void CUDART_CB wordOpOnHost(void* data) {
+  std::unique_ptr<HostWordOp> op(static_cast<HostWordOp*>(data));
+  if (!op->wait) {
+    __atomic_store_n(op->word, op->value, __ATOMIC_RELEASE);
+    return;
+  }
+  while (!reached(op->word, op->value)) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
 void nameThisThread() {
@@ -242,23 +240,22 @@ void CallQueue::enqueue(GpuStream stream, const std::vector<DeviceSpan>& spans,
     ++ops;
     if (trace) program += strCat("\n  ", ops, ". ", op);
   };
-  auto wait = [&](const cuda::StreamWord& w, const char* name, uint32_t value) {
-    if (!cuda::streamWaitWord(stream, w, value)) {
-      auto* hw = new HostWait{w.host, value};
-      cudaError_t rc = cudaLaunchHostFunc(stream, waitWordOnHost, hw);
-      if (rc != cudaSuccess) delete hw;
-      cuda::check(rc, "a host function waiting on the caller's stream");
+  // A wait on the word (>= value) or a store into it; a host function where the driver has no
+  // stream memory operations.
+  auto wordOp = [&](bool wait, const cuda::StreamWord& w, const char* name, uint32_t value) {
+    if (!(wait ? cuda::streamWaitWord(stream, w, value) : cuda::streamWriteWord(stream, w, value))) {
+      auto* op = new HostWordOp{w.host, value, wait};
+      cudaError_t rc = cudaLaunchHostFunc(stream, wordOpOnHost, op);
+      if (rc != cudaSuccess) delete op;
+      cuda::check(rc, "a host function on the caller's stream");
     }
-    note(strCat("wait ", name, " >= ", value));
+    note(strCat(wait ? "wait " : "write ", name, wait ? " >= " : " = ", value));
+  };
+  auto wait = [&](const cuda::StreamWord& w, const char* name, uint32_t value) {
+    wordOp(true, w, name, value);
   };
   auto write = [&](const cuda::StreamWord& w, const char* name, uint32_t value) {
-    if (!cuda::streamWriteWord(stream, w, value)) {
-      auto* hw = new HostWrite{w.host, value};
-      cudaError_t rc = cudaLaunchHostFunc(stream, writeWordOnHost, hw);
-      if (rc != cudaSuccess) delete hw;
-      cuda::check(rc, "a host function writing on the caller's stream");
-    }
-    note(strCat("write ", name, " = ", value));
+    wordOp(false, w, name, value);
   };
   auto copy = [&](void* dst, const void* src, size_t n, const char* how) {
     cuda::check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream),
@@ -302,7 +299,6 @@ void CallQueue::enqueue(GpuStream stream, const std::vector<DeviceSpan>& spans,
   }
   issued_ = p;
   t.end = p;
-  lastProgramOps_ = ops;
   if (trace)
     SQZ_TRACE(kDevice, "rank ", rank_, ": ", t.what, ": stream program, ", ops, " operations:",
               program);

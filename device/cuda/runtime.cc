@@ -98,28 +98,31 @@ uint64_t devicePointer(const volatile void* pinned) {
   return reinterpret_cast<uint64_t>(devicePtr);
 }
 
-bool streamWaitWord(cudaStream_t stream, const StreamWord& word, uint32_t value) {
-  static const auto wait = driverEntry<StreamValue32Fn>("cuStreamWaitValue32", 11070);
-  if (!wait) return false;
-  CUresult rc = wait(stream, static_cast<CUdeviceptr>(word.device), value,
-                     CU_STREAM_WAIT_VALUE_GEQ);
+namespace {
+
+// One stream memory operation on `word` (fn: cuStreamWaitValue32 or cuStreamWriteValue32, null
+// where the driver has none); false where the driver does not offer it.
+bool streamWordOp(StreamValue32Fn fn, const char* name, cudaStream_t stream,
+                  const StreamWord& word, uint32_t value, unsigned flags) {
+  if (!fn) return false;
+  CUresult rc = fn(stream, static_cast<CUdeviceptr>(word.device), value, flags);
   if (rc == CUDA_ERROR_NOT_SUPPORTED) return false;
   if (rc != CUDA_SUCCESS)
-    raise(ErrorCode::kCuda, "cuStreamWaitValue32 on the caller's stream failed (CUresult ", rc,
-          ")");
+    raise(ErrorCode::kCuda, name, " on the caller's stream failed (CUresult ", rc, ")");
   return true;
+}
+
+}  // namespace
+
+bool streamWaitWord(cudaStream_t stream, const StreamWord& word, uint32_t value) {
+  static const auto wait = driverEntry<StreamValue32Fn>("cuStreamWaitValue32", 11070);
+  return streamWordOp(wait, "cuStreamWaitValue32", stream, word, value, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 bool streamWriteWord(cudaStream_t stream, const StreamWord& word, uint32_t value) {
   static const auto write = driverEntry<StreamValue32Fn>("cuStreamWriteValue32", 11070);
-  if (!write) return false;
-  CUresult rc = write(stream, static_cast<CUdeviceptr>(word.device), value,
+  return streamWordOp(write, "cuStreamWriteValue32", stream, word, value,
                       CU_STREAM_WRITE_VALUE_DEFAULT);
-  if (rc == CUDA_ERROR_NOT_SUPPORTED) return false;
-  if (rc != CUDA_SUCCESS)
-    raise(ErrorCode::kCuda, "cuStreamWriteValue32 on the caller's stream failed (CUresult ", rc,
-          ")");
-  return true;
 }
 
 int streamDevice(cudaStream_t stream) {
