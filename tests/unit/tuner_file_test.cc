@@ -174,10 +174,18 @@ TEST(CostModel, MeasurementScalesTheConstantsWithinBounds) {
   m.gamma = rows.reference.gamma / 100;
   EXPECT_DOUBLE_EQ(withRows(base, rows, &m).alpha, 3 * base.alpha);
   EXPECT_DOUBLE_EQ(withRows(base, rows, &m).gamma, base.gamma / 3);
-  // Rows without a reference ("net") ignore a measurement.
+  // Rows without a reference ("net", fit against the link's own terms) price with the measured
+  // alpha and beta as they are, however far from the configured ones (a 1 Gbit/s link measures
+  // 30x loopback's per-byte cost), and keep the configured gamma.
   const TransportRows& net = builtinRows("net");
   EXPECT_FALSE(net.hasReference);
-  EXPECT_EQ(withRows(base, net, &m).alpha, base.alpha);
+  m.alpha = 55e-6;
+  m.beta = 1 / 0.118e9;
+  CostModel between = withRows(base, net, &m);
+  EXPECT_EQ(between.alpha, m.alpha);
+  EXPECT_EQ(between.beta, m.beta);
+  EXPECT_EQ(between.gamma, base.gamma);
+  EXPECT_EQ(withRows(base, net).beta, base.beta);  // no measurement: the configured constants
   EXPECT_NE(hashRows(rows), hashRows(net));
 }
 
