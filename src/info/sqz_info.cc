@@ -213,9 +213,21 @@ void printLearnedTuning() {
       std::printf("# slowest: %.1f us, %.4f GB/s; reduce kernel %.2f GB/s (slowest rank)\n",
                   t.alpha * 1e6, 1e-9 / t.beta, 1e-9 / t.gamma);
     }
+    const CostModel& m = c.tuner().model();
+    if (m.anchorBytes > 0) {
+      std::printf("# all-reduce timed at %zu B (median of a few calls, slowest rank):",
+                  size_t(m.anchorBytes));
+      for (const AlgorithmEntry& a : algorithms())
+        if (a.coll == CollKind::kAllReduce && a.id != AlgoId::kDirect)
+          std::printf(" %s %.1f us", a.name, m.anchorSeconds[static_cast<int>(a.id)] * 1e6);
+      std::printf("\n");
+    }
+    // The job's sizes: 8 B, then powers of 4 from 1 KiB to 256 MiB.
+    std::vector<size_t> sizes = {8};
+    for (size_t b = 1 << 10; b <= (256u << 20); b *= 4) sizes.push_back(b);
     for (CollKind k : {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
                        CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kAlltoAll})
-      std::fputs(c.tuner().choiceTable(k, c.size(), tuningSizes()).c_str(), stdout);
+      std::fputs(c.tuner().choiceTable(k, c.size(), sizes).c_str(), stdout);
     std::fflush(stdout);
   }
   sqzCommDestroy(comm);
