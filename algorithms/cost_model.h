@@ -50,8 +50,12 @@ struct CostModel {
 // What init-time calibration measures (src/core/calibrate.h), and what the same measurement gave
 // on the machine that efficiency rows were fit on (their reference).
 struct MeasuredTerms {
-  double alpha = 0;    // seconds per message: half a round trip of a small message, one pair
-  double beta = 0;     // seconds per byte: the same for a medium message, less alpha, per byte
+  // Seconds per message: half a round trip of a small message (one pair on one host; between
+  // hosts the slowest ring link's).
+  double alpha = 0;
+  // Seconds per byte: what a medium message costs more, per byte (between hosts the slowest
+  // link's slope from a medium to a large message).
+  double beta = 0;
   double gamma = 0;    // seconds per byte of the CPU float-sum kernel, in cache
   double seconds = 0;  // how long the measurement took (slowest rank)
 };
