@@ -237,6 +237,9 @@ void printTuning() {
   if (std::getenv("SQZ_RANK") && std::getenv("SQZ_WORLD_SIZE")) return printLearnedTuning();
   CommConfig config = CommConfig::fromParams(loadParams());
   const std::vector<size_t> sizes = tuningSizes();
+  std::printf("# From the configured constants. A job calibrates at init (SQZ_TUNER_CALIBRATE): "
+              "between hosts it measures every link and times each all-reduce at 4 KiB; run "
+              "sqz-info --tuning as a job (sqzrun, netlab.sh run) to see what it learns.\n");
   for (auto [name, model] : {std::pair{"tcp between hosts", config.netModel},
                              std::pair{"tcp on one host", config.tcpModel},
                              std::pair{"shm", config.shmModel}}) {
