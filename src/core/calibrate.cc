@@ -227,7 +227,7 @@ Calibration measureCostTerms(Communicator& comm, Probe probe, int partner, uint6
 
 std::vector<double> timeAllReduces(Communicator& comm, size_t bytes,
                                    const std::function<void(const AlgorithmEntry&)>& force) {
-  constexpr int kAnchorCalls = 5;
+  constexpr int kAnchorCalls = 5, kWarmRounds = 10;
   constexpr std::chrono::milliseconds kAnchorPause{2};
   const int P = comm.size();
   std::vector<float> data(bytes / sizeof(float), 1.0f);
@@ -242,12 +242,21 @@ std::vector<double> timeAllReduces(Communicator& comm, size_t bytes,
   for (const AlgorithmEntry& a : algorithms())
     if (a.coll == CollKind::kAllReduce && a.id != AlgoId::kDirect && a.supports(req, P))
       timed.push_back(&a);
+  std::vector<std::vector<double>> t(kAllReduceAlgos);
+  comm.barrier();  // as measureCostTerms: no rank still setting up its connections
+  // First kWarmRounds untimed rounds of every algorithm: after the links' probe the lab's small
+  // calls ran 2-20x slower for about ten calls (its large messages overflow a shallow switch
+  // queue, and the connections take a few round trips to recover); timed then, naive measured
+  // 150-430 us at 4 KiB against 55-90 us a moment later, and the caller's first calls paid it.
+  for (int i = 0; i < kWarmRounds; ++i)
+    for (const AlgorithmEntry* a : timed) {
+      force(*a);
+      comm.collective(req);
+    }
   // Each algorithm from an idle network: a pause first, as long as a shaped link takes to
   // refill the burst it lets through (the lab's tbf: 1 ms of its rate), so that no algorithm
   // pays for the bytes of the one before it. Then one untimed call (it builds what an
   // algorithm's first call builds, and absorbs the ranks' skew) and kAnchorCalls timed.
-  std::vector<std::vector<double>> t(kAllReduceAlgos);
-  comm.barrier();  // as measureCostTerms: no rank still setting up its connections
   for (const AlgorithmEntry* a : timed) {
     force(*a);
     std::this_thread::sleep_for(kAnchorPause);

@@ -57,7 +57,7 @@ Calibration measureCostTerms(Communicator& comm, Probe probe, int partner, uint6
 // place; one untimed call, then kAnchorCalls timed) through `comm`'s own calls, `force(a)`
 // making the calls that follow use `a`. Returns the slowest rank's median seconds per AlgoId
 // (kAllReduceAlgos entries), the same bit for bit on every rank. A few calls per algorithm: a
-// few ms over 1 Gbit/s links at 4 KiB.
+// few ms over 1 Gbit/s links at 4 KiB, after ten untimed rounds of them all (about 10 ms).
 std::vector<double> timeAllReduces(Communicator& comm, size_t bytes,
                                    const std::function<void(const AlgorithmEntry&)>& force);
 

@@ -158,10 +158,11 @@ void Communicator::buildTuner(const char* transport, const CostModel& configured
       partner = p;
       break;
     }
+  calibration_ = measureCostTerms(*this, probe, partner, hashRows(rows));
   // Between hosts, where latency decides the rows' per-step terms were never fit (the "net"
   // rows are from 64 KiB up): the algorithms' own small calls are timed instead (tuner.h,
-  // priceOf). Before the links' probe, whose large messages would leave a shaped link's
-  // token bucket empty for the first of them.
+  // priceOf). After the links' probe, so that init ends with small calls, as the caller's
+  // first calls will be (timeAllReduces says why that matters).
   std::vector<double> anchors;
   if (calibrate && manyHosts) {
     const CostModel prior = tuner_->model();
@@ -169,7 +170,6 @@ void Communicator::buildTuner(const char* transport, const CostModel& configured
       tuner_ = std::make_unique<Tuner>(strCat("allreduce:", a.name), prior);
     });
   }
-  calibration_ = measureCostTerms(*this, probe, partner, hashRows(rows));
   if (calibrate) {
     const MeasuredTerms& measured = calibration_.terms;
     CostModel model = withRows(configured, rows, &measured);
