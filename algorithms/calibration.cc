@@ -104,8 +104,9 @@ const TransportRows& builtinRows(const std::string& transport) {
   // because rank 0 sends and receives at once; rhd and ps lose 13% to TCP's slow start on
   // connections that idle between their steps; the tree's two trees share links. Naive's lat is
   // 1/3 since its latency term became 2(P-1) alpha (was 2 alpha): the same price at 4 ranks.
-  // It has no reference (the lab was not calibrated), so between hosts calibration is skipped
-  // and the configured constants (netlab sets the link's rate) stand.
+  // It has no reference: between hosts calibration measures every ring link's latency and rate
+  // (core/calibrate.h, Probe::kRingLinks) and the slowest link's alpha and beta replace the
+  // configured ones as they are (withRows), which is what the rows were fit against.
   static const AlgoEfficiency netEff[kAllReduceAlgos] = {{1.0 / 3, 0, 0.61, 0.61},
                                                          {1, 0, 1.13, 1.13},
                                                          {1, 0, 1.0, 1.0},
@@ -133,7 +134,12 @@ CostModel withRows(const CostModel& model, const TransportRows& rows,
                    const MeasuredTerms* measured) {
   CostModel m = model;
   for (int i = 0; i < kAllReduceAlgos; ++i) m.allReduce[i] = rows.allReduce[i];
-  if (measured && rows.hasReference) {
+  if (measured && !rows.hasReference) {
+    // The rows are relative to the plain terms of the network itself: price with what it
+    // measured, unbounded (a 1 Gbit/s link is 30x slower than loopback, and that is the point).
+    m.alpha = measured->alpha;
+    m.beta = measured->beta;
+  } else if (measured) {
     // One measurement moves each term by at most kMaxScale either way: on the reference machine
     // single init-time measurements scatter around the reference by up to 3x (cores shared with
     // other ranks and other work), and the picks hold within that range; a machine further off

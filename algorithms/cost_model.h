@@ -38,13 +38,24 @@ struct CostModel {
   // and each message step waits for its ranks to get a core (registry.cc).
   int cores = 0;
   AlgoEfficiency allReduce[kAllReduceAlgos];  // indexed by AlgoId
+  // Between hosts, what init-time calibration timed (core/calibrate.h): every all-reduce
+  // algorithm's seconds per call at anchorBytes (0: not timed). The tuner then prices an
+  // algorithm at its measured time there, plus the model's cost of the bytes beyond (or, below
+  // it, scaled by the model's ratio), so that per-step overheads the rows cannot know (a shaped
+  // link's burst, a schedule's own waits) count where latency decides (tuner.cc, priceOf).
+  double anchorBytes = 0;
+  double anchorSeconds[kAllReduceAlgos] = {};
 };
 
 // What init-time calibration measures (src/core/calibrate.h), and what the same measurement gave
 // on the machine that efficiency rows were fit on (their reference).
 struct MeasuredTerms {
-  double alpha = 0;    // seconds per message: half a round trip of a small message, one pair
-  double beta = 0;     // seconds per byte: the same for a medium message, less alpha, per byte
+  // Seconds per message: half a round trip of a small message (one pair on one host; between
+  // hosts the slowest ring link's).
+  double alpha = 0;
+  // Seconds per byte: what a medium message costs more, per byte (between hosts the slowest
+  // link's slope from a medium to a large message).
+  double beta = 0;
   double gamma = 0;    // seconds per byte of the CPU float-sum kernel, in cache
   double seconds = 0;  // how long the measurement took (slowest rank)
 };
@@ -52,7 +63,7 @@ struct MeasuredTerms {
 // The efficiency rows of one transport and the measurement they are relative to.
 struct TransportRows {
   AlgoEfficiency allReduce[kAllReduceAlgos];
-  bool hasReference = false;  // without one, calibration cannot scale the constants: it is skipped
+  bool hasReference = false;  // without one, the measured alpha and beta replace the constants
   MeasuredTerms reference;
 };
 
@@ -62,9 +73,11 @@ const TransportRows& builtinRows(const std::string& transport);
 // The model for "shm", "tcp" or "net" with the built-in rows and this host's cores (0 for "net").
 CostModel calibratedModel(const std::string& transport, double alpha, double beta, double gamma);
 
-// `model` with `rows`' efficiencies and, given a measurement, its alpha, beta and gamma scaled by
-// measured / reference: this machine prices as the reference machine did, as much slower or
-// faster as it measures. Deterministic: the same inputs give the same model bit for bit.
+// `model` with `rows`' efficiencies and, given a measurement: for rows with a reference, its
+// alpha, beta and gamma scaled by measured / reference (this machine prices as the reference
+// machine did, as much slower or faster as it measures); for rows without one (the built-in
+// "net" rows, fit against the link's own latency and rate), the measured alpha and beta as they
+// are, gamma as configured. Deterministic: the same inputs give the same model bit for bit.
 CostModel withRows(const CostModel& model, const TransportRows& rows,
                    const MeasuredTerms* measured = nullptr);
 

@@ -36,6 +36,18 @@ std::string algoNames() {
 
 }  // namespace
 
+double priceOf(const AlgorithmEntry& a, const CostModel& m, double bytes, int nranks) {
+  const double cost = a.cost(m, bytes, nranks);
+  if (m.anchorBytes <= 0 || a.coll != CollKind::kAllReduce || a.id == AlgoId::kDirect)
+    return cost;
+  const double measured = m.anchorSeconds[static_cast<int>(a.id)];
+  const double atAnchor = a.cost(m, m.anchorBytes, nranks);
+  if (measured <= 0 || atAnchor <= 0) return cost;
+  // Past the anchor the bytes beyond it cost what the model says they cost more; below it the
+  // call is latency-bound, and scales as the model's cost does.
+  return bytes >= m.anchorBytes ? measured + (cost - atAnchor) : measured * cost / atAnchor;
+}
+
 Tuner::Tuner(const std::string& spec, const CostModel& model) : model_(model) {
   for (const std::string& part : split(spec, ';')) {
     if (part.empty()) continue;
@@ -93,7 +105,7 @@ const AlgorithmEntry& Tuner::byModel(const CollRequest& req, int nranks) const {
     // Where ranks share memory, direct moves the least of it with the fewest waits: measured
     // the fastest at every size and rank count there (perf/RESULTS.md, "Direct all-reduce").
     if (a.id == AlgoId::kDirect) return a;
-    double c = a.cost(model_, static_cast<double>(req.bytes()), nranks);
+    double c = priceOf(a, model_, static_cast<double>(req.bytes()), nranks);
     if (c < bestCost) {
       bestCost = c;
       best = &a;
@@ -118,7 +130,12 @@ std::string Tuner::choiceTable(CollKind coll, int nranks, const std::vector<size
   std::string out = strCat("# ", collKindName(coll), ", ", nranks, " ranks; model alpha ",
                            model_.alpha * 1e6, " us, beta ", 1e-9 / model_.beta,
                            " GB/s, reduce ", 1e-9 / model_.gamma, " GB/s",
-                           model_.cores > 0 ? strCat(", ", model_.cores, " cores") : "", "\n");
+                           model_.cores > 0 ? strCat(", ", model_.cores, " cores") : "",
+                           model_.anchorBytes > 0
+                               ? strCat("; all-reduce timed at ", size_t(model_.anchorBytes),
+                                        " bytes")
+                               : "",
+                           "\n");
   char line[256];
   std::snprintf(line, sizeof line, "%12s %8s", "bytes", "choice");
   out += line;
@@ -137,7 +154,8 @@ std::string Tuner::choiceTable(CollKind coll, int nranks, const std::vector<size
     out += line;
     for (const auto& a : algorithms())
       if (a.coll == coll) {
-        std::snprintf(line, sizeof line, " %10.1f", a.cost(model_, double(bytes), nranks) * 1e6);
+        std::snprintf(line, sizeof line, " %10.1f",
+                      priceOf(a, model_, double(bytes), nranks) * 1e6);
         out += line;
       }
     out += "\n";

@@ -13,6 +13,11 @@
 
 namespace squeeze {
 
+// What the tuner predicts `a` costs under `model` for `bytes` on `nranks` ranks: the
+// algorithm's alpha-beta cost, anchored to the time measured at model.anchorBytes where there is
+// one (all-reduce between hosts).
+double priceOf(const AlgorithmEntry& a, const CostModel& model, double bytes, int nranks);
+
 class Tuner {
  public:
   // Throws Error(kInvalidArgument) naming the part of `spec` that does not parse.

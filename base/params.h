@@ -61,10 +61,14 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
   X(ibGidIndex, kInt, "SQZ_IB_GID_INDEX", "0",                                                 \
     "InfiniBand: GID table index (RoCE needs one; InfiniBand with a LID ignores it).")         \
   X(tunerCalibrate, kInt, "SQZ_TUNER_CALIBRATE", "1",                                          \
-    "Tuner: 1 times a ping-pong over the slowest transport and the CPU reduction when a "      \
-    "communicator is created (a few ms; not when SQZ_ALGO is set) and scales the tuner's "     \
-    "constants (SQZ_*_LATENCY_US, SQZ_*_GBPS) by how this machine compares with the one its "  \
-    "rows were fit on; 0 uses them as set. Set it alike on every rank.")                       \
+    "Tuner: 1 measures when a communicator is created (not when SQZ_ALGO is set). On one "     \
+    "host: a ping-pong over the slowest transport and the CPU reduction (a few ms), scaling "  \
+    "the constants (SQZ_*_LATENCY_US, SQZ_*_GBPS) by how this machine compares with the one "  \
+    "its rows were fit on. Across hosts: every ring link's latency and rate, the slowest "     \
+    "replacing SQZ_TCP_LATENCY_US and SQZ_TCP_GBPS, and each all-reduce algorithm at 4 KiB "   \
+    "(about 0.25 s at 1 Gbit/s). "                                                             \
+    "sqz-info --tuning under a launcher shows it. 0 uses the constants as set. Alike on "      \
+    "every rank.")                                                                             \
   X(tunerFile, kString, "SQZ_TUNER_FILE", "",                                                  \
     "Tuner: a file written by scripts/calibrate-tuner.sh (format: algorithms/cost_model.h); "  \
     "its rows replace the built-in ones for the transports it names. The same on every rank.") \
@@ -91,7 +95,9 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "Testing: adds this many microseconds of encode time to every compressed call, to make a " \
     "codec artificially slow (the pay-off guard's test). 0: none.")                           \
   X(tcpLatencyUs, kDouble, "SQZ_TCP_LATENCY_US", "40", "Tuner: tcp latency per message (us).")  \
-  X(tcpGbps, kDouble, "SQZ_TCP_GBPS", "1.2", "Tuner: tcp bandwidth per rank (GB/s).")            \
+  X(tcpGbps, kDouble, "SQZ_TCP_GBPS", "1.2",                                                  \
+    "Tuner: tcp bandwidth per rank (GB/s); across hosts calibration measures the links "       \
+    "instead (SQZ_TUNER_CALIBRATE).")                                                          \
   X(shmLatencyUs, kDouble, "SQZ_SHM_LATENCY_US", "8", "Tuner: shm latency per message (us).")   \
   X(shmGbps, kDouble, "SQZ_SHM_GBPS", "2.5", "Tuner: shm bandwidth per rank (GB/s).")            \
   X(reduceGbps, kDouble, "SQZ_REDUCE_GBPS", "4", "Tuner: combine throughput per rank (GB/s).")   \

@@ -118,36 +118,72 @@ void Communicator::connect(const UniqueIdData& id, const PeerInfo& self,
   }
 }
 
+namespace {
+
+// The size at which calibration times every all-reduce algorithm between hosts: small enough
+// that latency decides, large enough to be a real payload.
+constexpr size_t kAnchorBytes = 4 << 10;
+
+// " all-reduce at 4096 B: naive 61.2 us, ..." for the calibration's log line; "" without.
+std::string anchorNote(const CostModel& m) {
+  if (m.anchorBytes <= 0) return "";
+  std::string out = strCat("; all-reduce at ", size_t(m.anchorBytes), " B:");
+  for (const AlgorithmEntry& a : algorithms())
+    if (a.coll == CollKind::kAllReduce && a.id != AlgoId::kDirect)
+      out += strCat(" ", a.name, " ", m.anchorSeconds[static_cast<int>(a.id)] * 1e6, " us");
+  return out;
+}
+
+}  // namespace
+
 void Communicator::buildTuner(const char* transport, const CostModel& configured,
                               const TunerFile* file, const std::vector<PeerInfo>& peers) {
   const TransportRows* fileRows = file ? file->find(transport) : nullptr;
   const TransportRows& rows = fileRows ? *fileRows : builtinRows(transport);
-  CostModel model = withRows(configured, rows);
-  tuner_ = std::make_unique<Tuner>(config_.algoSpec, model);
-  // Calibrate unless told not to, or nothing would use it (SQZ_ALGO decides), or there is no
-  // reference to scale the constants by (the built-in "net" rows); with a file, the ranks still
-  // check that they read the same rows.
-  const bool calibrate = config_.tunerCalibrate && config_.algoSpec.empty() && nranks_ > 1 &&
-                         rows.hasReference;
+  tunerTransport_ = transport;
+  tunerRows_ = fileRows ? config_.tunerFile : std::string("built-in");
+  tuner_ = std::make_unique<Tuner>(config_.algoSpec, withRows(configured, rows));
+  // Calibrate unless told not to, or nothing would use it (SQZ_ALGO decides); with a file, the
+  // ranks still check that they read the same rows. On one host every pair of ranks is alike:
+  // rank 0 and a partner measure, as the one-host rows' references were measured. Across hosts
+  // every ring link is measured and the slowest governs.
+  const bool calibrate = config_.tunerCalibrate && config_.algoSpec.empty() && nranks_ > 1;
   if (!calibrate && !(fileRows && nranks_ > 1)) return;
-  // Rank 0's partner: a peer over the slowest transport, which prices the communicator (between
-  // hosts, the first rank on another host).
+  const bool manyHosts = std::string(transport) == "net";
+  const Probe probe = !calibrate ? Probe::kNone : manyHosts ? Probe::kRingLinks : Probe::kPair;
+  // kPair's partner: a peer over the slowest transport, which prices the communicator.
   int partner = 1;
   for (int p = 1; p < nranks_; ++p)
     if (peers[p].hostId != peers[0].hostId) {
       partner = p;
       break;
     }
-  MeasuredTerms measured =
-      measureCostTerms(*this, calibrate ? partner : 0, hashRows(rows));
+  calibration_ = measureCostTerms(*this, probe, partner, hashRows(rows));
+  // Between hosts, where latency decides the rows' per-step terms were never fit (the "net"
+  // rows are from 64 KiB up): the algorithms' own small calls are timed instead (tuner.h,
+  // priceOf). After the links' probe, so that init ends with small calls, as the caller's
+  // first calls will be (timeAllReduces says why that matters).
+  std::vector<double> anchors;
+  if (calibrate && manyHosts) {
+    const CostModel prior = tuner_->model();
+    anchors = timeAllReduces(*this, kAnchorBytes, [&](const AlgorithmEntry& a) {
+      tuner_ = std::make_unique<Tuner>(strCat("allreduce:", a.name), prior);
+    });
+  }
   if (calibrate) {
-    tuner_ = std::make_unique<Tuner>(config_.algoSpec, withRows(configured, rows, &measured));
+    const MeasuredTerms& measured = calibration_.terms;
+    CostModel model = withRows(configured, rows, &measured);
+    if (!anchors.empty()) {
+      model.anchorBytes = kAnchorBytes;
+      std::copy(anchors.begin(), anchors.end(), model.anchorSeconds);
+    }
+    tuner_ = std::make_unique<Tuner>(config_.algoSpec, model);
     const CostModel& m = tuner_->model();
     if (rank_ == 0)
       SQZ_INFO(kTuning, "tuner calibration: transport=", transport, " alpha_us=",
                measured.alpha * 1e6, " beta_gbps=", 1e-9 / measured.beta, " gamma_gbps=",
                1e-9 / measured.gamma, " ms=", measured.seconds * 1e3, " cores=", m.cores,
-               " rows=", fileRows ? config_.tunerFile : std::string("built-in"),
+               " rows=", tunerRows_, " links: ", describeLinks(calibration_), anchorNote(m),
                "; prices with alpha ", m.alpha * 1e6, " us, beta ", 1e-9 / m.beta,
                " GB/s, reduce ", 1e-9 / m.gamma, " GB/s");
   }

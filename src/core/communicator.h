@@ -18,6 +18,7 @@
 #include "algorithms/tuner.h"
 #include "base/error.h"
 #include "bootstrap/unique_id.h"
+#include "core/calibrate.h"
 #include "compress/codec_comm.h"
 #include "core/config.h"
 #include "core/direct_allreduce.h"
@@ -68,6 +69,11 @@ class Communicator final : public CodecComm {
   // The algorithm the last collective used ("" before the first).
   const char* lastAlgorithm() const { return lastAlgorithm_; }
   const Tuner& tuner() const { return *tuner_; }
+  // What init-time calibration learned (probe kNone when it did not run), the transport the
+  // tuner prices ("shm", "tcp" or "net") and where its rows came from (a file, or "built-in").
+  const Calibration& calibration() const { return calibration_; }
+  const std::string& tunerTransport() const { return tunerTransport_; }
+  const std::string& tunerRows() const { return tunerRows_; }
 
   // Marks the communicator aborted and shuts its connections; waits for a call in flight on
   // another thread to return. Thread-safe.
@@ -134,6 +140,8 @@ class Communicator final : public CodecComm {
   bool loggedChoice_ = false;
   const char* lastAlgorithm_ = "";
   std::unique_ptr<Tuner> tuner_;
+  Calibration calibration_;
+  std::string tunerTransport_, tunerRows_;
   uint64_t calibrationBytes_ = 0;  // payload bytes the tuner's init-time measurement sent
   Socket listener_;
   PeerSet peers_;

@@ -11,10 +11,13 @@
 #include <vector>
 
 #include "algorithms/tuner.h"
+#include "api/api_guard.h"
 #include "base/error.h"
 #include "base/params.h"
 #include "base/strings.h"
 #include "compress/codecs.h"
+#include "core/calibrate.h"
+#include "core/communicator.h"
 #include "core/config.h"
 #include "info/topology.h"
 #include "squeeze/squeeze.h"
@@ -41,7 +44,10 @@ constexpr const char kUsage[] =
     "  --codecs      print only the codec methods: the names a codec spec (sqzCodecCreate,\n"
     "                sqz-allreduce-perf -z) starts with, and the keys each takes\n"
     "  --tuning      print only the tuner's choice per collective and size, for tcp and shm,\n"
-    "                from the cost model as SQZ_TCP_*/SQZ_SHM_*/SQZ_REDUCE_GBPS set it\n"
+    "                from the cost model as SQZ_TCP_*/SQZ_SHM_*/SQZ_REDUCE_GBPS set it; run as\n"
+    "                a job (sqzrun -n N sqz-info --tuning, or any launcher that sets SQZ_RANK\n"
+    "                and SQZ_WORLD_SIZE), rank 0 prints what init-time calibration measured on\n"
+    "                every link and the model and choices the job's tuner uses\n"
     "  -n RANKS      rank count for --tuning (default 4)\n"
     "  -h, --help    print this help and exit\n";
 
@@ -170,11 +176,70 @@ void printCodecs(bool withTitle) {
 
 int tuningRanks = 4;
 
-void printTuning() {
-  CommConfig config = CommConfig::fromParams(loadParams());
+// 8 B to 256 MiB: powers of 8, and 256 MiB.
+std::vector<size_t> tuningSizes() {
   std::vector<size_t> sizes;
   for (size_t b = 8; b <= (256u << 20); b *= 8) sizes.push_back(b);
   sizes.push_back(256u << 20);
+  return sizes;
+}
+
+// Under a launcher: build a communicator, which calibrates as any job's does, and print on rank
+// 0 what it learned and how its tuner prices. The other ranks print nothing.
+void printLearnedTuning() {
+  sqzComm_t comm = nullptr;
+  if (sqzResult_t rc = sqzCommInitFromEnv(&comm, nullptr); rc != sqzSuccess)
+    raise(ErrorCode::kInvalidUsage, "--tuning under a launcher: ", sqzGetErrorString(rc), ": ",
+          sqzGetLastError(nullptr));
+  const Communicator& c = *comm->impl;
+  if (c.rank() == 0) {
+    const Calibration& cal = c.calibration();
+    const MeasuredTerms& t = cal.terms;
+    std::printf("# a job of %d ranks: the tuner prices \"%s\" (%s), rows %s\n", c.size(),
+                c.tunerTransport().c_str(),
+                c.tunerTransport() == "net" ? "ranks on several hosts" : "ranks on one host",
+                c.tunerRows().c_str());
+    if (cal.probe == Probe::kNone) {
+      std::printf("# calibration did not run (SQZ_TUNER_CALIBRATE=0, or SQZ_ALGO set): the "
+                  "configured constants stand\n");
+    } else {
+      std::printf("# measured at init in %.1f ms (%s): every link, half a small round trip and "
+                  "the per-byte rate\n",
+                  t.seconds * 1e3,
+                  cal.probe == Probe::kPair ? "rank 0 and one partner" : "every ring link");
+      for (const LinkTerms& l : cal.links)
+        std::printf("#   link %d<->%d: %8.1f us %9.4f GB/s\n", l.a, l.b, l.alpha * 1e6,
+                    1e-9 / l.beta);
+      std::printf("# slowest: %.1f us, %.4f GB/s; reduce kernel %.2f GB/s (slowest rank)\n",
+                  t.alpha * 1e6, 1e-9 / t.beta, 1e-9 / t.gamma);
+    }
+    const CostModel& m = c.tuner().model();
+    if (m.anchorBytes > 0) {
+      std::printf("# all-reduce timed at %zu B (median of a few calls, slowest rank):",
+                  size_t(m.anchorBytes));
+      for (const AlgorithmEntry& a : algorithms())
+        if (a.coll == CollKind::kAllReduce && a.id != AlgoId::kDirect)
+          std::printf(" %s %.1f us", a.name, m.anchorSeconds[static_cast<int>(a.id)] * 1e6);
+      std::printf("\n");
+    }
+    // The job's sizes: 8 B, then powers of 4 from 1 KiB to 256 MiB.
+    std::vector<size_t> sizes = {8};
+    for (size_t b = 1 << 10; b <= (256u << 20); b *= 4) sizes.push_back(b);
+    for (CollKind k : {CollKind::kAllReduce, CollKind::kBroadcast, CollKind::kReduce,
+                       CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kAlltoAll})
+      std::fputs(c.tuner().choiceTable(k, c.size(), sizes).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  sqzCommDestroy(comm);
+}
+
+void printTuning() {
+  if (std::getenv("SQZ_RANK") && std::getenv("SQZ_WORLD_SIZE")) return printLearnedTuning();
+  CommConfig config = CommConfig::fromParams(loadParams());
+  const std::vector<size_t> sizes = tuningSizes();
+  std::printf("# From the configured constants. A job calibrates at init (SQZ_TUNER_CALIBRATE): "
+              "between hosts it measures every link and times each all-reduce at 4 KiB; run "
+              "sqz-info --tuning as a job (sqzrun, netlab.sh run) to see what it learns.\n");
   for (auto [name, model] : {std::pair{"tcp between hosts", config.netModel},
                              std::pair{"tcp on one host", config.tcpModel},
                              std::pair{"shm", config.shmModel}}) {

@@ -40,8 +40,8 @@
 #
 # Ranks get SQZ_ROOT=198.18.0.1:<random port> (rank 0 hosts the rendezvous), SQZ_RANK,
 # SQZ_WORLD_SIZE, SQZ_LOCAL_RANK=0, SQZ_LOCAL_SIZE=1, a fresh SQZ_SECRET, SQZ_SOCKET_IFNAME==lab0
-# and GLOO_SOCKET_IFNAME=lab0, and on a shaped lab SQZ_TCP_GBPS = the link's goodput (for the
-# tuner) unless set; other SQZ_* variables pass through. Rank 0's output goes to stdout
+# and GLOO_SOCKET_IFNAME=lab0; other SQZ_* variables pass through (nothing tells the tuner the
+# links' rate: its init-time calibration measures every link, src/core/calibrate.h). Rank 0's output goes to stdout
 # and stderr; the others' to logs that are printed when a rank fails (all of them with
 # --tag-output). Exit status: the first failing rank's, 124 on timeout. Needs root, iproute2 and
 # the sch_tbf qdisc; sqz-netprobe is found next to the build's perf binaries (SQZ_NETPROBE overrides).
@@ -252,16 +252,11 @@ run_ranks() {
   secret=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
   dir=$(mktemp -d)
   run_dir=$dir
-  local pids=() model=()
-  # The tuner prices tcp between hosts with SQZ_TCP_GBPS: tell it the shaped link's goodput (94%
-  # of the rate at MTU 1500), as an operator would, unless the caller set it.
-  if [ "$rate" != none ] && [ -z "${SQZ_TCP_GBPS:-}" ]; then
-    model=(SQZ_TCP_GBPS="$(awk -v b="$(rate_bps "$rate")" 'BEGIN{printf "%.4g", b*0.94/8e9}')")
-  fi
+  local pids=()
   for ((i = 0; i < nhosts; i++)); do
     local envs=(env -u SQZ_UNIQUE_ID SQZ_ROOT="$(host_addr 0):$port" SQZ_RANK="$i"
       SQZ_WORLD_SIZE="$nhosts" SQZ_LOCAL_RANK=0 SQZ_LOCAL_SIZE=1 SQZ_SECRET="$secret"
-      SQZ_SOCKET_IFNAME="=lab0" GLOO_SOCKET_IFNAME=lab0 NETLAB_HOST="$i" "${model[@]}")
+      SQZ_SOCKET_IFNAME="=lab0" GLOO_SOCKET_IFNAME=lab0 NETLAB_HOST="$i")
     if ((i == 0 && !tag_output)); then
       timeout -k 5 "$timeout_s" ip netns exec "$(host_ns "$i")" "${envs[@]}" "${program[@]}" &
     else

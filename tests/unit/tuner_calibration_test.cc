@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -36,6 +37,15 @@ std::vector<double> flatten(const CostModel& m) {
 
 bool sameBits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+bool sameCalibration(const Calibration& a, const Calibration& b) {
+  if (a.probe != b.probe || a.links.size() != b.links.size() ||
+      std::memcmp(&a.terms, &b.terms, sizeof a.terms) != 0)
+    return false;
+  for (size_t i = 0; i < a.links.size(); ++i)
+    if (std::memcmp(&a.links[i], &b.links[i], sizeof a.links[i]) != 0) return false;
+  return true;
 }
 
 struct PerRank {
@@ -140,30 +150,71 @@ TEST_P(TunerCalibration, ATunerFileReplacesTheBuiltInRows) {
 TEST_P(TunerCalibration, MeasurementAgreesAndRowsMustMatch) {
   env_.set("SQZ_TUNER_CALIBRATE", "0");  // the test calls it itself
   const int nranks = 4;
-  std::vector<MeasuredTerms> got(nranks);
+  std::vector<Calibration> got(nranks);
   std::vector<std::string> errors(nranks);
   RunOptions opts;
   opts.transports = GetParam();
   opts.timeoutMs = 20000;
   RunResult run = sqztest::runRanks(nranks, opts, [&](sqzComm_t& comm, int rank) {
-    got[rank] = measureCostTerms(*comm->impl, 1, 42);
+    got[rank] = measureCostTerms(*comm->impl, Probe::kPair, 1, 42);
     try {
-      measureCostTerms(*comm->impl, 0, rank == 2 ? 43 : 42);
+      measureCostTerms(*comm->impl, Probe::kNone, 0, rank == 2 ? 43 : 42);
     } catch (const Error& e) {
       errors[rank] = e.what();
     }
   });
   for (const std::string& e : run.initErrors) ADD_FAILURE() << e;
   for (int r = 0; r < nranks; ++r) {
-    EXPECT_EQ(std::memcmp(&got[r], &got[0], sizeof(MeasuredTerms)), 0) << "rank " << r;
+    EXPECT_TRUE(sameCalibration(got[r], got[0])) << "rank " << r;
     EXPECT_NE(errors[r].find("rows differ between rank 0 and rank 2"), std::string::npos)
         << "rank " << r << ": " << errors[r];
   }
-  EXPECT_GT(got[0].alpha, 0);
-  EXPECT_GT(got[0].beta, 0);
-  EXPECT_GT(got[0].gamma, 0);
-  EXPECT_GT(got[0].seconds, 0);
-  EXPECT_LT(got[0].seconds, kHangGuardSeconds);
+  const MeasuredTerms& t = got[0].terms;
+  EXPECT_GT(t.alpha, 0);
+  EXPECT_GT(t.beta, 0);
+  EXPECT_GT(t.gamma, 0);
+  EXPECT_GT(t.seconds, 0);
+  EXPECT_LT(t.seconds, kHangGuardSeconds);
+  ASSERT_EQ(got[0].links.size(), 1u);  // the pair: rank 0 and its partner
+  EXPECT_EQ(got[0].links[0].a, 0);
+  EXPECT_EQ(got[0].links[0].b, 1);
+  EXPECT_EQ(got[0].links[0].alpha, t.alpha);
+}
+
+// Probe::kRingLinks (ranks on several hosts; here over loopback, since one process cannot span
+// hosts): every ring link measured once, in phases that keep each rank in one pair at a time
+// (two for an even rank count, three for an odd one, one link for two ranks), the same result on
+// every rank, and the slowest link's alpha and beta as the terms.
+TEST_P(TunerCalibration, RingLinksMeasureEveryNeighbourPair) {
+  env_.set("SQZ_TUNER_CALIBRATE", "0");  // the test calls it itself
+  for (int nranks : {2, 3, 4}) {
+    std::vector<Calibration> got(nranks);
+    RunOptions opts;
+    opts.transports = GetParam();
+    opts.timeoutMs = 20000;
+    RunResult run = sqztest::runRanks(nranks, opts, [&](sqzComm_t& comm, int rank) {
+      got[rank] = measureCostTerms(*comm->impl, Probe::kRingLinks, 0, 42);
+    });
+    for (const std::string& e : run.initErrors) ADD_FAILURE() << e;
+    for (int r = 0; r < nranks; ++r)
+      EXPECT_TRUE(sameCalibration(got[r], got[0])) << "rank " << r << " of " << nranks;
+    const Calibration& c = got[0];
+    ASSERT_EQ(c.links.size(), size_t(nranks == 2 ? 1 : nranks)) << nranks << " ranks";
+    double slowestAlpha = 0, slowestBeta = 0;
+    for (size_t i = 0; i < c.links.size(); ++i) {
+      EXPECT_EQ(c.links[i].a, int(i));
+      EXPECT_EQ(c.links[i].b, int(i + 1) % nranks);
+      EXPECT_GT(c.links[i].alpha, 0);
+      EXPECT_GT(c.links[i].beta, 0);
+      slowestAlpha = std::max(slowestAlpha, c.links[i].alpha);
+      slowestBeta = std::max(slowestBeta, c.links[i].beta);
+    }
+    EXPECT_EQ(c.terms.alpha, slowestAlpha);
+    EXPECT_EQ(c.terms.beta, slowestBeta);
+    EXPECT_GT(c.terms.gamma, 0);
+    EXPECT_LT(c.terms.seconds, kHangGuardSeconds);
+    EXPECT_NE(describeLinks(c).find("0<->1 "), std::string::npos) << describeLinks(c);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TunerCalibration, ::testing::Values("shm", "tcp"));
