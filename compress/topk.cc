@@ -223,9 +223,17 @@ void TopkCodec::combine(void* out, const void* local, const void* payload, size_
 size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at,
                                  void* payload, float* residual, EncodeNorms* norms) {
   const float* x = static_cast<const float*>(src);
-  const sparse::Encoded e = write(x, count, at, payload);
-  sparse::feedback(e.view, x, count, residual, norms, at);
-  return e.bytes;
+  const size_t k = keepCount(ratio_, count);
+  if (sendDense(k, count)) {
+    const sparse::Encoded e = sparse::writeDense(x, count, payload, at);
+    sparse::feedback(e.view, x, count, residual, norms, at);
+    return e.bytes;
+  }
+  // The selection and the feedback in one (on the host one pass over x and the residual).
+  const size_t m = at.ctx->selectTopkFeedback(x, count, k, sampled_, sparse::indexArea(payload),
+                                              residual, norms ? &norms->inputSq : nullptr,
+                                              norms ? &norms->sentSq : nullptr);
+  return sparse::finishSparse(x, m, payload, at).bytes;
 }
 
 std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
