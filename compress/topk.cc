@@ -53,10 +53,14 @@ void putHeader(void* payload, uint32_t format, uint32_t entries, const ChunkInfo
 }  // namespace
 
 Encoded finishSparse(const float* x, size_t m, void* payload, const ChunkInfo& at) {
+  at.ctx->gather(x, indexArea(payload), m, reinterpret_cast<float*>(indexArea(payload) + m));
+  return finishSparse(m, payload, at);
+}
+
+Encoded finishSparse(size_t m, void* payload, const ChunkInfo& at) {
   putHeader(payload, kSparseFormat, static_cast<uint32_t>(m), at);
   const uint32_t* idx = indexArea(payload);
-  float* values = reinterpret_cast<float*>(indexArea(payload) + m);
-  at.ctx->gather(x, idx, m, values);
+  const float* values = reinterpret_cast<const float*>(idx + m);
   Encoded e;
   e.bytes = kHeaderBytes + 8 * m;
   e.view.entries = m;
@@ -229,11 +233,12 @@ size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType, const 
     sparse::feedback(e.view, x, count, residual, norms, at);
     return e.bytes;
   }
-  // The selection and the feedback in one (on the host one pass over x and the residual).
+  // The selection, the values and the feedback in one (on the host one pass over x and the
+  // residual).
   const size_t m = at.ctx->selectTopkFeedback(x, count, k, sampled_, sparse::indexArea(payload),
                                               residual, norms ? &norms->inputSq : nullptr,
                                               norms ? &norms->sentSq : nullptr);
-  return sparse::finishSparse(x, m, payload, at).bytes;
+  return sparse::finishSparse(m, payload, at).bytes;
 }
 
 std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {

@@ -37,6 +37,7 @@ size_t Context::selectTopkFeedback(const float* x, size_t n, size_t k, bool samp
                                    uint32_t* idx, float* residual, double* inputSq,
                                    double* sentSq) {
   const size_t m = selectTopk(x, n, k, sampled, idx);
+  gather(x, idx, m, reinterpret_cast<float*>(idx + m));
   sparseFeedback(x, n, idx, m, residual, inputSq, sentSq);
   return m;
 }

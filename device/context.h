@@ -188,8 +188,10 @@ class Context {
   virtual void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                             uint32_t* idx) = 0;
   // A sparsifier's encode with its error feedback: selectTopk (selectAtLeast) and then
-  // sparseFeedback over the selection (for selectAtLeast only when it fits cap). Here those two
-  // steps; the host fuses them (cpuSelectTopkFeedback, cpuSelectAtLeastFeedback).
+  // sparseFeedback over the selection (for selectAtLeast only when it fits cap); selectTopk's
+  // also gathers the m values right after the m indices, (float*)(idx + m), as a sparse payload
+  // holds them (idx: room for 2k words). Here those steps; the host fuses them
+  // (cpuSelectTopkFeedback, cpuSelectAtLeastFeedback).
   virtual size_t selectTopkFeedback(const float* x, size_t n, size_t k, bool sampled,
                                     uint32_t* idx, float* residual, double* inputSq,
                                     double* sentSq);

@@ -156,6 +156,8 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
 // residual in general; never where the residual is 0, as after a handle's prepare) the pass stops
 // adding and the rest is fed back after the selection; where the selection needs a value the
 // pass added (its fallback routes), the add is undone (r - x, exact).
+// It also writes the m selected values right after the m indices, (float*)(idx + m): the
+// sparse payload's body (topk.h); idx has room for 2k words.
 size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
                              float* residual, double* inputSq, double* sentSq);
 

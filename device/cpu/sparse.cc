@@ -187,7 +187,12 @@ struct SampledThreshold {
 SampledThreshold sampleThreshold(const float* x, size_t n, size_t k, Scratch& sc) {
   const size_t s = topkSampleSize(n), step = n / s;
   sc.sample.resize(s);
-  for (size_t j = 0; j < s; ++j) sc.sample[j] = magnitudeKey(x[topkSamplePosition(j, step)]);
+  // The sampled values are cache misses the prefetcher cannot foresee: asked for ahead.
+  constexpr size_t kAhead = 32;
+  for (size_t j = 0; j < s; ++j) {
+    if (j + kAhead < s) __builtin_prefetch(x + topkSamplePosition(j + kAhead, step));
+    sc.sample[j] = magnitudeKey(x[topkSamplePosition(j, step)]);
+  }
   const size_t r1 = topkFirstRank(n, k, s);
   return {std::max<uint32_t>(1, sampleKeyAt(sc, r1)), r1};
 }
@@ -257,28 +262,33 @@ __attribute__((target("avx512f"))) inline double sumOf(__m512d acc0, __m512d acc
 
 // residual[i] += x[i] over [lo, hi) except at the sent entries idx[0..m) (ascending, inside
 // [lo, hi); an entry whose value is zero is padding and counts unsent); returns sum x^2 over
-// [lo, hi). AVX-512: a mask of the sent lanes per 16 values, then one blend.
+// [lo, hi). AVX-512, by blocks that stay in L1: the sent entries' residuals are kept aside, the
+// whole block is added without a branch, and they are put back.
 __attribute__((target("avx512f"))) double feedbackRangeAvx512(const float* x, float* residual,
                                                              size_t lo, size_t hi,
                                                              const uint32_t* idx, size_t m) {
+  constexpr size_t kBlock = 1024;
+  float kept[kBlock];
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-  size_t i = lo, j = 0;
-  for (; i + 16 <= hi; i += 16) {
-    __mmask16 sent = 0;
-    for (; j < m && idx[j] < i + 16; ++j)
-      if (x[idx[j]] != 0.0f) sent = static_cast<__mmask16>(sent | (1u << (idx[j] - i)));
-    const __m512 xv = _mm512_loadu_ps(x + i), rv = _mm512_loadu_ps(residual + i);
-    _mm512_storeu_ps(residual + i, _mm512_mask_blend_ps(sent, _mm512_add_ps(rv, xv), rv));
-    addSquares(xv, acc0, acc1);
+  double tail = 0;
+  size_t j = 0;
+  for (size_t b = lo; b < hi; b += kBlock) {
+    const size_t e = std::min(hi, b + kBlock), j0 = j;
+    for (; j < m && idx[j] < e; ++j) kept[j - j0] = residual[idx[j]];
+    size_t i = b;
+    for (; i + 16 <= e; i += 16) {
+      const __m512 xv = _mm512_loadu_ps(x + i);
+      _mm512_storeu_ps(residual + i, _mm512_add_ps(_mm512_loadu_ps(residual + i), xv));
+      addSquares(xv, acc0, acc1);
+    }
+    for (; i < e; ++i) {
+      residual[i] += x[i];
+      tail += double(x[i]) * x[i];
+    }
+    for (size_t t = j0; t < j; ++t)
+      if (x[idx[t]] != 0.0f) residual[idx[t]] = kept[t - j0];
   }
-  double sum = sumOf(acc0, acc1);
-  for (; i < hi; ++i) {
-    const bool isSent = j < m && idx[j] == i;
-    if (!(isSent && x[i] != 0.0f)) residual[i] += x[i];
-    j += isSent;
-    sum += double(x[i]) * x[i];
-  }
-  return sum;
+  return sumOf(acc0, acc1) + tail;
 }
 
 double feedbackRange(const float* x, float* residual, size_t lo, size_t hi, const uint32_t* idx,
@@ -318,6 +328,7 @@ struct FusedPass {
   size_t fedEnd = 0;   // residual written over [0, fedEnd)
   size_t fedHits = 0;  // hits below fedEnd (the first ones in cand, even past cap)
   double fedSq = 0;
+  double hitSq = 0;    // sum x^2 over the hits below fedEnd
 };
 
 // One value of the fused pass; false where it stops writing (past cap, or an add that cannot be
@@ -328,6 +339,7 @@ inline bool fuseOne(const float* x, size_t i, uint32_t minKey, uint32_t* cand, f
     if (f.count == cap) return false;
     if (values) values[f.count] = x[i];
     cand[f.count++] = static_cast<uint32_t>(i);
+    f.hitSq += double(x[i]) * x[i];
   } else {
     const float r = residual[i] + x[i];
     if (floatBits(r - x[i]) != floatBits(residual[i])) return false;
@@ -347,9 +359,12 @@ __attribute__((target("avx512f,popcnt"))) bool fusedAvx512(const float* x, size_
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(minKey));
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+  __m512d hit0 = _mm512_setzero_pd(), hit1 = _mm512_setzero_pd();
   size_t i = f.fedEnd, cnt = f.count;
   bool whole = true;
   for (; i + 16 <= n; i += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + i) + 1024, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(residual + i) + 1024, _MM_HINT_T0);
     const __m512 xv = _mm512_loadu_ps(x + i), rv = _mm512_loadu_ps(residual + i);
     const __mmask16 hit = _mm512_cmpge_epu32_mask(
         _mm512_and_si512(_mm512_castps_si512(xv), absMask), limit);
@@ -360,20 +375,22 @@ __attribute__((target("avx512f,popcnt"))) bool fusedAvx512(const float* x, size_
       whole = false;
       break;
     }
-    if (hit) {
-      if (cnt + static_cast<size_t>(__builtin_popcount(hit)) > cap) {
-        whole = false;
-        break;
-      }
-      const __m512i pos = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
-      _mm512_storeu_si512(cand + cnt, _mm512_maskz_compress_epi32(hit, pos));
-      if (values) _mm512_storeu_ps(values + cnt, _mm512_maskz_compress_ps(hit, xv));
-      cnt += static_cast<size_t>(__builtin_popcount(hit));
+    // Hits are rare and random (a branch on them would mispredict): stored every time.
+    const size_t hits = static_cast<size_t>(__builtin_popcount(hit));
+    if (cnt + hits > cap) {
+      whole = false;
+      break;
     }
+    const __m512i pos = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
+    _mm512_storeu_si512(cand + cnt, _mm512_maskz_compress_epi32(hit, pos));
+    if (values) _mm512_storeu_ps(values + cnt, _mm512_maskz_compress_ps(hit, xv));
+    cnt += hits;
     _mm512_storeu_ps(residual + i, _mm512_mask_blend_ps(hit, sum, rv));
     addSquares(xv, acc0, acc1);
+    addSquares(_mm512_maskz_mov_ps(hit, xv), hit0, hit1);
   }
   f.fedSq += sumOf(acc0, acc1);
+  f.hitSq += sumOf(hit0, hit1);
   f.fedEnd = i;
   f.count = cnt;
   return whole;
@@ -406,31 +423,44 @@ FusedPass fusedSelect(const float* x, size_t n, uint32_t minKey, uint32_t* cand,
 }
 
 // Completes the error feedback of a fused pass at minKey once the selection idx[0..m) is known
-// (ascending; zero values unsent): below f.fedEnd, the hits cand[0..nc) that are not sent add
-// to the residual and the values the pass added but that are sent get it back (r - x: exact, as
-// the pass checked); from f.fedEnd on, the plain pass. cand holds the pass's hits (f.fedHits of
-// them below fedEnd).
+// (ascending; zero values unsent): below f.fedEnd, the hits that are not sent add to the
+// residual and the values the pass added but that are sent get it back (r - x: exact, as the
+// pass checked); from f.fedEnd on, the plain pass. cand holds the pass's hits (f.fedHits of them
+// below fedEnd) and values theirs, or null where every hit below fedEnd is sent (their squares
+// are then f.hitSq). gathered (null: not wanted) gets x[idx[0..m)]. The hits' values come from
+// values, not from x: x has left the cache by now.
 void fixFeedback(const float* x, size_t n, uint32_t minKey, const FusedPass& f,
-                 const uint32_t* cand, const uint32_t* idx, size_t m, float* residual,
-                 double* inputSq, double* sentSq) {
-  double sent = 0;
-  for (size_t j = 0; j < m; ++j) sent += double(x[idx[j]]) * x[idx[j]];
+                 const uint32_t* cand, const float* values, const uint32_t* idx, size_t m,
+                 float* residual, float* gathered, double* inputSq, double* sentSq) {
+  double sent = values ? 0 : f.hitSq;
   size_t j = 0;
-  auto undoUpTo = [&](size_t end) {  // sent entries below end that the pass added
-    for (; j < m && idx[j] < end; ++j)
-      if (x[idx[j]] != 0.0f && magnitudeKey(x[idx[j]]) < minKey)
-        residual[idx[j]] = residual[idx[j]] - x[idx[j]];
+  auto notHits = [&](size_t end) {  // sent entries below end that are no hits: the pass added
+    for (; j < m && idx[j] < end; ++j) {
+      const float v = x[idx[j]];
+      sent += double(v) * v;
+      if (gathered) gathered[j] = v;
+      if (idx[j] < f.fedEnd && v != 0.0f && magnitudeKey(v) < minKey)
+        residual[idx[j]] = residual[idx[j]] - v;
+    }
   };
   for (size_t c = 0; c < f.fedHits; ++c) {
-    undoUpTo(cand[c]);
-    if (j < m && idx[j] == cand[c]) {
-      ++j;  // sent
+    notHits(cand[c]);
+    if (j < m && idx[j] == cand[c]) {  // sent
+      if (values) {
+        sent += double(values[c]) * values[c];
+        if (gathered) gathered[j] = values[c];
+      } else if (gathered) {
+        gathered[j] = x[cand[c]];
+      }
+      ++j;
       continue;
     }
-    residual[cand[c]] += x[cand[c]];
+    residual[cand[c]] += values ? values[c] : x[cand[c]];
   }
-  undoUpTo(f.fedEnd);
-  const double restSq = feedbackRange(x, residual, f.fedEnd, n, idx + j, m - j);
+  notHits(f.fedEnd);
+  const size_t rest = j;
+  notHits(n);  // past fedEnd: the norm and the values only
+  const double restSq = feedbackRange(x, residual, f.fedEnd, n, idx + rest, m - rest);
   if (sentSq) *sentSq += sent;
   if (inputSq) *inputSq += f.fedSq + restSq;
 }
@@ -550,7 +580,7 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   }
   // One pass reads x for the residual and the norm; |x|^2 comes with it.
   const FusedPass none;
-  fixFeedback(x, n, 1, none, nullptr, idx, k, residual, inputSq, sentSq);
+  fixFeedback(x, n, 1, none, nullptr, nullptr, idx, k, residual, nullptr, inputSq, sentSq);
 }
 
 size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
@@ -558,6 +588,7 @@ size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, u
   k = std::min(k, n);
   if (!residual || k == 0 || k == n || n < kSampledFrom) {  // no pass to fuse with
     const size_t m = cpuSelectTopk(x, n, k, sampled, idx);
+    cpuGather(x, idx, m, reinterpret_cast<float*>(idx + m));
     cpuSparseFeedback(x, n, idx, m, residual, inputSq, sentSq);
     return m;
   }
@@ -575,7 +606,8 @@ size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, u
     // The pass does not hold the k largest: cpuSelectTopk's other routes (the same set).
     m = cpuSelectTopk(x, n, k, sampled, idx);
   }
-  fixFeedback(x, n, t.key, f, sc.fused.data(), idx, m, residual, inputSq, sentSq);
+  fixFeedback(x, n, t.key, f, sc.fused.data(), sc.values.data(), idx, m, residual,
+              reinterpret_cast<float*>(idx + m), inputSq, sentSq);
   return m;
 }
 
@@ -593,7 +625,7 @@ size_t cpuSelectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint3
       if (magnitudeKey(x[i]) < minKey) residual[i] = residual[i] - x[i];
     return kNone;
   }
-  fixFeedback(x, n, minKey, f, idx, idx, f.count, residual, inputSq, sentSq);
+  fixFeedback(x, n, minKey, f, idx, nullptr, idx, f.count, residual, nullptr, inputSq, sentSq);
   return f.count;
 }
 

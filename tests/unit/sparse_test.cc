@@ -671,19 +671,25 @@ TEST(SparseKernels, FusedFeedbackEqualsTheTwoSteps) {
         const std::string what = "path " + std::to_string(static_cast<int>(path)) + " " + xName +
                                  ", residual " + rName;
         for (size_t k : {1ul, 1000ul, 5000ul}) {
-          std::vector<uint32_t> want(k), got(k);
+          std::vector<uint32_t> want(k), got(2 * k);
           want.resize(device::cpuSelectTopk(x.data(), n, k, true, want.data()));
           std::vector<float> r = r0;
           double in = 0, sent = 0;
-          got.resize(device::cpuSelectTopkFeedback(x.data(), n, k, true, got.data(), r.data(),
-                                                   &in, &sent));
+          const size_t m = device::cpuSelectTopkFeedback(x.data(), n, k, true, got.data(),
+                                                         r.data(), &in, &sent);
+          ASSERT_EQ(m, want.size()) << what << " k=" << k;
+          for (size_t j = 0; j < m; ++j)  // the values follow the indices
+            ASSERT_EQ(got[m + j], bits(x[want[j]])) << what << " k=" << k << " value " << j;
+          got.resize(m);
           EXPECT_EQ(got, want) << what << " k=" << k;
           EXPECT_TRUE(sameBits(r, reference(x, want, r0))) << what << " k=" << k;
           double wantIn = 0, wantSent = 0;
           for (float v : x) wantIn += double(v) * v;
           for (uint32_t i : want) wantSent += double(x[i]) * x[i];
-          if (std::isfinite(wantIn)) EXPECT_NEAR(in, wantIn, 1e-9 * wantIn) << what;
-          EXPECT_EQ(sent, wantSent) << what;
+          if (std::isfinite(wantIn)) {
+            EXPECT_NEAR(in, wantIn, 1e-9 * wantIn) << what;
+            EXPECT_NEAR(sent, wantSent, 1e-9 * wantSent) << what;
+          }
         }
         for (float t : {1.0f, 3.0f, 60.0f})
           for (size_t cap : {size_t(10), size_t(2000), n / 2}) {
