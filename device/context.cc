@@ -42,6 +42,12 @@ size_t Context::selectTopkFeedback(const float* x, size_t n, size_t k, bool samp
   return m;
 }
 
+void Context::gatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k,
+                             float* values, float* residual, double* inputSq, double* sentSq) {
+  gather(x, idx, k, values);
+  sparseFeedback(x, n, idx, k, residual, inputSq, sentSq);
+}
+
 size_t Context::selectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                       size_t cap, float* residual, double* inputSq,
                                       double* sentSq) {

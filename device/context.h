@@ -195,6 +195,9 @@ class Context {
   virtual size_t selectTopkFeedback(const float* x, size_t n, size_t k, bool sampled,
                                     uint32_t* idx, float* residual, double* inputSq,
                                     double* sentSq);
+  // gather, then sparseFeedback (randk's encode with its feedback; the host: one pass).
+  virtual void gatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k,
+                              float* values, float* residual, double* inputSq, double* sentSq);
   virtual size_t selectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                        size_t cap, float* residual, double* inputSq,
                                        double* sentSq);

@@ -166,6 +166,11 @@ size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, u
 size_t cpuSelectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                 size_t cap, float* residual, double* inputSq, double* sentSq);
 
+// cpuGather(x, idx, k, values), then cpuSparseFeedback, in one pass (values null: the
+// feedback only).
+void cpuGatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* values,
+                       float* residual, double* inputSq, double* sentSq);
+
 // randk's index set for a chunk: k distinct indices of [0, n), ascending, one from each of k
 // strata [floor(j*n/k), floor((j+1)*n/k)), the position inside a stratum from a counter-based
 // hash of (seed, call, offset, j) (strataIndex). The same on every rank for the same arguments.

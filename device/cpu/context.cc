@@ -143,6 +143,10 @@ class HostContext final : public Context {
                             float* residual, double* inputSq, double* sentSq) override {
     return cpuSelectTopkFeedback(x, n, k, sampled, idx, residual, inputSq, sentSq);
   }
+  void gatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* values,
+                      float* residual, double* inputSq, double* sentSq) override {
+    cpuGatherFeedback(x, n, idx, k, values, residual, inputSq, sentSq);
+  }
   size_t selectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                size_t cap, float* residual, double* inputSq,
                                double* sentSq) override {

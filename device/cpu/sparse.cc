@@ -262,21 +262,31 @@ __attribute__((target("avx512f"))) inline double sumOf(__m512d acc0, __m512d acc
 
 // residual[i] += x[i] over [lo, hi) except at the sent entries idx[0..m) (ascending, inside
 // [lo, hi); an entry whose value is zero is padding and counts unsent); returns sum x^2 over
-// [lo, hi). AVX-512, by blocks that stay in L1: the sent entries' residuals are kept aside, the
-// whole block is added without a branch, and they are put back.
+// [lo, hi). On the way, *sentSq += sum x[idx]^2 and gathered (null: not wanted) gets x[idx]: the
+// entries' values are read while their block is in the cache. AVX-512, by blocks that stay in
+// L1: the sent entries' residuals are kept aside, the whole block is added without a branch, and
+// they are put back.
 __attribute__((target("avx512f"))) double feedbackRangeAvx512(const float* x, float* residual,
                                                              size_t lo, size_t hi,
-                                                             const uint32_t* idx, size_t m) {
+                                                             const uint32_t* idx, size_t m,
+                                                             float* gathered, double* sentSq) {
   constexpr size_t kBlock = 1024;
   float kept[kBlock];
   __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
-  double tail = 0;
+  double tail = 0, sent = 0;
   size_t j = 0;
   for (size_t b = lo; b < hi; b += kBlock) {
     const size_t e = std::min(hi, b + kBlock), j0 = j;
-    for (; j < m && idx[j] < e; ++j) kept[j - j0] = residual[idx[j]];
+    for (; j < m && idx[j] < e; ++j) {
+      const float v = x[idx[j]];
+      if (gathered) gathered[j] = v;
+      sent += double(v) * v;
+      kept[j - j0] = residual[idx[j]];
+    }
     size_t i = b;
     for (; i + 16 <= e; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(x + i) + 1024, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(residual + i) + 1024, _MM_HINT_T0);
       const __m512 xv = _mm512_loadu_ps(x + i);
       _mm512_storeu_ps(residual + i, _mm512_add_ps(_mm512_loadu_ps(residual + i), xv));
       addSquares(xv, acc0, acc1);
@@ -288,18 +298,23 @@ __attribute__((target("avx512f"))) double feedbackRangeAvx512(const float* x, fl
     for (size_t t = j0; t < j; ++t)
       if (x[idx[t]] != 0.0f) residual[idx[t]] = kept[t - j0];
   }
+  *sentSq += sent;
   return sumOf(acc0, acc1) + tail;
 }
 
 double feedbackRange(const float* x, float* residual, size_t lo, size_t hi, const uint32_t* idx,
-                     size_t m) {
+                     size_t m, float* gathered, double* sentSq) {
   if (activePath() == SelectPath::kAvx512)
-    return feedbackRangeAvx512(x, residual, lo, hi, idx, m);
+    return feedbackRangeAvx512(x, residual, lo, hi, idx, m, gathered, sentSq);
   // Runs between the sent entries: the vectorized add-and-square over each.
   double kept = 0, sent = 0;
   size_t from = lo;
   for (size_t j = 0; j <= m; ++j) {
-    if (j < m && x[idx[j]] == 0.0f) continue;  // a zero entry sends nothing: i stays in the run
+    if (j < m) {
+      if (gathered) gathered[j] = x[idx[j]];
+      *sentSq += double(x[idx[j]]) * x[idx[j]];
+      if (x[idx[j]] == 0.0f) continue;  // a zero entry sends nothing: i stays in the run
+    }
     const size_t to = j < m ? idx[j] : hi;
     if (to - from >= 32) {
       kept += addToSquareSum(residual + from, x + from, to - from);
@@ -458,9 +473,8 @@ void fixFeedback(const float* x, size_t n, uint32_t minKey, const FusedPass& f,
     residual[cand[c]] += values ? values[c] : x[cand[c]];
   }
   notHits(f.fedEnd);
-  const size_t rest = j;
-  notHits(n);  // past fedEnd: the norm and the values only
-  const double restSq = feedbackRange(x, residual, f.fedEnd, n, idx + rest, m - rest);
+  const double restSq = feedbackRange(x, residual, f.fedEnd, n, idx + j, m - j,
+                                      gathered ? gathered + j : nullptr, &sent);
   if (sentSq) *sentSq += sent;
   if (inputSq) *inputSq += f.fedSq + restSq;
 }
@@ -578,9 +592,19 @@ void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
     if (inputSq) *inputSq += squareSum(x, n);
     return;
   }
-  // One pass reads x for the residual and the norm; |x|^2 comes with it.
+  cpuGatherFeedback(x, n, idx, k, nullptr, residual, inputSq, sentSq);
+}
+
+void cpuGatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* values,
+                       float* residual, double* inputSq, double* sentSq) {
+  if (!residual) {
+    if (values) cpuGather(x, idx, k, values);
+    cpuSparseFeedback(x, n, idx, k, nullptr, inputSq, sentSq);
+    return;
+  }
+  // One pass reads x for the residual, the norm and the values.
   const FusedPass none;
-  fixFeedback(x, n, 1, none, nullptr, nullptr, idx, k, residual, nullptr, inputSq, sentSq);
+  fixFeedback(x, n, 1, none, nullptr, nullptr, idx, k, residual, values, inputSq, sentSq);
 }
 
 size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,

@@ -690,6 +690,14 @@ TEST(SparseKernels, FusedFeedbackEqualsTheTwoSteps) {
             EXPECT_NEAR(in, wantIn, 1e-9 * wantIn) << what;
             EXPECT_NEAR(sent, wantSent, 1e-9 * wantSent) << what;
           }
+          // randk's kernel: the values and the feedback of given indices in one pass.
+          std::vector<float> values(want.size()), wantValues(want.size());
+          for (size_t j = 0; j < want.size(); ++j) wantValues[j] = x[want[j]];
+          r = r0;
+          device::cpuGatherFeedback(x.data(), n, want.data(), want.size(), values.data(),
+                                    r.data(), nullptr, nullptr);
+          EXPECT_TRUE(sameBits(values, wantValues)) << what << " gather k=" << k;
+          EXPECT_TRUE(sameBits(r, reference(x, want, r0))) << what << " gather k=" << k;
         }
         for (float t : {1.0f, 3.0f, 60.0f})
           for (size_t cap : {size_t(10), size_t(2000), n / 2}) {
