@@ -628,10 +628,11 @@ void cpuGatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
 size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
                              float* residual, double* inputSq, double* sentSq) {
   k = std::min(k, n);
-  if (!residual || k == 0 || k == n || n < kSampledFrom) {  // no pass to fuse with
+  // No pass to fuse with, or no AVX-512 (the fused pass is written for it; elsewhere the two
+  // steps are the faster).
+  if (!residual || k == 0 || k == n || n < kSampledFrom || activePath() != SelectPath::kAvx512) {
     const size_t m = cpuSelectTopk(x, n, k, sampled, idx);
-    cpuGather(x, idx, m, reinterpret_cast<float*>(idx + m));
-    cpuSparseFeedback(x, n, idx, m, residual, inputSq, sentSq);
+    cpuGatherFeedback(x, n, idx, m, reinterpret_cast<float*>(idx + m), residual, inputSq, sentSq);
     return m;
   }
   Scratch& sc = scratch();
@@ -656,7 +657,7 @@ size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, u
 size_t cpuSelectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                                 size_t cap, float* residual, double* inputSq, double* sentSq) {
   if (minKey == 0) minKey = 1;
-  if (!residual || minKey > 0x7fffffffu) {
+  if (!residual || minKey > 0x7fffffffu || activePath() != SelectPath::kAvx512) {
     const size_t m = cpuSelectAtLeast(x, n, minKey, idx, cap);
     if (m != kNone) cpuSparseFeedback(x, n, idx, m, residual, inputSq, sentSq);
     return m;
