@@ -2,9 +2,10 @@
 // of vector compares over the keys with compaction of the hits: AVX-512 skips hitless groups of
 // 64 and compresses the hit positions of 16 keys at a time, AVX2 skips hitless groups of 32 and
 // extracts hits bit by bit, the scalar loop goes one value at a time; all select the same
-// indices. The sampled top-k thus costs about one read of the chunk plus nth_elements over ~1%
-// of it and over the ~k candidates. The math the CUDA twins share (keys, sample positions, ranks,
-// caps, strata) is in device/sparse.h.
+// indices. The sampled top-k thus costs about one read of the chunk plus radix selects over ~1%
+// of it and over the ~k candidates. With error feedback (AVX-512) that read is also the
+// feedback's pass: one pass over x and the residual in all (cpuSelectTopkFeedback). The math the
+// CUDA twins share (keys, sample positions, ranks, caps, strata) is in device/sparse.h.
 #include "device/sparse.h"
 
 #include <immintrin.h>
@@ -257,7 +258,8 @@ __attribute__((target("avx512f"))) inline void addSquares(__m512 xv, __m512d& ac
 __attribute__((target("avx512f"))) inline double sumOf(__m512d acc0, __m512d acc1) {
   alignas(64) double lanes[8];
   _mm512_store_pd(lanes, _mm512_add_pd(acc0, acc1));
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
 // residual[i] += x[i] over [lo, hi) except at the sent entries idx[0..m) (ascending, inside
@@ -277,7 +279,9 @@ __attribute__((target("avx512f"))) double feedbackRangeAvx512(const float* x, fl
   size_t j = 0;
   for (size_t b = lo; b < hi; b += kBlock) {
     const size_t e = std::min(hi, b + kBlock), j0 = j;
-    for (; j < m && idx[j] < e; ++j) {
+    // (At most kBlock entries: the indices are strictly ascending; the bound keeps a broken
+    // list inside kept.)
+    for (; j < m && idx[j] < e && j - j0 < kBlock; ++j) {
       const float v = x[idx[j]];
       if (gathered) gathered[j] = v;
       sent += double(v) * v;
