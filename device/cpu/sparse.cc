@@ -574,35 +574,17 @@ void cpuGather(const float* x, const uint32_t* idx, size_t k, float* out) {
   for (size_t j = 0; j < k; ++j) out[j] = x[idx[j]];
 }
 
-// Densify and scatter-add write the whole chunk once, block by block: a block is zeroed (or
-// copied from local) and its entries land while it is in L1, rather than after a whole-chunk
-// memset or memcpy has pushed it out (each entry then a cache miss).
-constexpr size_t kLandBlock = 1024;
-
 void cpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) {
-  size_t j = 0;
-  for (size_t b = 0; b < n; b += kLandBlock) {
-    const size_t e = std::min(n, b + kLandBlock);
-    std::memset(dst + b, 0, (e - b) * sizeof(float));
-    for (; j < k && idx[j] < e; ++j)
-      if (vals[j] != 0.0f) dst[idx[j]] = vals[j];
-  }
+  std::memset(dst, 0, n * sizeof(float));
+  for (size_t j = 0; j < k; ++j)
+    if (vals[j] != 0.0f) dst[idx[j]] = vals[j];
 }
 
 void cpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx, const float* vals,
                    size_t k) {
-  if (out == local) {  // in place: the entries only
-    for (size_t j = 0; j < k; ++j)
-      if (vals[j] != 0.0f) out[idx[j]] += vals[j];
-    return;
-  }
-  size_t j = 0;
-  for (size_t b = 0; b < n; b += kLandBlock) {
-    const size_t e = std::min(n, b + kLandBlock);
-    std::memcpy(out + b, local + b, (e - b) * sizeof(float));
-    for (; j < k && idx[j] < e; ++j)
-      if (vals[j] != 0.0f) out[idx[j]] += vals[j];
-  }
+  if (out != local) std::memcpy(out, local, n * sizeof(float));
+  for (size_t j = 0; j < k; ++j)
+    if (vals[j] != 0.0f) out[idx[j]] += vals[j];
 }
 
 void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
