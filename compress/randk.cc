@@ -62,10 +62,10 @@ class RandkCodec final : public Codec {
                         float* residual, EncodeNorms* norms) override {
     const float* x = static_cast<const float*>(src);
     const size_t k = keepCount(ratio_, count);
-    const uint32_t* idx = pick(count, k, at);
-    at.ctx->gather(x, idx, k, static_cast<float*>(payload));
-    // The norms go straight to *norms: on a GPU they arrive when the context next waits.
-    at.ctx->sparseFeedback(x, count, idx, k, residual, norms ? &norms->inputSq : nullptr,
+    // The values and the feedback in one (on the host one pass over x and the residual). The
+    // norms go straight to *norms: on a GPU they arrive when the context next waits.
+    at.ctx->gatherFeedback(x, count, pick(count, k, at), k, static_cast<float*>(payload),
+                           residual, norms ? &norms->inputSq : nullptr,
                            norms ? &norms->sentSq : nullptr);
     return 4 * k;
   }

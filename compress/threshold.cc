@@ -55,20 +55,33 @@ class ThresholdCodec final : public Codec {
   size_t encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at,
                         void* payload, float* residual, EncodeNorms* norms) override {
     const float* x = static_cast<const float*>(src);
-    const sparse::Encoded e = write(x, count, at, payload);
-    sparse::feedback(e.view, x, count, residual, norms, at);
+    Feedback fb{residual, norms};
+    const sparse::Encoded e = write(x, count, at, payload, &fb);
+    if (e.view.dense) sparse::feedback(e.view, x, count, residual, norms, at);
     return e.bytes;
   }
 
  private:
-  sparse::Encoded write(const float* x, size_t count, const ChunkInfo& at, void* payload) const {
+  struct Feedback {
+    float* residual;
+    EncodeNorms* norms;
+  };
+  // feedback: where a sparse payload's error feedback goes (done with the selection: on the host
+  // one pass over x and the residual); a dense payload's is the caller's.
+  sparse::Encoded write(const float* x, size_t count, const ChunkInfo& at, void* payload,
+                        const Feedback* feedback = nullptr) const {
     // Sparse while 8m < 4 count: at most (count - 1) / 2 pairs, which fit the bound.
     if (count > 0 && count <= std::numeric_limits<uint32_t>::max()) {
       const size_t cap = (count - 1) / 2;
       // Scratch for cap indices and the CPU kernel's slack.
       auto* idx = reinterpret_cast<uint32_t*>(at.ctx->scratch(
           device::Context::Slot::kIndices, (cap + device::kSelectSlack) * sizeof(uint32_t)));
-      const size_t m = at.ctx->selectAtLeast(x, count, minKey_, idx, cap);
+      const size_t m =
+          feedback ? at.ctx->selectAtLeastFeedback(
+                         x, count, minKey_, idx, cap, feedback->residual,
+                         feedback->norms ? &feedback->norms->inputSq : nullptr,
+                         feedback->norms ? &feedback->norms->sentSq : nullptr)
+                   : at.ctx->selectAtLeast(x, count, minKey_, idx, cap);
       if (m != static_cast<size_t>(-1)) {
         copyPayload(sparse::indexArea(payload), idx, m * sizeof(uint32_t), at);
         return sparse::finishSparse(x, m, payload, at);

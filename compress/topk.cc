@@ -53,10 +53,14 @@ void putHeader(void* payload, uint32_t format, uint32_t entries, const ChunkInfo
 }  // namespace
 
 Encoded finishSparse(const float* x, size_t m, void* payload, const ChunkInfo& at) {
+  at.ctx->gather(x, indexArea(payload), m, reinterpret_cast<float*>(indexArea(payload) + m));
+  return finishSparse(m, payload, at);
+}
+
+Encoded finishSparse(size_t m, void* payload, const ChunkInfo& at) {
   putHeader(payload, kSparseFormat, static_cast<uint32_t>(m), at);
   const uint32_t* idx = indexArea(payload);
-  float* values = reinterpret_cast<float*>(indexArea(payload) + m);
-  at.ctx->gather(x, idx, m, values);
+  const float* values = reinterpret_cast<const float*>(idx + m);
   Encoded e;
   e.bytes = kHeaderBytes + 8 * m;
   e.view.entries = m;
@@ -223,9 +227,18 @@ void TopkCodec::combine(void* out, const void* local, const void* payload, size_
 size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType, const ChunkInfo& at,
                                  void* payload, float* residual, EncodeNorms* norms) {
   const float* x = static_cast<const float*>(src);
-  const sparse::Encoded e = write(x, count, at, payload);
-  sparse::feedback(e.view, x, count, residual, norms, at);
-  return e.bytes;
+  const size_t k = keepCount(ratio_, count);
+  if (sendDense(k, count)) {
+    const sparse::Encoded e = sparse::writeDense(x, count, payload, at);
+    sparse::feedback(e.view, x, count, residual, norms, at);
+    return e.bytes;
+  }
+  // The selection, the values and the feedback in one (on the host one pass over x and the
+  // residual).
+  const size_t m = at.ctx->selectTopkFeedback(x, count, k, sampled_, sparse::indexArea(payload),
+                                              residual, norms ? &norms->inputSq : nullptr,
+                                              norms ? &norms->sentSq : nullptr);
+  return sparse::finishSparse(m, payload, at).bytes;
 }
 
 std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {

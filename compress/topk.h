@@ -54,6 +54,8 @@ struct Encoded {
 // Finishes a sparse payload whose m indices are already in indexArea(payload): header and the
 // values x[index].
 Encoded finishSparse(const float* x, size_t m, void* payload, const ChunkInfo& at);
+// The same where the values are there too: the header only.
+Encoded finishSparse(size_t m, void* payload, const ChunkInfo& at);
 // Writes a dense payload of x[0..count).
 Encoded writeDense(const float* x, size_t count, void* payload, const ChunkInfo& at);
 // Checks a payload from the network for a chunk of count values: the format, the size, entries

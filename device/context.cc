@@ -33,6 +33,29 @@ void Context::checkIndices(const uint32_t* idx, size_t m, size_t count,
   fail(j, index);
 }
 
+size_t Context::selectTopkFeedback(const float* x, size_t n, size_t k, bool sampled,
+                                   uint32_t* idx, float* residual, double* inputSq,
+                                   double* sentSq) {
+  const size_t m = selectTopk(x, n, k, sampled, idx);
+  gather(x, idx, m, reinterpret_cast<float*>(idx + m));
+  sparseFeedback(x, n, idx, m, residual, inputSq, sentSq);
+  return m;
+}
+
+void Context::gatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k,
+                             float* values, float* residual, double* inputSq, double* sentSq) {
+  gather(x, idx, k, values);
+  sparseFeedback(x, n, idx, k, residual, inputSq, sentSq);
+}
+
+size_t Context::selectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
+                                      size_t cap, float* residual, double* inputSq,
+                                      double* sentSq) {
+  const size_t m = selectAtLeast(x, n, minKey, idx, cap);
+  if (m != SIZE_MAX) sparseFeedback(x, n, idx, m, residual, inputSq, sentSq);
+  return m;
+}
+
 void Context::castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n,
                            float* residual, double* inputSq, double* sentSq) {
   narrow(kind, x, payload, n);

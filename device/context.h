@@ -187,6 +187,20 @@ class Context {
                               float* residual, double* inputSq, double* sentSq) = 0;
   virtual void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                             uint32_t* idx) = 0;
+  // A sparsifier's encode with its error feedback: selectTopk (selectAtLeast) and then
+  // sparseFeedback over the selection (for selectAtLeast only when it fits cap); selectTopk's
+  // also gathers the m values right after the m indices, (float*)(idx + m), as a sparse payload
+  // holds them (idx: room for 2k words). Here those steps; the host fuses them
+  // (cpuSelectTopkFeedback, cpuSelectAtLeastFeedback).
+  virtual size_t selectTopkFeedback(const float* x, size_t n, size_t k, bool sampled,
+                                    uint32_t* idx, float* residual, double* inputSq,
+                                    double* sentSq);
+  // gather, then sparseFeedback (randk's encode with its feedback; the host: one pass).
+  virtual void gatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k,
+                              float* values, float* residual, double* inputSq, double* sentSq);
+  virtual size_t selectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
+                                       size_t cap, float* residual, double* inputSq,
+                                       double* sentSq);
   // linalg.h
   virtual void matMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q,
                             size_t r, float* p) = 0;

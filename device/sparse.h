@@ -148,6 +148,29 @@ void cpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
 void cpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
                        double* inputSq, double* sentSq);
 
+// cpuSelectTopk, then cpuSparseFeedback over its selection, fused: the same indices, residual
+// bits and (to rounding: another summation order) norms. One pass over x and the residual
+// compares against DGC's sampled threshold, collects the candidates and adds every value below
+// it to the residual at once; the selection among the candidates then knows what was sent, and
+// only the candidates left out are added. Where an add could not be undone exactly (a nonzero
+// residual in general; never where the residual is 0, as after a handle's prepare) the pass stops
+// adding and the rest is fed back after the selection; where the selection needs a value the
+// pass added (its fallback routes), the add is undone (r - x, exact).
+// It also writes the m selected values right after the m indices, (float*)(idx + m): the
+// sparse payload's body (topk.h); idx has room for 2k words.
+size_t cpuSelectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
+                             float* residual, double* inputSq, double* sentSq);
+
+// cpuSelectAtLeast, then (unless more than cap match: then the residual and the norms are left as
+// they were) cpuSparseFeedback over its selection, fused as cpuSelectTopkFeedback.
+size_t cpuSelectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
+                                size_t cap, float* residual, double* inputSq, double* sentSq);
+
+// cpuGather(x, idx, k, values), then cpuSparseFeedback, in one pass (values null: the
+// feedback only).
+void cpuGatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* values,
+                       float* residual, double* inputSq, double* sentSq);
+
 // randk's index set for a chunk: k distinct indices of [0, n), ascending, one from each of k
 // strata [floor(j*n/k), floor((j+1)*n/k)), the position inside a stratum from a counter-based
 // hash of (seed, call, offset, j) (strataIndex). The same on every rank for the same arguments.

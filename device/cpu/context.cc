@@ -139,6 +139,19 @@ class HostContext final : public Context {
                     uint32_t* idx) override {
     cpuRandomStrata(seed, call, offset, n, k, idx);
   }
+  size_t selectTopkFeedback(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
+                            float* residual, double* inputSq, double* sentSq) override {
+    return cpuSelectTopkFeedback(x, n, k, sampled, idx, residual, inputSq, sentSq);
+  }
+  void gatherFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* values,
+                      float* residual, double* inputSq, double* sentSq) override {
+    cpuGatherFeedback(x, n, idx, k, values, residual, inputSq, sentSq);
+  }
+  size_t selectAtLeastFeedback(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
+                               size_t cap, float* residual, double* inputSq,
+                               double* sentSq) override {
+    return cpuSelectAtLeastFeedback(x, n, minKey, idx, cap, residual, inputSq, sentSq);
+  }
   void matMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
                     float* p) override {
     cpuMatMulPanels(M, count, n, m, q, r, p);

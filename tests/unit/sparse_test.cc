@@ -621,6 +621,109 @@ TEST(SparseKernels, RandomStrataAreDistinctAndAscending) {
     }
 }
 
+// The fused select-and-feedback kernels give the two steps' indices and residual bits (residual
+// + x where unsent, untouched where sent) on every vector path, whatever the residual holds
+// (0, as after a handle's prepare: the pass adds at once; nonzero or -0 here and there: it stops
+// adding there), and where the pass must undo adds: the selection's fallback (a sample that
+// sees only the large values), ties past the cap, a threshold payload that goes dense.
+TEST(SparseKernels, FusedFeedbackEqualsTheTwoSteps) {
+  struct Reset {
+    ~Reset() { device::cpuForceSelectPath(device::SelectPath::kBest); }
+  } reset;
+  const size_t n = 100003;  // not whole vectors: the scalar tail too
+  std::vector<std::pair<std::string, std::vector<float>>> inputs;
+  inputs.push_back({"gradient", gradient(n, 31)});
+  inputs.push_back({"all equal", std::vector<float>(n, 1.5f)});
+  std::vector<float> fooled(n, 1e-3f);  // the sample sees only the large values
+  const size_t s = device::topkSampleSize(n);
+  for (size_t j = 0; j < s; ++j) fooled[device::topkSamplePosition(j, n / s)] = 50.0f + float(j);
+  for (size_t i = 7; i < n; i += 13) fooled[i] = 1e-2f * float(i % 5);
+  inputs.push_back({"sample fooled", fooled});
+  std::vector<float> withInf = gradient(n, 32);
+  withInf[5] = std::numeric_limits<float>::infinity();
+  withInf[n - 3] = -std::numeric_limits<float>::infinity();
+  inputs.push_back({"infinities", withInf});
+  std::vector<std::pair<std::string, std::vector<float>>> residuals;
+  residuals.push_back({"zero", std::vector<float>(n, 0.0f)});
+  std::vector<float> fewSet(n, 0.0f);
+  for (size_t i = 60000; i < n; i += 977) fewSet[i] = 0.37f;
+  fewSet[99998] = -0.0f;
+  fewSet[n - 1] = 1.0f;  // in the tail
+  residuals.push_back({"a few set", fewSet});
+  residuals.push_back({"gradient", gradient(n, 33)});
+
+  // The two steps, by definition.
+  auto reference = [](const std::vector<float>& x, const std::vector<uint32_t>& idx,
+                      std::vector<float> r) {
+    std::vector<char> sent(x.size(), 0);
+    for (uint32_t i : idx) sent[i] = x[i] != 0.0f;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!sent[i]) r[i] += x[i];
+    return r;
+  };
+  auto sameBits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (auto path :
+       {device::SelectPath::kScalar, device::SelectPath::kAvx2, device::SelectPath::kAvx512}) {
+    if (!device::cpuForceSelectPath(path)) continue;  // not on this CPU
+    for (const auto& [xName, x] : inputs)
+      for (const auto& [rName, r0] : residuals) {
+        const std::string what = "path " + std::to_string(static_cast<int>(path)) + " " + xName +
+                                 ", residual " + rName;
+        for (size_t k : {1ul, 1000ul, 5000ul}) {
+          std::vector<uint32_t> want(k), got(2 * k);
+          want.resize(device::cpuSelectTopk(x.data(), n, k, true, want.data()));
+          std::vector<float> r = r0;
+          double in = 0, sent = 0;
+          const size_t m = device::cpuSelectTopkFeedback(x.data(), n, k, true, got.data(),
+                                                         r.data(), &in, &sent);
+          ASSERT_EQ(m, want.size()) << what << " k=" << k;
+          for (size_t j = 0; j < m; ++j)  // the values follow the indices
+            ASSERT_EQ(got[m + j], bits(x[want[j]])) << what << " k=" << k << " value " << j;
+          got.resize(m);
+          EXPECT_EQ(got, want) << what << " k=" << k;
+          EXPECT_TRUE(sameBits(r, reference(x, want, r0))) << what << " k=" << k;
+          double wantIn = 0, wantSent = 0;
+          for (float v : x) wantIn += double(v) * v;
+          for (uint32_t i : want) wantSent += double(x[i]) * x[i];
+          if (std::isfinite(wantIn)) {
+            EXPECT_NEAR(in, wantIn, 1e-9 * wantIn) << what;
+            EXPECT_NEAR(sent, wantSent, 1e-9 * wantSent) << what;
+          }
+          // randk's kernel: the values and the feedback of given indices in one pass.
+          std::vector<float> values(want.size()), wantValues(want.size());
+          for (size_t j = 0; j < want.size(); ++j) wantValues[j] = x[want[j]];
+          r = r0;
+          device::cpuGatherFeedback(x.data(), n, want.data(), want.size(), values.data(),
+                                    r.data(), nullptr, nullptr);
+          EXPECT_TRUE(sameBits(values, wantValues)) << what << " gather k=" << k;
+          EXPECT_TRUE(sameBits(r, reference(x, want, r0))) << what << " gather k=" << k;
+        }
+        for (float t : {1.0f, 3.0f, 60.0f})
+          for (size_t cap : {size_t(10), size_t(2000), n / 2}) {
+            const uint32_t key = device::magnitudeKey(t);
+            std::vector<uint32_t> want(cap + device::kSelectSlack), got(want.size());
+            const size_t mw = device::cpuSelectAtLeast(x.data(), n, key, want.data(), cap);
+            std::vector<float> r = r0;
+            const size_t mg = device::cpuSelectAtLeastFeedback(x.data(), n, key, got.data(), cap,
+                                                               r.data(), nullptr, nullptr);
+            const std::string at = what + " t=" + std::to_string(t) + " cap=" +
+                                   std::to_string(cap);
+            ASSERT_EQ(mg, mw) << at;
+            if (mw == static_cast<size_t>(-1)) {
+              EXPECT_TRUE(sameBits(r, r0)) << at << ": a dense payload's residual changed";
+              continue;
+            }
+            want.resize(mw);
+            got.resize(mg);
+            EXPECT_EQ(got, want) << at;
+            EXPECT_TRUE(sameBits(r, reference(x, want, r0))) << at;
+          }
+      }
+  }
+}
+
 // The hashes and positions the CPU and CUDA backends share (device/sparse.h) are pinned: randk's
 // indices and the sampled top-k's thresholds must not change between versions or backends.
 TEST(SparseKernels, SharedMathIsPinned) {
