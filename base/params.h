@@ -46,6 +46,10 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "it: every drop stalls a ring until its retransmission lands. 0: the kernel's autotuning.") \
   X(chunkBytes, kBytes, "SQZ_CHUNK_BYTES", "512K",                                             \
     "Pipeline chunk: algorithms split each segment into pieces of at most this size.")        \
+  X(encodeThreads, kInt, "SQZ_ENCODE_THREADS", "1",                                            \
+    "Compressed calls on host memory: threads (the caller's and this many - 1 more, 1-64) "    \
+    "that encode the pieces of one step that are ready together in parallel. The same bits at " \
+    "any count; pays only where a rank has idle cores (see perf/RESULTS.md).")                 \
   X(shmBufferBytes, kBytes, "SQZ_SHM_BUFFER_BYTES", "4M",                                      \
     "Shared-memory ring buffer per direction per peer pair.")                                  \
   X(shmSingleCopyBytes, kBytes, "SQZ_SHM_SINGLE_COPY_BYTES", "0",                             \

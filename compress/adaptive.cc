@@ -20,8 +20,10 @@
 // tensor cost 12 ms a call). The handle takes the sample where the tensor is (one strided copy
 // from the GPU on a device call), so a device call moves 2^17 floats to the host, not the tensor.
 // Accordion's norm is the handle's SquaredNorm kernel, on the GPU for device calls.
-// Figures: |x|^2, |g_min|^2, |g_c|^2 of what was probed, summed over ranks (and over the window
-// by the policy: delta is a ratio of sums, the seed's E[|C(x)|^2] / E[|x|^2]).
+// Figures: GraVAC's are |x|^2, |g_min|^2, |g_c|^2 of what was probed and its step throughputs,
+// sums that each rank adds up over its calls and the ranks sum once per window, at its end (delta
+// is a ratio of sums, the seed's E[|C(x)|^2] / E[|x|^2]; gravac.h). Accordion's norm of a call is
+// the root of the ranks' summed |g|^2, so its figure is exchanged on every call.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -77,17 +79,21 @@ class GravacAdapter final : public AdaptivePolicy {
  public:
   GravacAdapter(const GravacParams& p, Selection sel, uint64_t seed)
       : policy_(p), step_(p.step), sel_(sel), seed_(seed) {}
-  size_t figureCount() const override { return 3; }
+  size_t figureCount() const override { return policy_.figureCount(); }
   size_t sampleStride(size_t n) const override {
     return n > kProbeValues ? (n + kProbeValues - 1) / kProbeValues : 1;
   }
   void measure(double, const float* sample, size_t m, size_t stride, uint64_t call,
-               double* figures) override {
-    probeGains(sample, m, stride, policy_.lower(), step_, sel_, seed_, call, figures);
+               double stepSeconds) override {
+    double gains[3];
+    probeGains(sample, m, stride, policy_.lower(), step_, sel_, seed_, call, gains);
+    policy_.record(gains[0], gains[1], gains[2], stepSeconds);
   }
-  double decide(const double* summed, int, double stepSeconds) override {
-    return policy_.step(summed[0], summed[1], summed[2], stepSeconds);
+  bool exchangesNow() const override { return policy_.endsWindow(); }
+  void figures(double* out) const override {
+    std::copy(policy_.pending().begin(), policy_.pending().end(), out);
   }
+  double decide(const double* summed, int) override { return policy_.step(summed); }
   AdaptivePhase phase() const override {
     return policy_.phase() == GravacPolicy::Phase::kSettled ? AdaptivePhase::kSettled
                                                             : AdaptivePhase::kExploring;
@@ -108,11 +114,13 @@ class AccordionAdapter final : public AdaptivePolicy {
   explicit AccordionAdapter(const AccordionParams& p) : policy_(p) {}
   size_t figureCount() const override { return 1; }
   bool needsGradientNorm() const override { return true; }
-  void measure(double gradientSq, const float*, size_t, size_t, uint64_t,
-               double* figures) override {
-    figures[0] = gradientSq;
+  void measure(double gradientSq, const float*, size_t, size_t, uint64_t, double) override {
+    gradientSq_ = gradientSq;
   }
-  double decide(const double* summed, int nranks, double) override {
+  bool exchangesNow() const override { return true; }  // a call's norm is of the ranks' sum
+  void figures(double* out) const override { out[0] = gradientSq_; }
+  double decide(const double* summed, int nranks) override {
+    SQZ_ENFORCE(summed, "Accordion decided a call without the ranks' norms");
     return policy_.step(std::sqrt(summed[0] / nranks));
   }
   AdaptivePhase phase() const override {
@@ -123,6 +131,7 @@ class AccordionAdapter final : public AdaptivePolicy {
 
  private:
   AccordionPolicy policy_;
+  double gradientSq_ = 0;  // this call's, on this rank
 };
 
 // Keys the adaptive methods read themselves; the rest go to the base.

@@ -102,6 +102,9 @@ class Codec {
 
   // encode, then residual[i] += src[i] - decode(payload)[i] when residual is not null, and the
   // norms for the gain. The default decodes into a scratch buffer; a codec may fuse it.
+  // The pieces of one call may encode concurrently (SQZ_ENCODE_THREADS, core/encode_pool.h), each
+  // with its own ChunkInfo::ctx: an encode writes no codec member, only its payload, its
+  // residual range, *norms and its context's scratch.
   virtual size_t encodeFeedback(const void* src, size_t count, DataType dtype,
                                 const ChunkInfo& at, void* payload, float* residual,
                                 EncodeNorms* norms);

@@ -10,7 +10,8 @@
 namespace squeeze {
 namespace {
 
-constexpr uint32_t kGravacMagic = 0x43565247;  // "GRVC"
+constexpr uint32_t kGravacMagicV1 = 0x43565247;  // "GRVC": the summed figures of every call
+constexpr uint32_t kGravacMagic = 0x32565247;    // "GRV2": and this rank's pending figures
 
 }  // namespace
 
@@ -21,6 +22,7 @@ GravacPolicy::GravacPolicy(const GravacParams& p) : p_(p), windowCf_(p.cfMin) {
   size_t n = 1;
   while (p_.cfMin * std::pow(p_.step, double(n)) <= p_.cfMax * (1 + 1e-9)) ++n;
   table_.resize(n);
+  pending_.assign(figureCount(), 0.0);
 }
 
 double GravacPolicy::candidate(size_t j) const { return p_.cfMin * std::pow(p_.step, double(j)); }
@@ -51,19 +53,33 @@ long GravacPolicy::indexOf(double cf) const {
   return -1;
 }
 
-double GravacPolicy::step(double inputSq, double minSq, double cSq, double stepSeconds) {
+void GravacPolicy::record(double inputSq, double minSq, double cSq, double stepSeconds) {
+  pending_[0] += inputSq;
+  pending_[1] += minSq;
+  pending_[2] += cSq;
   // Rule 2, the step side: the previous call's step ran at lastCf_.
   if (stepSeconds > 0)
     if (long j = indexOf(lastCf_); j >= 0) {
-      table_[j].throughputSum += 1.0 / stepSeconds;
-      table_[j].steps++;
+      pending_[3 + 2 * j] += 1.0 / stepSeconds;
+      pending_[4 + 2 * j] += 1;
     }
+}
+
+double GravacPolicy::step(const double* summed) {
+  if (summed) {
+    windowInputSq_ += summed[0];
+    windowMinSq_ += summed[1];
+    windowCSq_ += summed[2];
+    for (size_t j = 0; j < table_.size(); ++j) {
+      table_[j].throughputSum += summed[3 + 2 * j];
+      table_[j].steps += static_cast<uint64_t>(summed[4 + 2 * j]);  // a sum of whole counts
+    }
+    std::fill(pending_.begin(), pending_.end(), 0.0);
+  }
   const double cf = windowCf_;
   lastCf_ = cf;
-  windowInputSq_ += inputSq;
-  windowMinSq_ += minSq;
-  windowCSq_ += cSq;
   if (++windowCalls_ < p_.window) return cf;
+  SQZ_ENFORCE(summed, "GraVAC's window ended on a call that did not exchange its figures");
 
   // The window's end: its expected gains, then rules 1-4.
   const double deltaMin = windowInputSq_ > 0 ? windowMinSq_ / windowInputSq_ : 1;
@@ -119,13 +135,15 @@ std::vector<char> GravacPolicy::save() const {
     w.pod(m.steps);
     w.pod(m.gains);
   }
+  for (double f : pending_) w.pod(f);
   return out;
 }
 
 void GravacPolicy::load(const char* data, size_t bytes) {
   StateReader r{data, bytes};
   GravacPolicy next = *this;
-  if (r.pod<uint32_t>() != kGravacMagic)
+  const uint32_t magic = r.pod<uint32_t>();
+  if (magic != kGravacMagic && magic != kGravacMagicV1)
     raise(ErrorCode::kInvalidArgument, "codec state: the gravac section is not GraVAC's; pass "
           "the whole buffer sqzCodecSaveState wrote.");
   const uint32_t phase = r.pod<uint32_t>();
@@ -153,6 +171,11 @@ void GravacPolicy::load(const char* data, size_t bytes) {
     m.steps = r.pod<uint64_t>();
     m.gains = r.pod<uint64_t>();
   }
+  // Before pending existed every call's figures were summed at once: nothing was pending (and
+  // its steps counted calls, not the ranks' steps: the means it gives hold).
+  std::fill(next.pending_.begin(), next.pending_.end(), 0.0);
+  if (magic == kGravacMagic)
+    for (double& f : next.pending_) f = r.pod<double>();
   if (r.left != 0)
     raise(ErrorCode::kInvalidArgument, "codec state: the gravac section has ", r.left,
           " trailing bytes.");

@@ -239,31 +239,28 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
       autoDense_ && (spec_.autoDense ? *spec_.autoDense != 0 : comm.codecSettings().codecAutoDense);
   if (!policy_ && !guardOn) return true;
   const int ranks = comm.size();
-  if (policy_ || guard_.syncs()) {
-    // [ranks with a previous call, its step seconds, then per mode: calls, seconds, codec
-    // seconds, then the policy's]
-    constexpr size_t kOwn = 8;
-    std::vector<double> figures(kOwn + (policy_ ? policy_->figureCount() : 0), 0.0);
-    if (lastCallStart_ > 0) {
-      figures[0] = 1;
-      figures[1] = callStart - lastCallStart_;
-    }
+  if (policy_) {  // this call's measures, kept by the policy until the next exchange
+    const double stepSeconds = lastCallStart_ > 0 ? callStart - lastCallStart_ : 0;
     lastCallStart_ = callStart;
+    const size_t stride = policy_->sampleStride(count_);
+    std::vector<float> sample(stride ? (count_ + stride - 1) / stride : 0);
+    ctx.gatherStrided(sample.data(), x, sample.size(), stride);
+    policy_->measure(gradientSq_, sample.data(), sample.size(), stride, calls_, stepSeconds);
+    probeSeconds_ += nowSeconds() - callStart;
+    call.encodeSeconds += nowSeconds() - callStart;
+  }
+  // [per mode: calls, seconds, codec seconds since the last exchange; then the policy's figures]
+  constexpr size_t kOwn = 6;
+  std::vector<double> figures;
+  if ((policy_ && policy_->exchangesNow()) || (guardOn && guard_.syncs())) {
+    figures.assign(kOwn + (policy_ ? policy_->figureCount() : 0), 0.0);
     for (int mode = 0; mode < 2; ++mode) {
-      figures[2 + 3 * mode] = runs_[mode].calls;
-      figures[3 + 3 * mode] = runs_[mode].seconds;
-      figures[4 + 3 * mode] = runs_[mode].codecSeconds;
+      figures[3 * mode] = runs_[mode].calls;
+      figures[1 + 3 * mode] = runs_[mode].seconds;
+      figures[2 + 3 * mode] = runs_[mode].codecSeconds;
       runs_[mode] = RunSums{};
     }
-    if (policy_) {
-      const size_t stride = policy_->sampleStride(count_);
-      std::vector<float> sample(stride ? (count_ + stride - 1) / stride : 0);
-      ctx.gatherStrided(sample.data(), x, sample.size(), stride);
-      policy_->measure(gradientSq_, sample.data(), sample.size(), stride, calls_,
-                       figures.data() + kOwn);
-      probeSeconds_ += nowSeconds() - callStart;
-      call.encodeSeconds += nowSeconds() - callStart;
-    }
+    if (policy_) policy_->figures(figures.data() + kOwn);
     CollRequest req;  // one small dense all-reduce: every rank then holds the same figures
     req.kind = CollKind::kAllReduce;
     req.sendbuf = figures.data();
@@ -278,21 +275,19 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
 
     if (guardOn)
       for (int mode = 0; mode < 2; ++mode)
-        if (const double n = figures[2 + 3 * mode]; n > 0) {
+        if (const double n = figures[3 * mode]; n > 0) {
           PayoffGuard::Sample sample;
           sample.compressed = mode == 0;
-          sample.seconds = figures[3 + 3 * mode] / n;
-          sample.codecSeconds = figures[4 + 3 * mode] / n;
+          sample.seconds = figures[1 + 3 * mode] / n;
+          sample.codecSeconds = figures[2 + 3 * mode] / n;
           guard_.record(sample, double(count_) * sizeof(float));
         }
-    if (policy_) {
-      // every rank has had a previous call, or none (the same calls on every rank)
-      const double step = figures[0] == double(ranks) ? figures[1] / ranks : 0;
-      const double cf = policy_->decide(figures.data() + kOwn, ranks, step);
-      stats_.cf = cf;
-      if (cf <= 1) return false;
-      SQZ_ENFORCE(setDensity(1.0 / cf), "adaptive codec without a density knob");
-    }
+  }
+  if (policy_) {
+    const double cf = policy_->decide(figures.empty() ? nullptr : figures.data() + kOwn, ranks);
+    stats_.cf = cf;
+    if (cf <= 1) return false;
+    SQZ_ENFORCE(setDensity(1.0 / cf), "adaptive codec without a density knob");
   }
   const bool compress = !guardOn || guard_.nextCompresses();
   if (guardOn) reportGuard(compress);

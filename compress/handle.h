@@ -5,9 +5,11 @@
 //
 // One compressed all-reduce, for chunk codecs:
 //   prepare   x = g + e into recvbuf, e = 0 (a method may change this: DGC's momentum)
-//   adapt     (tensors of min_bytes and more) one small all-reduce of figures the ranks then
-//             agree on: an adaptive method's policy (GraVAC, Accordion: adaptive.cc) picks the
-//             CF, and the pay-off guard (payoff_guard.h, auto_dense) whether compressing pays.
+//   adapt     (tensors of min_bytes and more) figures the ranks agree on, summed by one small
+//             all-reduce on the calls that need them: an adaptive method's policy (GraVAC, once
+//             per window; Accordion, every call: adaptive.cc) picks the CF, and the pay-off
+//             guard (payoff_guard.h, auto_dense; on the calls syncs() names) whether
+//             compressing pays.
 //             Without a policy it comes before prepare: a dense call with an empty residual then
 //             skips prepare and runs from in to out
 //   run       the tuner's algorithm, in place on recvbuf, with the chunk codec (or dense) and a
@@ -50,10 +52,11 @@ enum class AdaptivePhase : int {
 };
 
 // An adaptive method's policy as the handle drives it on each call (adaptive.cc holds GraVAC's and
-// Accordion's). Figures are what this rank measured; the handle sums them over the ranks before
-// decide, so every rank decides the same. The handle does the measuring where the call's memory
-// is (host or GPU), so a policy sees host numbers only: the gradient's squared norm, and a
-// strided sample of x = g + e (the whole of x for small tensors).
+// Accordion's). Figures are what this rank measured, kept by the policy until an exchange sums
+// them over the ranks; decisions read only summed figures, so every rank decides the same. The
+// handle does the measuring where the call's memory is (host or GPU), so a policy sees host
+// numbers only: the gradient's squared norm, and a strided sample of x = g + e (the whole of x
+// for small tensors).
 class AdaptivePolicy {
  public:
   virtual ~AdaptivePolicy() = default;
@@ -65,13 +68,19 @@ class AdaptivePolicy {
     (void)n;
     return 0;
   }
-  // This rank's figures (figureCount doubles) from |g|^2 (0 unless asked) and the sample
-  // x[0], x[stride], ... (m values, host memory) of this call (the codec's call number).
+  // This rank's measures of this call (the codec's call number), added to its figures since the
+  // last exchange: |g|^2 (0 unless asked), the sample x[0], x[stride], ... (m values, host
+  // memory), and the seconds from this rank's previous call's start to this one's (0: not known).
   virtual void measure(double gradientSq, const float* sample, size_t m, size_t stride,
-                       uint64_t call, double* figures) = 0;
-  // The CF of this call (1: dense) from the figures summed over nranks ranks; stepSeconds is the
-  // ranks' mean time from the previous call's start to this one's (0: not known).
-  virtual double decide(const double* summed, int nranks, double stepSeconds) = 0;
+                       uint64_t call, double stepSeconds) = 0;
+  // Whether this call's decision needs the figures summed over the ranks now (GraVAC: at a
+  // window's end; Accordion: every call). The handle also exchanges when the guard needs to.
+  virtual bool exchangesNow() const = 0;
+  // This rank's figures since the last exchange (figureCount doubles), for the exchange.
+  virtual void figures(double* out) const = 0;
+  // The CF of this call (1: dense). summed: when this call exchanged, the figures summed over
+  // nranks ranks (the policy then drops its own, now counted); else null.
+  virtual double decide(const double* summed, int nranks) = 0;
   virtual AdaptivePhase phase() const = 0;
   virtual double cfMin() const { return 0; }  // GraVAC's current lower CF
   virtual std::vector<char> save() const = 0;

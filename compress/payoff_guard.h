@@ -12,8 +12,8 @@
 // and the schedules match. That exchange happens only on the calls syncs() names: each of the
 // first 17 (the warm-up's figures, and early decisions taken from more than one call of each
 // mode, so one slow warm-up call does not decide for long), the call after a probe, and every
-// 16th call; a sync brings the mean of each mode's calls since the last one. A handle with an
-// adaptive policy exchanges figures on every call anyway, and brings the guard's along.
+// 16th call; a sync brings the mean of each mode's calls since the last one. An adaptive method's
+// exchanges (GraVAC's once per window, Accordion's every call) bring the guard's figures too.
 // Measuring both sides: the first four calls alternate compressed, dense, compressed, dense (a
 // mode's first figure is replaced by its second: first calls pay for allocations and connection
 // warm-up); after that each figure is an even moving average of the calls of its mode. The mode

@@ -533,8 +533,13 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
   }
 
   const WireHeader base = headerFor(req, seq);
+  EncodePool* pool = nullptr;  // a compressed call on host memory may encode on more threads
+  if (config_.encodeThreads > 1 && !ctx && req.codecCall && !req.codec->rawWire()) {
+    if (!encodePool_) encodePool_ = std::make_unique<EncodePool>(config_.encodeThreads);
+    pool = encodePool_.get();
+  }
   CallEnv env{rank_,          nranks_,  peers_.conns,          config_.timeoutMs,
-              config_.spinUs, aborted_, ctx ? *ctx : *hostCtx_};
+              config_.spinUs, aborted_, ctx ? *ctx : *hostCtx_, pool};
   const bool rooted = req.kind == CollKind::kBroadcast || req.kind == CollKind::kReduce;
   try {
     if (rooted && !prebuilt && nranks_ > 1) agreeOnRootedCall(req, base);

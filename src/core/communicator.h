@@ -22,6 +22,7 @@
 #include "compress/codec_comm.h"
 #include "core/config.h"
 #include "core/direct_allreduce.h"
+#include "core/encode_pool.h"
 #include "core/executor.h"
 #include "core/peer_setup.h"
 #include "device/call_queue.h"
@@ -152,6 +153,7 @@ class Communicator final : public CodecComm {
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;
   std::unique_ptr<device::Context> hostCtx_;  // host calls' execution context
+  std::unique_ptr<EncodePool> encodePool_;    // SQZ_ENCODE_THREADS > 1: made at the first use
   // Device communicators (config().device >= 0), made at init: the queue of device calls. The
   // last member: it is destroyed first, while what its progress thread uses still exists.
   std::unique_ptr<device::CallQueue> callQueue_;

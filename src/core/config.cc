@@ -69,6 +69,10 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_CHUNK_BYTES=", p.chunkBytes,
           " is out of range; use 4K to 1G.");
   c.chunkBytes = p.chunkBytes;
+  if (p.encodeThreads < 1 || p.encodeThreads > 64)
+    raise(ErrorCode::kInvalidArgument, "SQZ_ENCODE_THREADS=", p.encodeThreads,
+          " is out of range; use 1 (encode on the calling thread alone) to 64.");
+  c.encodeThreads = static_cast<int>(p.encodeThreads);
   c.codecMinBytes = p.codecMinBytes;
   if (p.codecAutoDense != 0 && p.codecAutoDense != 1)
     raise(ErrorCode::kInvalidArgument, "SQZ_CODEC_AUTO_DENSE=", p.codecAutoDense,

@@ -16,6 +16,7 @@ namespace squeeze {
 
 struct CommConfig : TransportSettings, CodecSettings {
   size_t chunkBytes = 512 << 10;
+  int encodeThreads = 1;  // SQZ_ENCODE_THREADS: the executor's encode pool (encode_pool.h)
   int spinUs = 100;  // SQZ_SPIN_US: the executor's polling before it sleeps
   std::string socketIfname;
   std::string algoSpec;        // SQZ_ALGO

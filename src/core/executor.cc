@@ -255,6 +255,7 @@ class CallRun {
     while (q.nextSend < q.sends.size() && this->ready(ops_[q.sends[q.nextSend]]))
       ready.push_back(q.sends[q.nextSend++]);
     if (!ready.empty()) {
+      preEncode(ready);
       const size_t first = q.preparing.size();
       const Mark m = batched(ready, [&](uint32_t i) { q.preparing.push_back(prepareSend(p, i)); });
       for (size_t j = first; j < q.preparing.size(); ++j) q.preparing[j].mark = m;
@@ -379,6 +380,7 @@ class CallRun {
       }
     }
     if (ready.empty()) return false;
+    preEncode(ready);
     batched(ready, [&](uint32_t i) { runLocal(i); });
     return true;
   }
@@ -390,7 +392,13 @@ class CallRun {
     } else if (op.kind == OpKind::kFinalize && !raw_) {
       // Encode once; this rank keeps the payload's values, as every other rank will.
       Final f{-1, 0, op.count};
-      f.buf = encodeInto(op, op.dst, f.bytes);
+      if (parked_[i]) {  // preEncode's
+        f.buf = parked_[i]->first;
+        f.bytes = parked_[i]->second;
+        parked_[i].reset();
+      } else {
+        f.buf = encodeInto(op, op.dst, f.bytes);
+      }
       decodeFinal(op, f);
       finals_[op.wireOffset] = f;
     } else if (op.kind == OpKind::kFinalize) {
@@ -474,15 +482,69 @@ class CallRun {
   // returns the buffer and sets bytes to the payload's size.
   int encodeInto(const Op& op, const Span& src, size_t& bytes) {
     auto t0 = Clock::now();
-    const size_t bound = codec_.maxEncodedBytes(op.count, req_.dtype);
-    const int buf = ctx_.acquire(bound, ctx_.workSpace());
-    float* residual = cc_ && cc_->residual ? cc_->residual + op.wireOffset : nullptr;
-    bytes = codec_.encodeFeedback(at(src), op.count, req_.dtype, chunkAt(op), ctx_.data(buf),
-                                  residual, cc_ ? &cc_->norms : nullptr);
-    SQZ_ENFORCE(bytes <= bound, "codec ", codec_.name(), " wrote ", bytes, " bytes for ", op.count,
-                " values, over its bound ", bound);
+    const int buf = ctx_.acquire(codec_.maxEncodedBytes(op.count, req_.dtype), ctx_.workSpace());
+    EncodeNorms norms;
+    bytes = encodePiece(op, src, chunkAt(op), buf, norms);
+    addNorms(norms);
     if (cc_) cc_->encodeSeconds += secondsSince(t0);
     return buf;
+  }
+
+  // The encode of one piece into payload buffer buf (acquired), with info's context (the
+  // call's, or an encode pool worker's). Host calls take the piece's norms in `norms`, which
+  // addNorms adds to the call's (a piece encoded on another thread has norms of its own); a
+  // device call's arrive in the call's own when the context next waits (device::Feedback).
+  size_t encodePiece(const Op& op, const Span& src, const ChunkInfo& info, int buf,
+                     EncodeNorms& norms) {
+    const size_t bound = codec_.maxEncodedBytes(op.count, req_.dtype);
+    float* residual = cc_ && cc_->residual ? cc_->residual + op.wireOffset : nullptr;
+    EncodeNorms* into = !cc_ ? nullptr : dev_ ? &cc_->norms : &norms;
+    const size_t bytes = codec_.encodeFeedback(at(src), op.count, req_.dtype, info,
+                                               ctx_.data(buf), residual, into);
+    SQZ_ENFORCE(bytes <= bound, "codec ", codec_.name(), " wrote ", bytes, " bytes for ", op.count,
+                " values, over its bound ", bound);
+    return bytes;
+  }
+  void addNorms(const EncodeNorms& n) {
+    if (!cc_ || dev_) return;
+    cc_->norms.inputSq += n.inputSq;
+    cc_->norms.sentSq += n.sentSq;
+  }
+
+  // With an encode pool (executor.h): encodes the items that need an encode, a send the fused
+  // combine has not encoded (from its source) or a finalize (in place), on the pool's threads,
+  // and parks the payloads for prepareSend and runLocal. Fewer than two: nothing to share.
+  void preEncode(const std::vector<uint32_t>& items) {
+    if (!env_.encodePool || raw_ || dev_) return;
+    std::vector<uint32_t> todo;
+    for (uint32_t i : items)
+      if ((ops_[i].kind == OpKind::kSend || ops_[i].kind == OpKind::kFinalize) && !parked_[i])
+        todo.push_back(i);
+    if (todo.size() < 2) return;
+    auto t0 = Clock::now();
+    std::vector<int> bufs(todo.size(), -1);
+    std::vector<size_t> bytes(todo.size(), 0);
+    std::vector<EncodeNorms> norms(todo.size());
+    for (size_t k = 0; k < todo.size(); ++k)
+      bufs[k] = ctx_.acquire(codec_.maxEncodedBytes(ops_[todo[k]].count, req_.dtype),
+                             ctx_.workSpace());
+    try {
+      env_.encodePool->run(todo.size(), [&](size_t k, device::Context& worker) {
+        const Op& op = ops_[todo[k]];
+        ChunkInfo info = chunkAt(op);
+        info.ctx = &worker;  // the worker's scratch
+        bytes[k] = encodePiece(op, op.kind == OpKind::kFinalize ? op.dst : op.src, info, bufs[k],
+                               norms[k]);
+      });
+    } catch (...) {
+      for (int b : bufs) ctx_.release(b);
+      throw;
+    }
+    for (size_t k = 0; k < todo.size(); ++k) {
+      addNorms(norms[k]);
+      parked_[todo[k]] = std::make_pair(bufs[k], bytes[k]);
+    }
+    if (cc_) cc_->encodeSeconds += secondsSince(t0);
   }
 
   void decodeFinal(const Op& op, const Final& f) {

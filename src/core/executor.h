@@ -21,6 +21,11 @@
 // for the device in the executor itself. On a device call, a connection that does not read device
 // memory (tcp, shm) gets and gives host copies of payloads: the codec's kernels always read and
 // write the context's own memory.
+// With an encode pool (SQZ_ENCODE_THREADS > 1; host calls with a codec), the pieces of one batch
+// that need an encode (sends the fused combine did not encode, finalizes) are encoded first, in
+// parallel, and parked until their op runs: each piece's encode reads its own input and writes its
+// own payload and residual range, so the results and residuals are one thread's bits (the norms,
+// summed per piece, to rounding: their order follows the arrivals, as with one thread).
 #pragma once
 
 #include <atomic>
@@ -30,6 +35,7 @@
 #include "base/schedule.h"
 #include "base/types.h"
 #include "base/wire.h"
+#include "core/encode_pool.h"
 #include "device/context.h"
 #include "transports/transport.h"
 
@@ -45,6 +51,9 @@ struct CallEnv {
   int spinUs;  // poll (yielding) this long after the last progress before sleeping
   const std::atomic<bool>& aborted;
   device::Context& ctx;
+  // SQZ_ENCODE_THREADS > 1, a compressed call on host memory: encodes the pieces of a step that
+  // are ready together in parallel (null: one thread).
+  EncodePool* encodePool = nullptr;
 };
 
 class Executor {

@@ -316,6 +316,63 @@ TEST(CompressState, SaveLoadResumes) {
   for (const auto& f : failures) ADD_FAILURE() << f;
 }
 
+// SQZ_ENCODE_THREADS: the pieces of a step encoded in parallel give the bits one thread gives
+// (results and residuals; the gain to rounding), for every codec method, over ring and rhd with
+// small pieces.
+TEST(CompressThreads, EncodeThreadsGiveTheSameBits) {
+  struct Seen {
+    std::vector<float> out, residual;
+    double gain = 0;
+  };
+  auto runWith = [](const char* threads, const char* algo) {
+    ScopedEnv env;
+    env.set("SQZ_ENCODE_THREADS", threads);
+    env.set("SQZ_ALGO", algo);
+    RunOptions opts;
+    opts.transports = "shm";
+    opts.chunkBytes = 8 << 10;  // 2K values a piece: a step has several to share
+    std::mutex mu;
+    std::map<std::string, Seen> seen;  // by "method rank call"
+    runRanks(3, opts, [&](sqzComm_t& comm, int rank) {
+      for (const auto& method : squeeze::codecMethods()) {
+        const std::string spec = caseFor(method.name).spec;
+        const size_t count = 30011;
+        sqzCodec_t c;
+        ASSERT_EQ(sqzCodecCreate(&c, spec.c_str(), count, sqzFloat32, comm), sqzSuccess) << spec;
+        for (int k = 0; k < 2; ++k) {  // the second call adds the first's residual
+          std::vector<float> in(count);
+          for (size_t i = 0; i < count; ++i) in[i] = inputValue(rank, k, i);
+          Seen s;
+          s.out.resize(count);
+          ASSERT_EQ(sqzAllReduceCompressed(in.data(), s.out.data(), count, sqzFloat32, sqzAvg, c,
+                                           comm, nullptr), sqzSuccess) << sqzGetLastError(comm);
+          sqzCodecStats_t st;
+          ASSERT_EQ(sqzCodecGetStats(c, &st), sqzSuccess);
+          s.gain = st.gain;
+          s.residual = residualOf(c);
+          std::lock_guard<std::mutex> lock(mu);
+          seen[std::string(method.name) + " rank " + std::to_string(rank) + " call " +
+               std::to_string(k)] = std::move(s);
+        }
+        sqzCodecDestroy(c);
+      }
+    });
+    return seen;
+  };
+  for (const char* algo : {"ring", "rhd"}) {
+    const auto one = runWith("1", algo), three = runWith("3", algo);
+    ASSERT_EQ(one.size(), three.size()) << algo;
+    for (const auto& [what, a] : one) {
+      const Seen& b = three.at(what);
+      EXPECT_TRUE(a.out == b.out) << algo << ", " << what << ": the result differs at 3 threads";
+      EXPECT_TRUE(a.residual == b.residual) << algo << ", " << what << ": the residual differs";
+      // The gain sums the pieces' norms in the order they were encoded, which follows the
+      // arrivals with one thread too: the same to rounding.
+      EXPECT_NEAR(a.gain, b.gain, 1e-12 * std::max(1.0, std::fabs(a.gain))) << algo << ", " << what;
+    }
+  }
+}
+
 // Bad input: clear errors, nothing run.
 TEST(CompressErrors, ClearMessages) {
   RunOptions opts;

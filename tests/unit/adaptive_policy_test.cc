@@ -2,15 +2,20 @@
 // (compress/gravac.h) against the CFs the seed's rules give step by step, Accordion's switches
 // (compress/accordion.h) on a scripted norm sequence, the pay-off guard (compress/payoff_guard.h)
 // on scripted timings, and each policy's save/load: a reloaded policy continues bit for bit, a bad
-// buffer is refused and changes nothing.
+// buffer is refused and changes nothing. And how often a codec handle exchanges figures (a
+// communicator that counts): GraVAC once per window, Accordion every call, the guard as it needs.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "base/error.h"
 #include "compress/accordion.h"
+#include "compress/codec_comm.h"
 #include "compress/gravac.h"
+#include "compress/handle.h"
 #include "compress/payoff_guard.h"
+#include "compress/spec.h"
 
 namespace squeeze {
 namespace {
@@ -68,6 +73,15 @@ const std::vector<GravacInput> kScript = {
 const std::vector<double> kExpectedCf = {10, 10, 10, 10, 10, 10, 20, 20, 20, 40, 40, 40, 80, 80,
                                          80, 160, 160, 160, 80, 80, 80, 40, 40, 40, 1, 1, 1, 80};
 
+// One call of a policy that runs alone, as the handle drives it: its figures recorded, and
+// exchanged (the sum over one rank: its own) at each window's end.
+double oneRank(GravacPolicy& g, double inputSq, double minSq, double cSq, double seconds) {
+  g.record(inputSq, minSq, cSq, seconds);
+  if (!g.endsWindow()) return g.step(nullptr);
+  const std::vector<double> summed = g.pending();
+  return g.step(summed.data());
+}
+
 TEST(Gravac, FollowsTheSeedsRulesOnAScriptedRun) {
   GravacPolicy g(scriptParams());
   ASSERT_EQ(g.candidates(), 5u);
@@ -75,7 +89,7 @@ TEST(Gravac, FollowsTheSeedsRulesOnAScriptedRun) {
   double lastCf = 0;
   for (size_t i = 0; i < kScript.size(); ++i) {
     const double seconds = i == 0 ? 0 : stepTimeFor(lastCf);
-    const double cf = g.step(1, kScript[i].deltaMin, kScript[i].deltaC, seconds);
+    const double cf = oneRank(g, 1, kScript[i].deltaMin, kScript[i].deltaC, seconds);
     EXPECT_EQ(cf, kExpectedCf[i]) << "call " << i;
     lastCf = cf;
     if (i == 17) {  // the end of W6
@@ -104,7 +118,7 @@ TEST(Gravac, ChoosesTheLargestCfWhenThroughputKeepsGrowing) {
   GravacPolicy g(p);
   double lastCf = 0;
   // Every gain equal: scale up every window; each CF's steps as much faster as it is higher.
-  for (int i = 0; i < 18; ++i) lastCf = g.step(1, 0.9, 0.9, i == 0 ? 0 : 1.0 / lastCf);
+  for (int i = 0; i < 18; ++i) lastCf = oneRank(g, 1, 0.9, 0.9, i == 0 ? 0 : 1.0 / lastCf);
   EXPECT_EQ(g.phase(), GravacPolicy::Phase::kSettled);
   EXPECT_EQ(g.upper(), 160);  // 160 ran for a window before the choice
   EXPECT_EQ(g.windowCf(), 160);
@@ -113,7 +127,7 @@ TEST(Gravac, ChoosesTheLargestCfWhenThroughputKeepsGrowing) {
 TEST(Gravac, ScalesDownToDenseBelowEps) {
   GravacPolicy g(scriptParams());
   for (int i = 0; i < 30; ++i) {
-    EXPECT_EQ(g.step(1, 0.3, 0.2, 0.5), i < 3 ? 10 : 1) << i;
+    EXPECT_EQ(oneRank(g, 1, 0.3, 0.2, 0.5), i < 3 ? 10 : 1) << i;
     EXPECT_EQ(g.lower(), 10);  // never saturated (|0.3 - 0.2| / 0.3 > omega): no scale-up
   }
 }
@@ -125,29 +139,33 @@ TEST(Gravac, GainsAreRatiosOfSumsOverTheWindow) {
   GravacParams p = scriptParams();
   p.window = 2;
   GravacPolicy g(p);
-  g.step(1, 0.95, 0.9, 0);
-  g.step(9, 9 * 0.95, 9 * 0.5, 0.5);
+  oneRank(g, 1, 0.95, 0.9, 0);
+  oneRank(g, 9, 9 * 0.95, 9 * 0.5, 0.5);
   EXPECT_EQ(g.windowCf(), 10);  // delta_c 0.54 < eps, delta_min 0.95: the lower CF
 }
 
 TEST(Gravac, SaveLoadResumesBitForBit) {
   GravacPolicy a(scriptParams());
-  for (size_t i = 0; i < 10; ++i) a.step(1, kScript[i].deltaMin, kScript[i].deltaC, 0.3 + 0.01 * i);
+  for (size_t i = 0; i < 10; ++i)
+    oneRank(a, 1, kScript[i].deltaMin, kScript[i].deltaC, 0.3 + 0.01 * i);
   const std::vector<char> saved = a.save();
   GravacPolicy b(scriptParams());
   b.load(saved.data(), saved.size());
   EXPECT_EQ(b.save(), saved);
+  // Call 10 is inside a window: its figures wait in pending, and travel with the state.
+  EXPECT_GT(a.pending()[0], 0);
+  EXPECT_EQ(b.pending(), a.pending());
   for (size_t i = 10; i < kScript.size(); ++i) {
     const double s = 0.3 + 0.01 * i;
-    EXPECT_EQ(a.step(1, kScript[i].deltaMin, kScript[i].deltaC, s),
-              b.step(1, kScript[i].deltaMin, kScript[i].deltaC, s));
+    EXPECT_EQ(oneRank(a, 1, kScript[i].deltaMin, kScript[i].deltaC, s),
+              oneRank(b, 1, kScript[i].deltaMin, kScript[i].deltaC, s));
   }
   EXPECT_EQ(a.save(), b.save());
 }
 
 TEST(Gravac, LoadRefusesAnotherShapeAndKeepsItsState) {
   GravacPolicy a(scriptParams());
-  a.step(1, 0.9, 0.8, 0);
+  oneRank(a, 1, 0.9, 0.8, 0);
   const std::vector<char> before = a.save();
   GravacParams other = scriptParams();
   other.cfMax = 1000;  // more candidates
@@ -156,6 +174,145 @@ TEST(Gravac, LoadRefusesAnotherShapeAndKeepsItsState) {
   EXPECT_THROW(a.load(wrong.data(), wrong.size()), Error);
   EXPECT_THROW(a.load(before.data(), before.size() - 1), Error);
   EXPECT_EQ(a.save(), before);
+}
+
+TEST(Gravac, LoadsTheFormSavedBeforePendingFigures) {
+  // Version 1 ("GRVC") had no pending figures (every call's were summed at once): it loads with
+  // none pending. Built here from a version 2 save: the magic changed, the pending doubles cut.
+  GravacPolicy a(scriptParams());
+  for (size_t i = 0; i < 4; ++i) oneRank(a, 1, kScript[i].deltaMin, kScript[i].deltaC, 0.5);
+  std::vector<char> v1 = a.save();
+  v1.resize(v1.size() - a.pending().size() * sizeof(double));
+  const uint32_t magicV1 = 0x43565247;
+  std::memcpy(v1.data(), &magicV1, sizeof magicV1);
+  GravacPolicy b(scriptParams());
+  b.load(v1.data(), v1.size());
+  EXPECT_EQ(b.lower(), a.lower());
+  EXPECT_EQ(b.windowCf(), a.windowCf());
+  EXPECT_EQ(b.pending(), std::vector<double>(a.pending().size(), 0.0));
+  EXPECT_DOUBLE_EQ(b.compressionThroughput(0), a.compressionThroughput(0));
+}
+
+TEST(Gravac, RanksSumTheirFiguresOncePerWindow) {
+  // Two ranks, each with its own figures, exchange (sum) them only at windows' ends; a third
+  // policy stands for the per-call exchange it replaces: fed the ranks' per-call sums, one rank.
+  // All three run the same CFs and end with the same T_compression table, and a rank's pending
+  // figures are its own until the exchange.
+  GravacPolicy r0(scriptParams()), r1(scriptParams()), perCall(scriptParams());
+  double lastCf = 0;
+  for (size_t i = 0; i < 27; ++i) {  // 9 windows
+    const double seconds = i == 0 ? 0 : stepTimeFor(lastCf);
+    const double x0 = 1, x1 = 3;  // rank 1's gradient is larger; its gains differ
+    const double min1 = x1 * (kScript[i].deltaMin + 0.02), c1 = x1 * (kScript[i].deltaC - 0.02);
+    r0.record(x0, kScript[i].deltaMin, kScript[i].deltaC, seconds);
+    r1.record(x1, min1, c1, seconds);
+    perCall.record(x0 + x1, kScript[i].deltaMin + min1, kScript[i].deltaC + c1, seconds);
+    EXPECT_EQ(r0.endsWindow(), (i + 1) % 3 == 0) << "call " << i;
+    ASSERT_EQ(r1.endsWindow(), r0.endsWindow());
+    std::vector<double> summed;
+    if (r0.endsWindow()) {
+      summed = r0.pending();
+      for (size_t f = 0; f < summed.size(); ++f) summed[f] += r1.pending()[f];
+    } else {
+      EXPECT_EQ(r0.pending()[0], x0 * double(i % 3 + 1)) << "call " << i;
+    }
+    const double cf0 = r0.step(summed.empty() ? nullptr : summed.data());
+    const double cf1 = r1.step(summed.empty() ? nullptr : summed.data());
+    // The one-rank policy counts each step once where the two ranks count it twice: its
+    // throughput figures are doubled to match (the mean is the same either way).
+    std::vector<double> one = perCall.pending();
+    for (size_t f = 3; f < one.size(); ++f) one[f] *= 2;
+    const double cf = perCall.step(one.data());
+    EXPECT_EQ(cf0, cf) << "call " << i;
+    EXPECT_EQ(cf1, cf) << "call " << i;
+    lastCf = cf;
+  }
+  EXPECT_EQ(r0.save(), r1.save());  // pending is empty after the last window's exchange
+  for (size_t j = 0; j < r0.candidates(); ++j)
+    EXPECT_DOUBLE_EQ(r0.compressionThroughput(j), perCall.compressionThroughput(j)) << j;
+}
+
+TEST(Gravac, AnExchangeInsideAWindowJoinsItsSums) {
+  // The pay-off guard's exchanges come when it needs them, inside windows too: the figures they
+  // carry count in the window as if they had waited for its end.
+  GravacPolicy windowed(scriptParams()), everyCall(scriptParams());
+  double lastCf = 0;
+  for (size_t i = 0; i < 27; ++i) {  // 9 windows
+    const double seconds = i == 0 ? 0 : stepTimeFor(lastCf);
+    windowed.record(1, kScript[i].deltaMin, kScript[i].deltaC, seconds);
+    everyCall.record(1, kScript[i].deltaMin, kScript[i].deltaC, seconds);
+    const std::vector<double> all = everyCall.pending();
+    const double cf = everyCall.step(all.data());
+    std::vector<double> mine;
+    if (windowed.endsWindow()) mine = windowed.pending();
+    EXPECT_EQ(windowed.step(mine.empty() ? nullptr : mine.data()), cf) << "call " << i;
+    lastCf = cf;
+  }
+  EXPECT_EQ(windowed.phase(), GravacPolicy::Phase::kSettled);
+  EXPECT_EQ(windowed.lower(), everyCall.lower());
+  // The steps' sums add in another order: the same to rounding.
+  for (size_t j = 0; j < windowed.candidates(); ++j)
+    EXPECT_DOUBLE_EQ(windowed.compressionThroughput(j), everyCall.compressionThroughput(j)) << j;
+}
+
+TEST(Gravac, AWindowsEndWithoutAnExchangeIsAnError) {
+  GravacParams p = scriptParams();
+  p.window = 1;
+  GravacPolicy g(p);
+  g.record(1, 0.9, 0.8, 0);
+  EXPECT_THROW(g.step(nullptr), Error);
+}
+
+// Ranks that all hold the same values, counted: a data call copies (the average of equal
+// gradients), an exchange of figures multiplies them by the ranks (their sum).
+class CountingComm final : public CodecComm {
+ public:
+  explicit CountingComm(int ranks) : ranks_(ranks) {}
+  int size() const override { return ranks_; }
+  const CodecSettings& codecSettings() const override { return settings_; }
+  void collective(const CollRequest& req) override {
+    ++dataCalls;
+    if (req.sendbuf != req.recvbuf) std::memcpy(req.recvbuf, req.sendbuf, req.bytes());
+  }
+  void hostCollective(const CollRequest& req) override {
+    ++exchanges;
+    ASSERT_EQ(req.dtype, DataType::kFloat64);
+    double* f = static_cast<double*>(req.recvbuf);
+    for (size_t i = 0; i < req.count; ++i) f[i] *= ranks_;
+  }
+  int dataCalls = 0, exchanges = 0;
+
+ private:
+  int ranks_;
+  CodecSettings settings_;
+};
+
+// Runs `calls` calls of `spec` over a counting communicator of 4 ranks.
+CountingComm countExchanges(const std::string& spec, int calls) {
+  constexpr size_t kCount = 4096;
+  CountingComm comm(4);
+  auto handle = createCodecHandle(CodecSpec::parse(spec), kCount, DataType::kFloat32);
+  std::vector<float> g(kCount), out(kCount);
+  for (int c = 0; c < calls; ++c) {
+    for (size_t i = 0; i < kCount; ++i)
+      g[i] = float((i * 7919 + size_t(c) * 104729) % 1000) / 1000 - 0.5f;
+    handle->allReduce(comm, g.data(), out.data(), RedOp::kAvg);
+  }
+  return comm;
+}
+
+TEST(Gravac, TheHandleExchangesFiguresOncePerWindow) {
+  const CountingComm windowed = countExchanges("gravac:window=5,min_bytes=0,auto_dense=0", 20);
+  EXPECT_EQ(windowed.dataCalls, 20);
+  EXPECT_EQ(windowed.exchanges, 4);  // at the ends of the 4 windows, not on every call
+  // Accordion's norm of a call is of the ranks' sum: it exchanges on every call.
+  const CountingComm accordion =
+      countExchanges("accordion:interval=5,min_bytes=0,auto_dense=0", 20);
+  EXPECT_EQ(accordion.exchanges, 20);
+  // With the guard on, GraVAC exchanges where the guard needs figures (each of its first 17
+  // calls, every 16th: 18 of 40) and at windows' ends (none here, a window of 100 calls).
+  const CountingComm guarded = countExchanges("gravac:window=100,min_bytes=0,auto_dense=1", 40);
+  EXPECT_EQ(guarded.exchanges, 18);
 }
 
 TEST(Accordion, SwitchesOnTheNormChangeOfEachInterval) {

@@ -162,7 +162,8 @@ TEST_F(ParamsTest, NumericSettingsOutOfRangeAreRefusedByTheConfig) {
        {std::pair{"SQZ_REDUCE_GBPS", "1e-320"}, std::pair{"SQZ_TCP_GBPS", "1e300"},
         std::pair{"SQZ_SHM_LATENCY_US", "1e12"}, std::pair{"SQZ_SPIN_US", "-1"},
         std::pair{"SQZ_SPIN_US", "1000001"}, std::pair{"SQZ_TCP_SNDBUF", "1000"},
-        std::pair{"SQZ_TCP_SNDBUF", "2G"}}) {
+        std::pair{"SQZ_TCP_SNDBUF", "2G"}, std::pair{"SQZ_ENCODE_THREADS", "0"},
+        std::pair{"SQZ_ENCODE_THREADS", "65"}}) {
     const std::optional<Error> e = configError(key, value);
     if (!e) {
       ADD_FAILURE() << key << "=" << value << " was accepted";
