@@ -15,28 +15,19 @@
 #include "device/quantize.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
+#include "device/cpu/dispatch.h"
 #include "device/elementwise.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
-#define SQZ_QUANTIZE_X86 1
-#else
-#define SQZ_QUANTIZE_X86 0
-#endif
-
-// Every kernel below is inlined whole into its entry point's lambda, which dispatch() runs
-// either as is or inside an AVX2 function: GCC then vectorizes the same loops for that target.
-#define SQZ_INLINE inline __attribute__((always_inline))
-#define SQZ_LAMBDA_INLINE __attribute__((always_inline))
-
 namespace squeeze::device {
 namespace {
+
+using cpu::dispatch;
 
 constexpr size_t kTile = 256;  // values per inner pass; a multiple of 8 (whole code bytes)
 
@@ -442,41 +433,12 @@ SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t 
   if (feedback) lanes.flush(feedback);
 }
 
-// ---- dispatch ----------------------------------------------------------------------------
-
-std::atomic<bool> allowAvx2{true};
-
-bool cpuHasAvx2() {
-#if SQZ_QUANTIZE_X86
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-#else
-  return false;
-#endif
-}
-
-#if SQZ_QUANTIZE_X86
-template <class F>
-__attribute__((target("avx2"))) void runAvx2(F& f) {
-  f();
-}
-#endif
-
-// Runs f (whose whole body is inlined) as AVX2 code where allowed, else as baseline code.
-template <class F>
-void dispatch(F&& f) {
-#if SQZ_QUANTIZE_X86
-  if (cpuHasAvx2() && allowAvx2.load(std::memory_order_relaxed)) return runAvx2(f);
-#endif
-  f();
-}
-
 }  // namespace
 
 // ---- entry points ------------------------------------------------------------------------
 
-void cpuQuantizeAllowAvx2(bool allow) { allowAvx2.store(allow, std::memory_order_relaxed); }
-bool cpuQuantizeUsesAvx2() { return cpuHasAvx2() && allowAvx2.load(std::memory_order_relaxed); }
+void cpuQuantizeAllowAvx2(bool allow) { cpu::allowAvx2.store(allow, std::memory_order_relaxed); }
+bool cpuQuantizeUsesAvx2() { return cpu::usesAvx2(); }
 
 void cpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                    Feedback* feedback) {
