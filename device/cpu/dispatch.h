@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define SQZ_CPU_X86 1
@@ -29,6 +30,46 @@ SQZ_INLINE Float8 loadFloat8(const float* p) {
   return v;
 }
 SQZ_INLINE void storeFloat8(float* p, Float8 v) { __builtin_memcpy(p, &v, sizeof v); }
+// The same lanes as bit patterns (a cast between the two reinterprets the bits), and as
+// signed words (>> then shifts arithmetically).
+typedef uint32_t Bits8 __attribute__((vector_size(32)));
+typedef int32_t Ints8 __attribute__((vector_size(32)));
+// Four double lanes: eight float lanes' sums in double are two of these (lanes 0-3, 4-7).
+typedef double Double4 __attribute__((vector_size(32)));
+SQZ_INLINE Double4 lowHalf(Float8 v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), Double4);
+}
+SQZ_INLINE Double4 highHalf(Float8 v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), Double4);
+}
+typedef float Float4 __attribute__((vector_size(16)));
+// p[0..4) in double (one conversion straight from memory).
+SQZ_INLINE Double4 loadDouble4(const float* p) {
+  Float4 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, Double4);
+}
+// Eight double lanes (lo: 0-3, hi: 4-7); lane j += squareOf(v[j]) or += double(v[j]).
+struct Double8 {
+  Double4 lo = {}, hi = {};
+  // Lane j += squareOf(p[j]).
+  SQZ_INLINE void addSquaresOf(const float* p) {
+    const Double4 a = loadDouble4(p), b = loadDouble4(p + 4);
+    lo = lo + a * a;
+    hi = hi + b * b;
+  }
+  SQZ_INLINE void add(Float8 v) {
+    lo = lo + lowHalf(v);
+    hi = hi + highHalf(v);
+  }
+  SQZ_INLINE void addAt(int j, double v) {
+    if (j < 4)
+      lo[j] += v;
+    else
+      hi[j - 4] += v;
+  }
+  SQZ_INLINE double at(int j) const { return j < 4 ? lo[j] : hi[j - 4]; }
+};
 
 // Process-wide: cpuQuantizeAllowAvx2(false) forces the baseline code.
 inline std::atomic<bool> allowAvx2{true};
