@@ -213,6 +213,27 @@ __attribute__((target("avx2"))) void onebitRowsAvx2(const float* x, size_t len, 
   rowsEnd(f, lanes);
 }
 
+// The 1-bit sums' rows (signSums): lane j of sp and sn += the row's value j on its side (+0 on
+// the other), and the number of set sign bits in rows * 8 values.
+__attribute__((target("avx2"))) size_t signSumRowsAvx2(const float* x, size_t len, cpu::Double8& sp,
+                                                       cpu::Double8& sn) {
+  __m256d p0 = sp.lo, p1 = sp.hi, q0 = sn.lo, q1 = sn.hi;
+  size_t count = 0;
+  for (size_t k = 0; k < len; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    const __m256 side = _mm256_castsi256_ps(_mm256_srai_epi32(_mm256_castps_si256(xv), 31));
+    const __m256 clear = _mm256_andnot_ps(side, xv), set = _mm256_and_ps(side, xv);
+    p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(clear)));
+    p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(clear, 1)));
+    q0 = _mm256_add_pd(q0, _mm256_cvtps_pd(_mm256_castps256_ps128(set)));
+    q1 = _mm256_add_pd(q1, _mm256_cvtps_pd(_mm256_extractf128_ps(set, 1)));
+    count += static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(xv)));
+  }
+  sp = {p0, p1};
+  sn = {q0, q1};
+  return count;
+}
+
 // uniform24 of eight draws.
 SQZ_AVX2 __m256 uniform24Avx2(const uint32_t* r) {
   const __m256i v = _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r)), 8);
@@ -349,10 +370,16 @@ SQZ_INLINE void qsgdRun(const void* scales, const uint8_t* codes, size_t n, size
 // in order, then the tail (quantize.cu sums in this order too). Selecting by bit masks keeps the
 // loop branch-free and vectorizable; adding a masked-out +0 leaves a sum unchanged.
 SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, double* neg,
-                         size_t* nneg) {
+                         size_t* nneg, [[maybe_unused]] bool avx2) {
   cpu::Double8 sp, sn;
   cpu::Bits8 cn = {};
-  size_t i = 0;
+  size_t i = 0, c = 0;
+#if SQZ_CPU_X86
+  if (avx2) {
+    i = n / 8 * 8;
+    c = signSumRowsAvx2(x, i, sp, sn);
+  }
+#endif
   for (; i + 8 <= n; i += 8) {
     const auto b = reinterpret_cast<cpu::Bits8>(cpu::loadFloat8(x + i));
     const auto side = reinterpret_cast<cpu::Bits8>(reinterpret_cast<cpu::Ints8>(b) >> 31);
@@ -361,7 +388,6 @@ SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, doubl
     cn += b >> 31;                                     // signBit
   }
   double p = 0, q = 0;
-  size_t c = 0;
   for (int j = 0; j < 8; ++j) {
     p += sp.at(j);
     q += sn.at(j);
@@ -482,7 +508,7 @@ SQZ_INLINE void ternRun(const void* scales, const uint8_t* codes, size_t n, size
 }
 
 SQZ_INLINE void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                           Feedback* feedback, bool avx2) {
+                           Feedback* feedback, [[maybe_unused]] bool avx2) {
   FeedbackLanes lanes;
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
@@ -511,7 +537,7 @@ SQZ_INLINE void int8Encode(const float* x, size_t n, size_t block, void* scales,
 
 SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
                            uint64_t key, uint64_t index0, void* scales, uint8_t* codes,
-                           Feedback* feedback, bool avx2) {
+                           Feedback* feedback, [[maybe_unused]] bool avx2) {
   const size_t stride = packedBytes(block, bits);
   const float s = static_cast<float>(levels);
   FeedbackLanes lanes;
@@ -548,7 +574,7 @@ SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, i
 }
 
 SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                             Feedback* feedback, bool avx2) {
+                             Feedback* feedback, [[maybe_unused]] bool avx2) {
   const size_t stride = packedBytes(block, 1);
   FeedbackLanes lanes;
   float d[kTile];
@@ -556,7 +582,7 @@ SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scale
     const size_t len = std::min(block, n - at);
     double sumPos, sumNeg;
     size_t nneg;
-    signSums(x + at, len, &sumPos, &sumNeg, &nneg);
+    signSums(x + at, len, &sumPos, &sumNeg, &nneg, avx2);
     const size_t npos = len - nneg;
     const float pos = onebitMean(sumPos, npos);
     const float neg = onebitMean(sumNeg, nneg);
@@ -584,7 +610,7 @@ SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scale
 
 SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t key,
                                uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
-                               bool avx2) {
+                               [[maybe_unused]] bool avx2) {
   const size_t stride = packedBytes(block, 2);
   FeedbackLanes lanes;
   uint32_t r[kTile];
