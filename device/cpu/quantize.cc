@@ -71,19 +71,6 @@ SQZ_INLINE float maxAbs(const float* __restrict x, size_t n) {
   return floatFromBits(m);
 }
 
-// sqrt(sum x[i]^2), summed in double in 8 fixed lanes (no overflow for any finite float), then
-// the tail, then the lanes in order (quantize.cu sums in this order too); qsgdNorm caps it.
-SQZ_INLINE float l2Norm(const float* __restrict x, size_t n) {
-  double lane[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) lane[j] += squareOf(x[i + j]);
-  double s = 0;
-  for (; i < n; ++i) s += squareOf(x[i]);
-  for (int j = 0; j < 8; ++j) s += lane[j];
-  return qsgdNorm(s);
-}
-
 // r[t] = counterHash(key, first + t) for t < len; split where the index crosses 2^32.
 SQZ_INLINE void fillRandom(uint64_t key, uint64_t first, size_t len, uint32_t* __restrict r) {
   size_t t = 0;
@@ -234,6 +221,18 @@ __attribute__((target("avx2"))) size_t signSumRowsAvx2(const float* x, size_t le
   return count;
 }
 
+// l2Norm's rows: lane j += squareOf(the row's value j), over rows * 8 values.
+__attribute__((target("avx2"))) void squareRowsAvx2(const float* x, size_t len,
+                                                    cpu::Double8& lanes) {
+  __m256d s0 = lanes.lo, s1 = lanes.hi;
+  for (size_t k = 0; k < len; k += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + k);
+    s0 = _mm256_add_pd(s0, RowFeedback::square(_mm256_castps256_ps128(xv)));
+    s1 = _mm256_add_pd(s1, RowFeedback::square(_mm256_extractf128_ps(xv, 1)));
+  }
+  lanes = {s0, s1};
+}
+
 // uniform24 of eight draws.
 SQZ_AVX2 __m256 uniform24Avx2(const uint32_t* r) {
   const __m256i v = _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r)), 8);
@@ -300,6 +299,24 @@ __attribute__((target("avx2"))) void qsgdRowsAvx2(const float* x, const uint32_t
   rowsEnd(f, lanes);
 }
 #endif
+
+// sqrt(sum x[i]^2), summed in double in 8 fixed lanes (no overflow for any finite float), then
+// the tail, then the lanes in order (quantize.cu sums in this order too); qsgdNorm caps it.
+SQZ_INLINE float l2Norm(const float* __restrict x, size_t n, [[maybe_unused]] bool avx2) {
+  cpu::Double8 lane;
+  size_t i = 0;
+#if SQZ_CPU_X86
+  if (avx2) {
+    i = n / 8 * 8;
+    squareRowsAvx2(x, i, lane);
+  }
+#endif
+  for (; i + 8 <= n; i += 8) lane.addSquaresOf(x + i);
+  double s = 0;
+  for (; i < n; ++i) s += squareOf(x[i]);
+  for (int j = 0; j < 8; ++j) s += lane.at(j);
+  return qsgdNorm(s);
+}
 
 // ---- int8 --------------------------------------------------------------------------------
 
@@ -546,7 +563,7 @@ SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, i
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
     const size_t len = std::min(block, n - at);
-    const float norm = l2Norm(x + at, len);
+    const float norm = l2Norm(x + at, len, avx2);
     storeScale(scales, b, norm);
     const float divisor = qsgdDivisor(norm);
     const float step = qsgdStep(norm, levels);
