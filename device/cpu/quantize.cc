@@ -4,6 +4,9 @@
 // the block's scale (kept in 8 fixed lanes, so the result does not depend on the vector width),
 // then tiles of kTile values, hot in L1: counter-hash draws into a small buffer, quantize into
 // codes, pack, and for encodeFeedback decode the tile back and update the residual and norms.
+// Where the CPU has AVX2, the whole rows of 8 of encodeFeedback (and the scale passes of 1-bit
+// and QSGD) run as one fused loop of intrinsics instead ("AVX2 rows" below), with the same
+// float operations per value, so the same bits; the portable passes take the rest.
 // Decode and decode-add share one loop per codec, templated on where the value goes; "add in
 // place" is its own instantiation so that no loop has to guess whether out and local overlap.
 // The 1-bit sign packing and expansion use SSE2 (baseline on x86-64), which GCC does not derive
