@@ -33,6 +33,17 @@ class DenseCodec final : public Codec {
     checkPayloadBytes("dense", at, bytes, count * dataTypeSize(dtype), count);
     at.ctx->reduce(dtype, op, out, local, payload, count);
   }
+  // The generic encode, decode and feedback pass in one pass over src (Context::copyFeedback):
+  // the payload is the values, so what it drops is x - x, kept bit for bit as the generic does.
+  size_t encodeFeedback(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
+                        void* payload, float* residual, EncodeNorms* norms) override {
+    if (dtype != DataType::kFloat32)
+      return Codec::encodeFeedback(src, count, dtype, at, payload, residual, norms);
+    at.ctx->copyFeedback(static_cast<const float*>(src), static_cast<float*>(payload), count,
+                         residual, norms ? &norms->inputSq : nullptr,
+                         norms ? &norms->sentSq : nullptr);
+    return count * sizeof(float);
+  }
 };
 
 }  // namespace

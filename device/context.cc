@@ -64,6 +64,12 @@ void Context::castFeedback(Narrow kind, const float* x, uint16_t* payload, size_
   feedbackPass(x, back, n, residual, inputSq, sentSq);
 }
 
+void Context::copyFeedback(const float* x, float* payload, size_t n, float* residual,
+                           double* inputSq, double* sentSq) {
+  copy(payload, x, n * sizeof(float));
+  feedbackPass(x, payload, n, residual, inputSq, sentSq);
+}
+
 void Context::beginCall() {
   free_.clear();
   for (size_t i = 0; i < pool_.size(); ++i) free_.push_back(static_cast<int>(i));

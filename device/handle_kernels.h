@@ -61,6 +61,16 @@ void cpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n);
 // sums added to *inputSq and *sentSq (each when not null). x and d do not overlap residual.
 void cpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
                      double* sentSq);
+// The dense codec's encode with feedback in one pass: payload[i] = x[i], then exactly
+// cpuFeedbackPass(x, payload, ...) (residual + (x - x): -0 becomes +0, inf and NaN give NaN).
+// payload does not overlap x or residual.
+void cpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
+                     double* sentSq);
+// A cast codec's encode with feedback in one pass: payload[i] = cpuNarrow's, then exactly
+// cpuFeedbackPass(x, d, ...) with d[i] = cpuWiden's of payload[i], one norm block at a time (d
+// is never stored whole). The twin of gpuCastFeedback.
+void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
+                     double* inputSq, double* sentSq);
 
 // The first j < m with idx[j] >= count or (j > 0 and idx[j] <= idx[j - 1]), or SIZE_MAX when
 // the list is in range and strictly ascending.

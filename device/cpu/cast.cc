@@ -1,10 +1,12 @@
 // CPU cast kernels (see device/cast.h). float16 uses F16C when the CPU has it (8 lanes); the
 // scalar path (device/elementwise.h's conversions, also the CUDA kernels') rounds identically,
-// so results do not depend on the CPU. bfloat16's conversions are branch-free and vectorize.
+// so results do not depend on the CPU. bfloat16's conversions are branch-free and vectorize, as
+// AVX2 code where the CPU has it (device/cpu/dispatch.h).
 #include "device/cast.h"
 
 #include <immintrin.h>
 
+#include "device/cpu/dispatch.h"
 #include "device/elementwise.h"
 #include "device/reduce.h"
 
@@ -47,7 +49,9 @@ void cpuNarrow(Narrow kind, const float* in, uint16_t* out, size_t n) {
     if (cpuHasF16c()) i = narrowHalfF16c(in, out, n);
     for (; i < n; ++i) out[i] = floatToHalf(in[i]);
   } else {
-    for (; i < n; ++i) out[i] = floatToBfloat16(in[i]);
+    cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
+      for (size_t j = 0; j < n; ++j) out[j] = floatToBfloat16(in[j]);
+    });
   }
 }
 
@@ -57,7 +61,9 @@ void cpuWiden(Narrow kind, const uint16_t* in, float* out, size_t n) {
     if (cpuHasF16c()) i = widenHalfF16c(in, out, n);
     for (; i < n; ++i) out[i] = halfToFloat(in[i]);
   } else {
-    for (; i < n; ++i) out[i] = bfloat16ToFloat(in[i]);
+    cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
+      for (size_t j = 0; j < n; ++j) out[j] = bfloat16ToFloat(in[j]);
+    });
   }
 }
 
@@ -67,7 +73,9 @@ void cpuWidenAdd(Narrow kind, float* out, const float* local, const uint16_t* in
     if (cpuHasF16c()) i = widenAddHalfF16c(out, local, in, n);
     for (; i < n; ++i) out[i] = addDecoded(local[i], halfToFloat(in[i]));
   } else {
-    for (; i < n; ++i) out[i] = addDecoded(local[i], bfloat16ToFloat(in[i]));
+    cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
+      for (size_t j = 0; j < n; ++j) out[j] = addDecoded(local[j], bfloat16ToFloat(in[j]));
+    });
   }
 }
 

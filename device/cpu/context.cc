@@ -180,6 +180,14 @@ class HostContext final : public Context {
                     double* sentSq) override {
     cpuFeedbackPass(x, d, n, residual, inputSq, sentSq);
   }
+  void castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
+                    double* inputSq, double* sentSq) override {
+    cpuCastFeedback(kind, x, payload, n, residual, inputSq, sentSq);
+  }
+  void copyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
+                    double* sentSq) override {
+    cpuCopyFeedback(x, payload, n, residual, inputSq, sentSq);
+  }
   size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) override {
     return cpuFirstBadIndex(idx, m, count);
   }

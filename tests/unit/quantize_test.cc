@@ -11,7 +11,8 @@
 //   - encodeFeedback writes encode's payload and adds exactly x - decode(payload) to the residual;
 //   - the same (seed, call, rank, offset) gives the same payload, another call or rank another;
 //   - 1-bit decodes each value to the mean of its column's sign side;
-//   - the AVX2 and the baseline kernels agree bit for bit.
+//   - the AVX2 and the baseline kernels agree bit for bit, also on -0, infinities, NaN and
+//     subnormals.
 #include "device/quantize.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -69,6 +71,16 @@ bool stochastic(Kind k) { return k == Kind::kQsgd || k == Kind::kTerngrad; }
 
 // Gradient-like input (shared with the GPU twins' test).
 std::vector<float> input(size_t n, unsigned seed) { return kernel_inputs::gradientLike(n, seed); }
+
+// -0, infinities, NaN, subnormals and values near the top of float, one every 37 values (most
+// blocks then hold one: their scale is inf or NaN), for the instruction sets' agreement.
+void withSpecialValues(std::vector<float>& x) {
+  const float odd[] = {-0.0f, std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::quiet_NaN(), 1e-42f, -3e38f, 3e38f};
+  for (size_t i = 5; i < x.size(); i += 37) x[i] = odd[(i / 37) % 7];
+  for (size_t i = 600; i < x.size() && i < 1200; ++i) x[i] = i % 2 ? -1e-40f : 0.0f;
+}
 
 struct Encoded {
   std::vector<unsigned char> payload;
@@ -197,9 +209,11 @@ TEST_P(QuantizeTest, SameBitsOnEveryInstructionSet) {
     Encoded e;
     std::vector<float> decoded, combined, residual;
   };
-  auto run = [&](bool avx2, size_t n) {
+  auto run = [&](bool avx2, size_t n, bool special) {
     device::cpuQuantizeAllowAvx2(avx2);
-    const std::vector<float> x = input(n, 51), local = input(n, 52);
+    std::vector<float> x = input(n, 51);
+    const std::vector<float> local = input(n, 52);
+    if (special) withSpecialValues(x);
     const ChunkInfo at{1 << 20, 3, 2};
     Run r;
     r.e = encode(*codec, x, at);
@@ -213,14 +227,17 @@ TEST_P(QuantizeTest, SameBitsOnEveryInstructionSet) {
                           nullptr);
     return r;
   };
-  for (size_t n : kCounts) {
-    const Run wide = run(true, n), base = run(false, n);
-    device::cpuQuantizeAllowAvx2(true);
-    EXPECT_EQ(wide.e.payload, base.e.payload) << c.spec << " count=" << n;
-    EXPECT_EQ(0, std::memcmp(wide.decoded.data(), base.decoded.data(), n * 4)) << c.spec << n;
-    EXPECT_EQ(0, std::memcmp(wide.combined.data(), base.combined.data(), n * 4)) << c.spec << n;
-    EXPECT_EQ(0, std::memcmp(wide.residual.data(), base.residual.data(), n * 4)) << c.spec << n;
-  }
+  for (bool special : {false, true})
+    for (size_t n : kCounts) {
+      const Run wide = run(true, n, special), base = run(false, n, special);
+      device::cpuQuantizeAllowAvx2(true);
+      const std::string what =
+          std::string(c.spec) + " count=" + std::to_string(n) + (special ? " special" : "");
+      EXPECT_EQ(wide.e.payload, base.e.payload) << what;
+      EXPECT_EQ(0, std::memcmp(wide.decoded.data(), base.decoded.data(), n * 4)) << what;
+      EXPECT_EQ(0, std::memcmp(wide.combined.data(), base.combined.data(), n * 4)) << what;
+      EXPECT_EQ(0, std::memcmp(wide.residual.data(), base.residual.data(), n * 4)) << what;
+    }
 }
 
 class StochasticTest : public QuantizeTest {};
