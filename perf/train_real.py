@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import real_models  # noqa: E402
-from train_real_report import ratio_cf  # noqa: E402
+from train_real_report import ratio_cf, spec_key  # noqa: E402
 
 FORMAT = "squeeze-train-real/1"
 # The CFs the raw-gradient probe reports: GraVAC's default candidates, and 1000.
@@ -89,15 +89,6 @@ def rank_environment():
         sys.exit("train_real: no rank in the environment: start the ranks with sqzrun, "
                  "torchrun or tests/netlab/netlab.sh")
     return int(env["RANK"]), int(env["WORLD_SIZE"])
-
-
-def spec_key(spec, key, default):
-    """The value of key in a codec spec (method:key=value,...), else default."""
-    for kv in spec.partition(":")[2].split(","):
-        k, _, v = kv.partition("=")
-        if k.strip() == key:
-            return float(v)
-    return default
 
 
 def dgc_cf(spec, call):
