@@ -13,13 +13,14 @@
 # 25%, 6.25%, 1.5625%, 0.39% in four equal stages, then its ratio) and clips each rank's gradient
 # to clip/sqrt(4) before it enters the momentum: clip 2 (1 per rank) binds on spikes only, as a
 # rank's gradient norm is about 0.8 here (clip 1, 0.5 per rank, which scales every step's
-# gradient by about 0.6, ended at the same perplexity: 128.0 against 129.2 after 200 steps). Odd rounds run the specs in the order below, even
-# rounds backwards (a drift in this shared machine's speed must not favour the specs run first).
-# Writes OUTDIR/wordlm-rN.json (round N's traces), OUTDIR/wordlm.png (round 1's CF and
-# perplexity against training time) and prints perf/train_real_report.py's table (medians over
-# the rounds). The pay-off guard is off (SQZ_CODEC_AUTO_DENSE=0) so that every call runs the
-# codec it names. Needs root (the lab), python3-torch, git's documentation (Debian's git package)
-# and a build with the Python package (BUILD/python) and sqz-netprobe.
+# gradient by about 0.6, ended at the same perplexity: 128.0 against 129.2 after 200 steps).
+# Odd rounds run the specs in the order below, even rounds backwards (a drift in this shared
+# machine's speed must not favour the specs run first). Writes OUTDIR/wordlm-rN.json (round N's
+# traces), OUTDIR/wordlm.png (round 1's CF and perplexity against training time) and prints
+# perf/train_real_report.py's table (medians over the rounds). The pay-off guard is off
+# (SQZ_CODEC_AUTO_DENSE=0) so that every call runs the codec it names. Needs root (the lab),
+# python3-torch, git's documentation (Debian's git package) and a build with the Python package
+# (BUILD/python) and sqz-netprobe. About 35 minutes a round on 2 shared cores.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,11 +36,11 @@ while getopts "b:o:s:l:R:r:h" opt; do
     l) latency=$OPTARG ;;
     R) rounds=$OPTARG ;;
     r) first=$OPTARG ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    *) sed -n '2,21p' "$0"; exit 2 ;;
   esac
 done
 [[ -f $build/python/squeeze/__init__.py ]] ||
-  { echo "dgc_real.sh: $build/python has no squeeze package; build first (scripts/build.sh)" >&2; exit 2; }
+  { echo "dgc_real.sh: $build/python has no squeeze package; build first" >&2; exit 2; }
 mkdir -p "$outdir"
 
 specs=(dense "dgc:ratio=0.001,momentum=0.9,clip=2,warmup=$warmup"
@@ -56,8 +57,9 @@ for ((round = first; round < first + rounds; round++)); do
   for spec in "${specs[@]}"; do
     if ((round % 2)); then args+=(-c "$spec"); else args=(-c "$spec" "${args[@]}"); fi
   done
-  "$netlab" run "${lab[@]}" --timeout 5400 -- /usr/bin/python3 "$here/train_real.py" -m wordlm -s "$steps" \
-    -E 20 --probe-every 0 --lr-warmup "$warmup" "${args[@]}" -J "$outdir/wordlm-r$round.json"
+  "$netlab" run "${lab[@]}" --timeout 5400 -- /usr/bin/python3 "$here/train_real.py" -m wordlm \
+    -s "$steps" -E 20 --probe-every 0 --lr-warmup "$warmup" "${args[@]}" \
+    -J "$outdir/wordlm-r$round.json"
   if ((round == 1)); then
     /usr/bin/python3 "$here/plot_train.py" -o "$outdir/wordlm.png" "$outdir/wordlm-r1.json"
   fi

@@ -193,7 +193,8 @@ def run_one(args, task, spec, rank, size):
     recorder = Recorder(spec, args.probe_every if rank == 0 else 0)
     ddp.register_comm_hook(state, recorder.hook_function())
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=optimizer_momentum(spec))
-    run = {"spec": spec, "optimizer_momentum": optimizer_momentum(spec), "step_seconds": [], "cf": [], "eval_steps": [], "eval_seconds": [],
+    run = {"spec": spec, "optimizer_momentum": optimizer_momentum(spec), "step_seconds": [],
+           "cf": [], "eval_steps": [], "eval_seconds": [],
            "eval_metric": [], "steps_to_target": None, "time_to_target": None}
     clock = 0.0
     dist.barrier()
