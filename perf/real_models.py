@@ -11,6 +11,16 @@ ship, so that no run downloads anything.
         /usr/share/common-licenses (base-files); metric: test perplexity per character (lower
         is better). An LSTM of the same size ran 230 ms a step here (4 ranks on 2 cores), too
         slow for a grid of runs.
+  wordlm
+        a word-level language model whose parameters are almost all one large embedding, so
+        that its all-reduce, not its arithmetic, bounds a step at 1 Gbit/s: the previous word,
+        and the hashes of the previous two and three words, index one table of 2^17 rows of
+        width 96 (12.6M parameters), summed, through tanh, into a softmax over the 2000 most
+        frequent training words and <unk> (12.8M parameters, 51 MB of fp32 gradient). The text
+        is the release notes and technical documentation git ships (/usr/share/doc/git/**/*.txt,
+        Debian's git package: 391K words); metric: test perplexity per word (lower is better).
+        Each rank's batch touches a few hundred of the table's rows, so its gradient is sparse,
+        as a word-level language model's embedding gradient is.
 
 Every Task splits its data the same way on every rank (from the seed), gives each rank its shard
 of a global batch, and evaluates on the held-out part.
@@ -173,8 +183,90 @@ class TextTask(Task):
         return math.exp(loss.item()) if loss.item() < 700 else math.inf
 
 
-TASKS = {"mlp": MlpTask, "cnn": CnnTask, "transformer": TextTask}
+GIT_DOCS = "/usr/share/doc/git"
+
+
+class HashedNgramLM(nn.Module):
+    """Next word from a sum of embeddings of the previous word and of the hashed previous two
+    and three words (one table), through tanh, into a linear softmax."""
+
+    def __init__(self, rows, width, vocab):
+        super().__init__()
+        self.embed = nn.EmbeddingBag(rows, width, mode="sum")
+        self.decode = nn.Linear(width, vocab)
+
+    def forward(self, features):
+        return self.decode(torch.tanh(self.embed(features)))
+
+
+class WordTask(Task):
+    """Next-word prediction on git's documentation: words are runs of letters and digits,
+    every other non-space character is a word of its own, all lower-cased; the last 10% of the
+    words are the test set (its first TEST_WORDS predictions are evaluated, to keep evaluation
+    cheap); each training sample is a random position, with the three words before it."""
+
+    name = "wordlm"
+    metric = "test perplexity"
+    higher_is_better = False
+    TEST_WORDS = 2048
+    ROWS = 1 << 17  # the embedding table: the vocabulary's rows, then the n-gram hashes
+    VOCAB = 2000  # the most frequent training words; the rest are <unk> (index 0)
+
+    def __init__(self, seed, batch, hidden):
+        import re
+        from collections import Counter
+        names = sorted(os.path.join(d, n) for d, _, files in os.walk(GIT_DOCS) for n in files
+                       if n.endswith(".txt") and not os.path.islink(os.path.join(d, n)))
+        if not names:
+            raise RuntimeError(f"wordlm: no text files in {GIT_DOCS} (Debian's git package "
+                               "installs them; scripts/install-deps.sh)")
+        words = []
+        for n in names:
+            with open(n, encoding="utf-8", errors="replace") as f:
+                words += re.findall(r"[a-z0-9]+|[^\sa-z0-9]", f.read().lower())
+        cut = len(words) * 9 // 10
+        common = [w for w, _ in Counter(words[:cut]).most_common(self.VOCAB)]
+        index = {w: i + 1 for i, w in enumerate(sorted(common))}
+        data = torch.tensor([index.get(w, 0) for w in words], dtype=torch.long)
+        self.vocab = self.VOCAB + 1
+        self.train, self.test = data[:cut], data[cut:cut + self.TEST_WORDS + 3]
+        self.batch, self.hidden, self.seed = batch, hidden, seed
+
+    def features(self, context):
+        """[n, 3] previous words (oldest first) -> [n, 3] table rows: the last word's own row,
+        and the hashes of the last two and last three words into the rows after the vocabulary
+        (collisions share a row, as in a hashed n-gram model)."""
+        w3, w2, w1 = context[:, 0], context[:, 1], context[:, 2]
+        span, prime = self.ROWS - self.vocab, 1000003
+        bigram = self.vocab + (w2 * prime + w1) % span
+        trigram = self.vocab + ((w3 * prime + w2) * prime + w1 + 1) % span
+        return torch.stack([w1, bigram, trigram], 1)
+
+    def make(self):
+        return HashedNgramLM(self.ROWS, self.hidden, self.vocab)
+
+    def batch_of(self, step, rank, size):
+        gen = torch.Generator().manual_seed(self.seed * 1000003 + step * size + rank)
+        at = torch.randint(3, len(self.train), (self.batch,), generator=gen)
+        context = torch.stack([at - 3, at - 2, at - 1], 1)
+        return self.features(self.train[context]), self.train[at]
+
+    def loss(self, model, batch):
+        x, y = batch
+        return nn.functional.cross_entropy(model(x), y)
+
+    @torch.no_grad()
+    def evaluate(self, model):
+        at = torch.arange(3, len(self.test))
+        context = torch.stack([at - 3, at - 2, at - 1], 1)
+        loss = nn.functional.cross_entropy(model(self.features(self.test[context])),
+                                           self.test[at])
+        return math.exp(loss.item()) if loss.item() < 700 else math.inf
+
+
+TASKS = {"mlp": MlpTask, "cnn": CnnTask, "transformer": TextTask, "wordlm": WordTask}
 # Per model: (hidden, batch per rank, learning rate, steps, target metric).
 DEFAULTS = {"mlp": (512, 32, 0.05, 300, 96.0),
             "cnn": (256, 32, 0.05, 300, 97.0),
-            "transformer": (64, 16, 0.3, 300, 14.0)}
+            "transformer": (64, 16, 0.3, 300, 14.0),
+            "wordlm": (96, 128, 1.0, 300, 130.0)}

@@ -8,7 +8,12 @@ hook (squeeze.torch.compression_hook), one run per codec spec, the same seeds fo
 
 The models and their data (perf/real_models.py) come from Debian's packages alone. Every run
 starts from the same weights and sees the same batches; each step is forward, backward (DDP's
-hook compresses and all-reduces each gradient bucket through its codec) and an SGD update.
+hook compresses and all-reduces each gradient bucket through its codec) and an SGD update, with
+momentum 0.9, except under DGC: its codec applies the momentum itself (momentum correction: it
+accumulates and sends u = m u + g, and masks u where it sent), so there the optimizer is plain SGD
+and the codec's momentum key (default 0.9) is the run's momentum. --lr-warmup ramps the learning
+rate linearly over the first steps, in every run (DGC's "warm up both learning rate and
+sparsity"; the sparsity's warm-up is the dgc codec's warmup key).
 Time counts those steps only, on rank 0 (whose all-reduce waits for the slowest rank); the test
 metric is measured every --eval-every steps outside the clock. Rank 0 prints a table, and with
 -J writes every run's trace (format squeeze-train-real/1, perf/plot_train.py plots it):
@@ -31,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import real_models  # noqa: E402
-from train_real_report import ratio_cf  # noqa: E402
+from train_real_report import ratio_cf, spec_key  # noqa: E402
 
 FORMAT = "squeeze-train-real/1"
 # The CFs the raw-gradient probe reports: GraVAC's default candidates, and 1000.
@@ -52,6 +57,8 @@ def parse_args(argv):
     p.add_argument("--probe-every", type=int, default=10,
                    help="steps between raw-gradient gain probes (0: none)")
     p.add_argument("--lr", type=float)
+    p.add_argument("--lr-warmup", type=int, default=0,
+                   help="steps over which the learning rate rises linearly to --lr (0: none)")
     p.add_argument("--batch", type=int, help="samples per rank per step")
     p.add_argument("--hidden", type=int)
     p.add_argument("--seed", type=int, default=0)
@@ -63,8 +70,9 @@ def parse_args(argv):
                        ("target", target)):
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if args.steps < 1 or args.eval_every < 1 or args.probe_every < 0:
-        p.error("--steps and --eval-every must be at least 1, --probe-every at least 0")
+    if args.steps < 1 or args.eval_every < 1 or args.probe_every < 0 or args.lr_warmup < 0:
+        p.error("--steps and --eval-every must be at least 1, --probe-every and --lr-warmup "
+                "at least 0")
     args.codec = args.codec or ["dense"]
     return args
 
@@ -81,6 +89,16 @@ def rank_environment():
         sys.exit("train_real: no rank in the environment: start the ranks with sqzrun, "
                  "torchrun or tests/netlab/netlab.sh")
     return int(env["RANK"]), int(env["WORLD_SIZE"])
+
+
+def dgc_cf(spec, call):
+    """The CF of a dgc codec's call (0-based): its sparsity warm-up (compress/dgc.cc: density
+    25%, 6.25%, 1.5625%, 0.390625% in four equal stages of the first `warmup` calls, never
+    below ratio), then 1/ratio."""
+    ratio, warmup = spec_key(spec, "ratio", 0.001), int(spec_key(spec, "warmup", 0))
+    if call >= warmup:
+        return 1 / ratio
+    return 1 / max(ratio, 0.25 ** (call * 4 // warmup + 1))
 
 
 def raw_gains(grad):
@@ -106,7 +124,8 @@ class Recorder:
         self.bucket_tensor = squeeze.ddp_hook._bucket_tensor  # torch 1.13's and 2.x's bucket API
         self.spec, self.probe_every = spec, probe_every
         self.spec_cf = ratio_cf(spec) or 1.0  # a non-adaptive spec's CF
-        self.adaptive = spec.partition(":")[0].strip() in ("gravac", "accordion")
+        self.method = spec.partition(":")[0].strip()
+        self.adaptive = self.method in ("gravac", "accordion")
         self.step = 0
         self.calls = {}  # bucket index -> {"cf": [], "gain": [], "phase": []}
         self.probes = []
@@ -127,7 +146,12 @@ class Recorder:
         fut = self.hook(state, bucket)
         codecs = state.buckets[index].codecs
         st = codecs[0].stats() if len(codecs) == 1 else None
-        cf = (st["cf"] or 1.0) if self.adaptive and st else self.spec_cf
+        if self.adaptive and st:
+            cf = st["cf"] or 1.0
+        elif self.method == "dgc" and st:
+            cf = dgc_cf(self.spec, st["calls"] - 1)  # st counts this call
+        else:
+            cf = self.spec_cf
         rec = self.calls.setdefault(index, {"n": tensor.numel(), "cf": [], "gain": [],
                                             "phase": []})
         rec["cf"].append(cf)
@@ -145,6 +169,17 @@ class Recorder:
         return cf
 
 
+def optimizer_momentum(spec):
+    """The optimizer's momentum: 0 under DGC, whose codec applies the momentum (momentum
+    correction), else 0.9."""
+    return 0.0 if spec.partition(":")[0].strip() == "dgc" else 0.9
+
+
+def learning_rate(args, step):
+    """The learning rate of step (1-based): --lr, ramped linearly over --lr-warmup steps."""
+    return args.lr * min(1.0, step / args.lr_warmup) if args.lr_warmup else args.lr
+
+
 def run_one(args, task, spec, rank, size):
     import torch
     import torch.distributed as dist
@@ -157,13 +192,16 @@ def run_one(args, task, spec, rank, size):
     state = squeeze.torch.CompressionState(specs=spec)
     recorder = Recorder(spec, args.probe_every if rank == 0 else 0)
     ddp.register_comm_hook(state, recorder.hook_function())
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    run = {"spec": spec, "step_seconds": [], "cf": [], "eval_steps": [], "eval_seconds": [],
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=optimizer_momentum(spec))
+    run = {"spec": spec, "optimizer_momentum": optimizer_momentum(spec), "step_seconds": [],
+           "cf": [], "eval_steps": [], "eval_seconds": [],
            "eval_metric": [], "steps_to_target": None, "time_to_target": None}
     clock = 0.0
     dist.barrier()
     for step in range(1, args.steps + 1):
         batch = task.batch_of(step - 1, rank, size)
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(args, step)
         t0 = time.perf_counter()
         opt.zero_grad()
         task.loss(ddp, batch).backward()
@@ -232,6 +270,7 @@ def main(argv):
                                 "higher_is_better": cls.higher_is_better,
                                 "target": args.target, "steps": args.steps,
                                 "batch": args.batch, "hidden": args.hidden, "lr": args.lr,
+                                "lr_warmup": args.lr_warmup,
                                 "seed": args.seed, "backend": args.backend,
                                 "eval_every": args.eval_every},
                    "runs": runs}

@@ -42,13 +42,19 @@ def final(run):
     return sum(tail) / len(tail) if tail else float("nan")
 
 
-def ratio_cf(spec):
-    """The CF a spec's ratio key sets (1/ratio, a sparsifier's), or None without one."""
+def spec_key(spec, key, default):
+    """The value of key in a codec spec (method:key=value,...), else default."""
     for kv in spec.partition(":")[2].split(","):
         k, _, v = kv.partition("=")
-        if k.strip() == "ratio":
-            return 1 / float(v)
-    return None
+        if k.strip() == key:
+            return float(v)
+    return default
+
+
+def ratio_cf(spec):
+    """The CF a spec's ratio key sets (1/ratio, a sparsifier's), or None without one."""
+    ratio = spec_key(spec, "ratio", None)
+    return 1 / ratio if ratio is not None else None
 
 
 def static_cf(spec):

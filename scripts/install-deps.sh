@@ -29,6 +29,7 @@ have_pkg libgtest-dev || need+=(libgtest-dev)
 have_pkg libgmock-dev || need+=(libgmock-dev)
 have_pkg libhwloc-dev || need+=(libhwloc-dev)
 have_pkg python3-matplotlib || need+=(python3-matplotlib)  # perf/plot.py and its test
+have_pkg git || need+=(git)                                # perf/real_models.py's wordlm reads git's docs
 have_cmd ip || need+=(iproute2)                             # the network lab (tests/netlab/)
 have_pkg libucx-dev || need+=(libucx-dev)                  # the ucx transport
 have_pkg libibverbs-dev || need+=(libibverbs-dev)          # the ib transport's header (dlopen)
