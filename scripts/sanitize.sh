@@ -23,6 +23,9 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 # Only the binaries those suites run (a script test's are its arguments in the build folder):
 # the whole tree under a sanitizer takes twice as long.
+# A folder configured by an earlier run regenerates first: its introspection must list the
+# tests added since (a new test's executable was otherwise left unbuilt, and meson test failed).
+ninja -C "$dir" build.ninja >/dev/null
 mapfile -t targets < <(meson introspect "$dir" --tests --targets | /usr/bin/python3 -c '
 import json, os, sys
 root = os.path.abspath(sys.argv[1])
