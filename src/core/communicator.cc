@@ -516,8 +516,9 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
     lastAlgorithm_ = "p2p";
   } else {
     seq = seq_++;
-    req.windowed = direct_ && !ctx && req.kind == CollKind::kAllReduce && req.codec->rawWire() &&
-                   !req.codecCall;
+    // A dense codec's call (the dense method, or a lossy handle's dense run) goes direct too:
+    // it must give sqzAllReduce's bits, and direct sums in another order than the schedules.
+    req.windowed = direct_ && !ctx && req.kind == CollKind::kAllReduce && req.codec->rawWire();
     const AlgorithmEntry& algo = tuner_->choose(req, nranks_);
     lastAlgorithm_ = algo.name;
     if (req.count == 0) return;
@@ -549,9 +550,15 @@ void Communicator::run(const CollRequest& reqIn, Schedule* prebuilt, device::Con
       agree.codecCall = nullptr;
       executor_.run(agree, agreementSchedule(rank_, nranks_), base, env);
     }
-    if (direct)
+    if (direct) {
+      const uint64_t published = direct_->bytesPublished();
       direct_->run(req, base, config_.timeoutMs, config_.spinUs, aborted_);
-    else
+      if (req.codecCall) {  // what the executor counts for a dense call's sends
+        const uint64_t sent = direct_->bytesPublished() - published;
+        req.codecCall->wireBytes += sent;
+        req.codecCall->denseBytes += sent;
+      }
+    } else
       executor_.run(req, sched, base, env);
   } catch (const Error& e) {
     // An inner call's disagreement is the user's call's: say which call that is.
