@@ -126,7 +126,7 @@ void forEachWay(const std::string &what, const std::vector<float> &r0, const Res
            norms ? &got.sent : nullptr);
       const std::string how = what + (avx2 ? " avx2" : " baseline") +
                               (residual ? " residual" : "") + (norms ? " norms" : "");
-      if (!residual)
+      if (!residual && !r0.empty())  // memcmp of an empty vector's null data() is undefined
         EXPECT_EQ(0, std::memcmp(got.residual.data(), r0.data(), r0.size() * 4))
             << how << ": the residual was written";
       if (!norms) EXPECT_TRUE(got.in == 0.5 && got.sent == 0.25) << how << ": norms written";
@@ -156,7 +156,7 @@ TEST(FeedbackKernels, CopyFeedbackIsACopyAndThePass) {
       forEachWay(what, r0, reference(x, x, r0), [&](float *residual, double *in, double *sent) {
         std::vector<float> payload(n, 9.0f);
         device::cpuCopyFeedback(x.data(), payload.data(), n, residual, in, sent);
-        EXPECT_EQ(0, std::memcmp(payload.data(), x.data(), n * 4)) << what << ": payload";
+        if (n) EXPECT_EQ(0, std::memcmp(payload.data(), x.data(), n * 4)) << what << ": payload";
       });
     }
 }
@@ -204,7 +204,8 @@ TEST(FeedbackKernels, FusedCodecsEqualTheGenericFeedback) {
                                                       genericPayload.data(),
                                                       generic.residual.data(), &genericNorms))
             << what;
-        EXPECT_EQ(0, std::memcmp(fusedPayload.data(), genericPayload.data(), bytes)) << what;
+        if (bytes)
+          EXPECT_EQ(0, std::memcmp(fusedPayload.data(), genericPayload.data(), bytes)) << what;
         fused.in = fusedNorms.inputSq;
         fused.sent = fusedNorms.sentSq;
         generic.in = genericNorms.inputSq;
