@@ -115,6 +115,18 @@ struct Sample {
 constexpr size_t kSampleDoubles = sizeof(Sample) / sizeof(double);
 static_assert(sizeof(Sample) == kSampleDoubles * sizeof(double));
 
+// Every rank's `count` doubles at `mine`, rank after rank, into `all` (count * P doubles): how
+// each measurement reaches every rank, so that all price with identical numbers.
+void allGatherDoubles(Communicator& comm, const void* mine, size_t count, void* all) {
+  CollRequest gather;
+  gather.kind = CollKind::kAllGather;
+  gather.sendbuf = mine;
+  gather.recvbuf = all;
+  gather.count = count;
+  gather.dtype = DataType::kFloat64;
+  comm.collective(gather);
+}
+
 // The floors keep a term that timer noise made zero or negative from pricing its messages or
 // bytes as free: 1 ns per message, 1 TB/s.
 double alphaFloor(double a) { return std::max(a, 1e-9); }
@@ -184,13 +196,7 @@ Calibration measureCostTerms(Communicator& comm, Probe probe, int partner, uint6
   mine.hashLo = static_cast<double>(rowsHash & 0xffffffffu);
 
   std::vector<Sample> all(P);
-  CollRequest gather;
-  gather.kind = CollKind::kAllGather;
-  gather.sendbuf = &mine;
-  gather.recvbuf = all.data();
-  gather.count = kSampleDoubles;
-  gather.dtype = DataType::kFloat64;
-  comm.collective(gather);
+  allGatherDoubles(comm, &mine, kSampleDoubles, all.data());
 
   Sample worst{};
   Calibration c;
@@ -270,13 +276,7 @@ std::vector<double> timeAllReduces(Communicator& comm, size_t bytes,
   for (const AlgorithmEntry* a : timed)
     mine[static_cast<int>(a->id)] = median(std::move(t[static_cast<int>(a->id)]));
   std::vector<double> all(size_t(P) * kAllReduceAlgos);
-  CollRequest gather;
-  gather.kind = CollKind::kAllGather;
-  gather.sendbuf = mine.data();
-  gather.recvbuf = all.data();
-  gather.count = kAllReduceAlgos;
-  gather.dtype = DataType::kFloat64;
-  comm.collective(gather);
+  allGatherDoubles(comm, mine.data(), kAllReduceAlgos, all.data());
   std::vector<double> slowest(kAllReduceAlgos, 0);
   for (int r = 0; r < P; ++r)
     for (int i = 0; i < kAllReduceAlgos; ++i)
