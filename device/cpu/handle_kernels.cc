@@ -10,7 +10,14 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "device/cpu/dispatch.h"
+#include "device/cpu/stream_store.h"
+#include "device/elementwise.h"
+#include "device/reduce.h"
 
 namespace squeeze::device {
 
@@ -45,9 +52,12 @@ namespace {
 // kNormLanes float lanes (the tail into lane 0), added lane after lane into *in and *sent (when
 // in is not null); gpuFeedbackPass's lanes add up in this order too. kSentIsInput: d is x
 // (dense), so the sent lanes are the input's, bit for bit, and are not summed twice.
-template <bool kSentIsInput>
+// kStreamX: also copy x to streamTo (16-byte aligned) with non-temporal stores (the dense
+// codec's payload, written in the same loop).
+template <bool kSentIsInput, bool kStreamX = false>
 SQZ_INLINE void feedbackBlock(const float* __restrict x, const float* __restrict d, size_t m,
-                              float* __restrict residual, double* in, double* sent) {
+                              float* __restrict residual, double* in, double* sent,
+                              float* __restrict streamTo = nullptr) {
   static_assert(kNormLanes == 8);
   using cpu::Float8;
   Float8 in8 = {}, sent8 = {};
@@ -55,12 +65,14 @@ SQZ_INLINE void feedbackBlock(const float* __restrict x, const float* __restrict
   // Float8's operators are the float ones lane by lane (residualAfter and addSquare's order).
   for (; i + 8 <= m; i += 8) {
     const Float8 xv = cpu::loadFloat8(x + i);
+    if constexpr (kStreamX) cpu::streamFloat8(streamTo + i, xv);
     const Float8 dv = kSentIsInput ? xv : cpu::loadFloat8(d + i);
     if (residual) cpu::storeFloat8(residual + i, cpu::loadFloat8(residual + i) + (xv - dv));
     in8 = in8 + xv * xv;
     if constexpr (!kSentIsInput) sent8 = sent8 + dv * dv;
   }
   for (; i < m; ++i) {
+    if constexpr (kStreamX) streamTo[i] = x[i];
     if (residual) residual[i] = residualAfter(residual[i], x[i], d[i]);
     in8[0] = addSquare(in8[0], x[i]);
     if constexpr (!kSentIsInput) sent8[0] = addSquare(sent8[0], d[i]);
@@ -97,31 +109,129 @@ void cpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, 
                      double* sentSq) {
   const bool norms = inputSq || sentSq;
   double in = 0, sent = 0;
+  const bool stream = cpu::streamOutput(n * sizeof(float)) && cpu::streamAligned(payload);
   cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
     for (size_t b = 0; b < n; b += kNormBlock) {
       const size_t m = std::min(kNormBlock, n - b);
-      std::memcpy(payload + b, x + b, m * sizeof(float));
-      feedbackBlock<true>(x + b, x + b, m, residual ? residual + b : nullptr, norms ? &in : nullptr,
-                          &sent);
+      float* e = residual ? residual + b : nullptr;
+      if (stream) {
+        feedbackBlock<true, true>(x + b, x + b, m, e, norms ? &in : nullptr, &sent, payload + b);
+      } else {
+        std::memcpy(payload + b, x + b, m * sizeof(float));
+        feedbackBlock<true>(x + b, x + b, m, e, norms ? &in : nullptr, &sent);
+      }
     }
   });
+  cpu::streamFence();
   addNorms(in, sent, inputSq, sentSq);
 }
+
+namespace {
+
+#if SQZ_CPU_X86
+// float16 rows of the cast's feedback with F16C, 8 values at a time (m / 8 * 8 of them): the
+// payload's halves into out, and feedbackBlock's vector loop on x and their widening (the same
+// operations in the same lanes, so the same bits as narrow, widen, then feedbackBlock).
+// stream: out is 16-byte aligned, and takes non-temporal stores.
+__attribute__((target("avx2,f16c"))) size_t halfFeedbackRows(const float* x, size_t m,
+                                                             uint16_t* out, float* residual,
+                                                             float* in8, float* sent8,
+                                                             bool stream) {
+  __m256 in = _mm256_loadu_ps(in8), sent = _mm256_loadu_ps(sent8);
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    const __m128i h = _mm256_cvtps_ph(xv, _MM_FROUND_TO_NEAREST_INT);
+    if (stream)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), h);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    const __m256 dv = _mm256_cvtph_ps(h);
+    if (residual)
+      _mm256_storeu_ps(residual + i,
+                       _mm256_add_ps(_mm256_loadu_ps(residual + i), _mm256_sub_ps(xv, dv)));
+    in = _mm256_add_ps(in, _mm256_mul_ps(xv, xv));
+    sent = _mm256_add_ps(sent, _mm256_mul_ps(dv, dv));
+  }
+  _mm256_storeu_ps(in8, in);
+  _mm256_storeu_ps(sent8, sent);
+  return i;
+}
+#endif
+
+// bfloat16 rows, the same way in plain vector code (floatToBfloat16 and bfloat16ToFloat lane
+// by lane), for dispatch()'s baseline and AVX2 builds.
+SQZ_INLINE size_t bfloat16FeedbackRows(const float* __restrict x, size_t m,
+                                       uint16_t* __restrict out, float* __restrict residual,
+                                       cpu::Float8& in8, cpu::Float8& sent8, bool stream) {
+  using cpu::Bits8;
+  using cpu::Float8;
+  typedef uint16_t Half8 __attribute__((vector_size(16)));
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    const Float8 xv = cpu::loadFloat8(x + i);
+    const Bits8 bits = (Bits8)xv;  // a cast between vector types keeps the bits
+    const Bits8 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+    const Bits8 nan = (bits >> 16) | 0x40u;
+    const Bits8 b = (bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
+    const Half8 h = __builtin_convertvector(b, Half8);
+    if (stream)
+      cpu::streamBytes16(out + i, &h);
+    else
+      __builtin_memcpy(out + i, &h, sizeof h);
+    const Bits8 widened = b << 16;
+    const Float8 dv = (Float8)widened;
+    if (residual) cpu::storeFloat8(residual + i, cpu::loadFloat8(residual + i) + (xv - dv));
+    in8 = in8 + xv * xv;
+    sent8 = sent8 + dv * dv;
+  }
+  return i;
+}
+
+}  // namespace
 
 void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
                      double* inputSq, double* sentSq) {
   const bool norms = inputSq || sentSq;
   double in = 0, sent = 0;
+  const bool stream = cpu::streamOutput(n * sizeof(uint16_t)) && cpu::streamAligned(payload);
+  const bool f16c = kind == Narrow::kHalf && cpuHasF16c() && cpu::usesAvx2();
   cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
     float d[kNormBlock];
     for (size_t b = 0; b < n; b += kNormBlock) {
       const size_t m = std::min(kNormBlock, n - b);
-      cpuNarrow(kind, x + b, payload + b, m);
-      cpuWiden(kind, payload + b, d, m);
-      feedbackBlock<false>(x + b, d, m, residual ? residual + b : nullptr, norms ? &in : nullptr,
-                           &sent);
+      uint16_t* out = payload + b;
+      float* e = residual ? residual + b : nullptr;
+      // One loop over the block where the narrowing vectorizes (feedbackBlock's lanes and
+      // order: its tail below); narrow, widen, then feedbackBlock otherwise.
+      cpu::Float8 in8 = {}, sent8 = {};
+      size_t done = 0;
+#if SQZ_CPU_X86
+      if (f16c) done = halfFeedbackRows(x + b, m, out, e, &in8[0], &sent8[0], stream);
+#endif
+      if (kind == Narrow::kBfloat16)
+        done = bfloat16FeedbackRows(x + b, m, out, e, in8, sent8, stream);
+      if (done == 0) {
+        cpuNarrow(kind, x + b, out, m);
+        cpuWiden(kind, out, d, m);
+        feedbackBlock<false>(x + b, d, m, e, norms ? &in : nullptr, &sent);
+      } else {
+        for (size_t i = done; i < m; ++i) {
+          out[i] = kind == Narrow::kHalf ? floatToHalf(x[b + i]) : floatToBfloat16(x[b + i]);
+          const float di = kind == Narrow::kHalf ? halfToFloat(out[i]) : bfloat16ToFloat(out[i]);
+          if (e) e[i] = residualAfter(e[i], x[b + i], di);
+          in8[0] = addSquare(in8[0], x[b + i]);
+          sent8[0] = addSquare(sent8[0], di);
+        }
+        if (norms)
+          for (int l = 0; l < 8; ++l) {
+            in += in8[l];
+            sent += sent8[l];
+          }
+      }
     }
   });
+  cpu::streamFence();
   addNorms(in, sent, inputSq, sentSq);
 }
 

@@ -33,6 +33,10 @@ namespace {
 using device::kNormBlock;
 
 const size_t kCounts[] = {0, 1, 7, 8, 9, 1023, 1024, 1025, 3 * 1024 + 13};
+// With these, the dense and cast payloads are large enough to take non-temporal stores
+// (device/cpu/stream_store.h), and one count leaves a tail after the last 8 values.
+const size_t kCountsAndStreamed[] = {0, 1, 7, 8, 9, 1023, 1024, 1025, 3 * 1024 + 13,
+                                     (size_t{4} << 20) + 13};
 
 // Gradient-like values, with the special ones mixed in when `special` (the
 // norms are then NaN: the finite runs pin their summation order).
@@ -150,7 +154,7 @@ TEST(FeedbackKernels, PassFollowsTheRule) {
 
 TEST(FeedbackKernels, CopyFeedbackIsACopyAndThePass) {
   for (bool special : {false, true})
-    for (size_t n : kCounts) {
+    for (size_t n : kCountsAndStreamed) {
       const std::vector<float> x = values(n, 4, special), r0 = values(n, 5, special);
       const std::string what = "n=" + std::to_string(n) + (special ? " special" : "");
       forEachWay(what, r0, reference(x, x, r0), [&](float *residual, double *in, double *sent) {
@@ -164,7 +168,7 @@ TEST(FeedbackKernels, CopyFeedbackIsACopyAndThePass) {
 TEST(FeedbackKernels, CastFeedbackIsNarrowWidenAndThePass) {
   for (device::Narrow kind : {device::Narrow::kHalf, device::Narrow::kBfloat16})
     for (bool special : {false, true})
-      for (size_t n : kCounts) {
+      for (size_t n : kCountsAndStreamed) {
         const std::vector<float> x = values(n, 6, special), r0 = values(n, 7, special);
         const std::string what = std::string(kind == device::Narrow::kHalf ? "fp16" : "bf16") +
                                  " n=" + std::to_string(n) + (special ? " special" : "");
