@@ -157,36 +157,46 @@ __attribute__((target("avx2,f16c"))) size_t halfFeedbackRows(const float* x, siz
   _mm256_storeu_ps(sent8, sent);
   return i;
 }
-#endif
 
-// bfloat16 rows, the same way in plain vector code (floatToBfloat16 and bfloat16ToFloat lane
-// by lane), for dispatch()'s baseline and AVX2 builds.
-SQZ_INLINE size_t bfloat16FeedbackRows(const float* __restrict x, size_t m,
-                                       uint16_t* __restrict out, float* __restrict residual,
-                                       cpu::Float8& in8, cpu::Float8& sent8, bool stream) {
-  using cpu::Bits8;
-  using cpu::Float8;
-  typedef uint16_t Half8 __attribute__((vector_size(16)));
+// bfloat16 rows, the same way: floatToBfloat16's integer steps and bfloat16ToFloat's shift.
+__attribute__((target("avx2"))) size_t bfloat16FeedbackRows(const float* x, size_t m,
+                                                            uint16_t* out, float* residual,
+                                                            float* in8, float* sent8,
+                                                            bool stream) {
+  __m256 in = _mm256_loadu_ps(in8), sent = _mm256_loadu_ps(sent8);
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff),
+                quiet = _mm256_set1_epi32(0x40), magnitude = _mm256_set1_epi32(0x7fffffff),
+                inf = _mm256_set1_epi32(0x7f800000);
   size_t i = 0;
   for (; i + 8 <= m; i += 8) {
-    const Float8 xv = cpu::loadFloat8(x + i);
-    const Bits8 bits = (Bits8)xv;  // a cast between vector types keeps the bits
-    const Bits8 rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-    const Bits8 nan = (bits >> 16) | 0x40u;
-    const Bits8 b = (bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded;
-    const Half8 h = __builtin_convertvector(b, Half8);
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    const __m256i bits = _mm256_castps_si256(xv);
+    const __m256i high = _mm256_srli_epi32(bits, 16);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, half), _mm256_and_si256(high, one)), 16);
+    const __m256i nan = _mm256_or_si256(high, quiet);
+    // (x & 0x7fffffff) > 0x7f800000: both sides below 2^31, so the signed compare is right.
+    const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, magnitude), inf);
+    const __m256i b = _mm256_blendv_epi8(rounded, nan, isNan);
+    // Eight 16-bit values (each below 2^16, so packus keeps them) in the low 128 bits.
+    const __m128i h = _mm256_castsi256_si128(
+        _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08));
     if (stream)
-      cpu::streamBytes16(out + i, &h);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), h);
     else
-      __builtin_memcpy(out + i, &h, sizeof h);
-    const Bits8 widened = b << 16;
-    const Float8 dv = (Float8)widened;
-    if (residual) cpu::storeFloat8(residual + i, cpu::loadFloat8(residual + i) + (xv - dv));
-    in8 = in8 + xv * xv;
-    sent8 = sent8 + dv * dv;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    const __m256 dv = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+    if (residual)
+      _mm256_storeu_ps(residual + i,
+                       _mm256_add_ps(_mm256_loadu_ps(residual + i), _mm256_sub_ps(xv, dv)));
+    in = _mm256_add_ps(in, _mm256_mul_ps(xv, xv));
+    sent = _mm256_add_ps(sent, _mm256_mul_ps(dv, dv));
   }
+  _mm256_storeu_ps(in8, in);
+  _mm256_storeu_ps(sent8, sent);
   return i;
 }
+#endif
 
 }  // namespace
 
@@ -195,7 +205,8 @@ void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
   const bool norms = inputSq || sentSq;
   double in = 0, sent = 0;
   const bool stream = cpu::streamOutput(n * sizeof(uint16_t)) && cpu::streamAligned(payload);
-  const bool f16c = kind == Narrow::kHalf && cpuHasF16c() && cpu::usesAvx2();
+  const bool avx2 = cpu::usesAvx2();
+  const bool f16c = kind == Narrow::kHalf && cpuHasF16c() && avx2;
   cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
     float d[kNormBlock];
     for (size_t b = 0; b < n; b += kNormBlock) {
@@ -208,9 +219,9 @@ void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
       size_t done = 0;
 #if SQZ_CPU_X86
       if (f16c) done = halfFeedbackRows(x + b, m, out, e, &in8[0], &sent8[0], stream);
+      if (kind == Narrow::kBfloat16 && avx2)
+        done = bfloat16FeedbackRows(x + b, m, out, e, &in8[0], &sent8[0], stream);
 #endif
-      if (kind == Narrow::kBfloat16)
-        done = bfloat16FeedbackRows(x + b, m, out, e, in8, sent8, stream);
       if (done == 0) {
         cpuNarrow(kind, x + b, out, m);
         cpuWiden(kind, out, d, m);
