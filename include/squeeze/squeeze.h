@@ -329,6 +329,55 @@ SQZ_API sqzResult_t sqzCommSplit(sqzComm_t comm, int color, int key, sqzComm_t* 
                                  const sqzConfig_t* config);
 
 /**
+ * Recovery after a lost rank (the survivors' side of ULFM's revoke and shrink, and NCCL's
+ * ncclCommRevoke / ncclCommShrink / ncclCommGrow), on host and device communicators:
+ *
+ *   sqzResult_t async;
+ *   if (sqzCommGetAsyncError(comm, &async) == sqzSuccess && async != sqzSuccess) ...
+ *   // or: a call returned sqzRemoteError or sqzTimeout (sqzGetLastError names the lost rank)
+ *   sqzCommRevoke(comm);
+ *   sqzCommShrink(comm, lost, nlost, &smaller, NULL);
+ *   sqzCommDestroy(comm);
+ *
+ * sqzCommShrink and sqzCommGrow move comm's codecs to the new communicator: each keeps its own
+ * residual (what a lost rank had not yet sent is lost with it, and a call that failed took what
+ * its codec's residual held into that call). A process that joins creates its codecs afresh.
+ */
+
+/**
+ * Revokes comm: every call in flight on it here ends with sqzRemoteError and "rank R revoked the
+ * communicator"; device calls release their streams; each peer's calls end with the same cause
+ * as they find this rank gone, and pass it on. Later calls are refused; only sqzCommShrink and
+ * sqzCommDestroy are left. Not collective; thread-safe (may be called while a call is in flight).
+ */
+SQZ_API sqzResult_t sqzCommRevoke(sqzComm_t comm);
+
+/**
+ * Collective over the ranks of comm not in exclude[0..n): they agree on who stays and form
+ * *newcomm, ranked in their order in comm, with no new unique id and no launcher (the lowest
+ * remaining rank hosts the agreement; its listening socket has been open since init). Every
+ * survivor must pass the same list; a list that differs, a survivor lost during the shrink or one
+ * that does not call it within SQZ_TIMEOUT_MS fails every survivor with a clear error (never a
+ * split: all end with the same members, or all fail), and comm is left as it was. Excluding
+ * yourself or every rank is sqzInvalidArgument. A healthy comm may be shrunk (the excluded ranks
+ * just destroy theirs) when no call is in flight; otherwise revoke it first. comm stays until
+ * sqzCommDestroy. config NULL: comm's configuration.
+ */
+SQZ_API sqzResult_t sqzCommShrink(sqzComm_t comm, const int* exclude, int n, sqzComm_t* newcomm,
+                                  const sqzConfig_t* config);
+
+/**
+ * Collective over comm: forms *newcomm of size(comm) + newRanks ranks, in which every rank of
+ * comm keeps its number and newRanks processes join with
+ * sqzCommInitRank(&c, size(comm) + newRanks, *id, r), r = size(comm) .. size(comm) + newRanks - 1.
+ * id comes from sqzGetUniqueId (typically on rank 0, which hands it to the others, e.g. with
+ * sqzBroadcast, and to the joining processes). Ranks that pass different ids or counts all fail
+ * with sqzInvalidUsage and nothing changes. comm stays until sqzCommDestroy. config NULL: comm's.
+ */
+SQZ_API sqzResult_t sqzCommGrow(sqzComm_t comm, int newRanks, const sqzUniqueId* id,
+                                sqzComm_t* newcomm, const sqzConfig_t* config);
+
+/**
  * The name of the algorithm the last collective on comm used ("ring", "rhd", ... "p2p"; "" before
  * the first). Valid until the next call on comm. For benchmarks and logs.
  */

@@ -59,4 +59,8 @@ void dispatch(sqzComm_t comm, const std::vector<P2pCall>& calls, bool device, vo
 // sqzCommDestroy must not touch the freed handle.
 bool commIsLive(const sqzComm* comm);
 
+// Makes every live codec made on `from` (or moved to it) a codec of `to`, with its state as it
+// is (codec.cc keeps the set): sqzCommShrink's and sqzCommGrow's survivors carry on with theirs.
+void moveCodecs(const sqzComm* from, sqzComm* to);
+
 }  // namespace squeeze::api

@@ -4,7 +4,9 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "api/api_checks.h"
@@ -22,6 +24,10 @@ struct sqzCodec {
 };
 
 namespace {
+
+// The codecs alive now (from create until destroy), for moveCodecs.
+std::mutex liveCodecsMu;  // protects liveCodecs and their comm fields' moves
+std::set<sqzCodec*> liveCodecs;
 
 sqzCodec* checkCodec(sqzCodec_t codec, const char* fn) {
   if (!codec)
@@ -51,11 +57,23 @@ sqzResult_t createCodec(sqzCodec_t* out, const CodecSpec& spec, size_t count,
     codec->impl = createCodecHandle(spec, count, static_cast<DataType>(datatype));
     SQZ_INFO(kCompress, "rank ", comm->impl->rank(), ": codec ", spec.str(), " for ", count,
              " elements of ", dataTypeName(static_cast<DataType>(datatype)));
+    std::lock_guard<std::mutex> lock(liveCodecsMu);
+    liveCodecs.insert(codec.get());
     *out = codec.release();
   });
 }
 
 }  // namespace
+
+namespace squeeze::api {
+
+void moveCodecs(const sqzComm* from, sqzComm* to) {
+  std::lock_guard<std::mutex> lock(liveCodecsMu);
+  for (sqzCodec* c : liveCodecs)
+    if (c->comm == from) c->comm = to;
+}
+
+}  // namespace squeeze::api
 
 sqzResult_t sqzCodecCreate(sqzCodec_t* codec, const char* spec, size_t count,
                            sqzDataType_t datatype, sqzComm_t comm) {
@@ -241,6 +259,10 @@ sqzResult_t sqzCodecDestroy(sqzCodec_t codec) {
       else
         SQZ_INFO(kCompress, "codec ", codec->impl->spec().str(), " destroyed after ", st.calls,
                  " calls; sent ", st.wireBytes, " payload bytes for ", st.denseBytes, " dense");
+    }
+    {
+      std::lock_guard<std::mutex> lock(liveCodecsMu);
+      liveCodecs.erase(codec);
     }
     codec->magic = 0;
     delete codec;

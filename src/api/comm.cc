@@ -1,5 +1,6 @@
 // The C API's communicator calls: unique ids, init (sqzConfig_t resolved over the SQZ_*
-// parameters), split, finalize, destroy and abort, and the queries (rank, size, device, async
+// parameters), split, revoke, shrink and grow (which move the communicator's codecs to the new
+// one), finalize, destroy and abort, and the queries (rank, size, device, async
 // error, last algorithm). It also keeps the set of live communicators that commIsLive reads,
 // and stops their threads at exit.
 #include <unistd.h>
@@ -254,6 +255,46 @@ sqzResult_t sqzCommSplit(sqzComm_t comm, int color, int key, sqzComm_t* newcomm,
       handle->impl = std::move(child);
       *newcomm = adopt(std::move(handle));
     }
+  });
+}
+
+sqzResult_t sqzCommRevoke(sqzComm_t comm) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommRevoke");
+    comm->impl->revoke();
+  });
+}
+
+sqzResult_t sqzCommShrink(sqzComm_t comm, const int* exclude, int n, sqzComm_t* newcomm,
+                          const sqzConfig_t* config) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommShrink");
+    if (!newcomm) raise(ErrorCode::kInvalidArgument, "sqzCommShrink: newcomm is NULL.");
+    *newcomm = nullptr;
+    if (n < 0 || (n > 0 && !exclude))
+      raise(ErrorCode::kInvalidArgument, "sqzCommShrink: the exclude list has ", n, " ranks at ",
+            static_cast<const void*>(exclude), "; pass the lost ranks (n >= 1, or 0 to keep "
+            "every rank).");
+    CommConfig cfg = config ? resolveConfig(config) : comm->impl->config();
+    auto handle = std::make_unique<sqzComm>();
+    handle->impl = comm->impl->shrink(std::vector<int>(exclude, exclude + n), cfg);
+    *newcomm = adopt(std::move(handle));
+    moveCodecs(comm, *newcomm);
+  });
+}
+
+sqzResult_t sqzCommGrow(sqzComm_t comm, int newRanks, const sqzUniqueId* id, sqzComm_t* newcomm,
+                        const sqzConfig_t* config) {
+  return apiGuard(comm, [&] {
+    checkComm(comm, "sqzCommGrow");
+    if (!newcomm) raise(ErrorCode::kInvalidArgument, "sqzCommGrow: newcomm is NULL.");
+    *newcomm = nullptr;
+    if (!id) raise(ErrorCode::kInvalidArgument, "sqzCommGrow: id is NULL.");
+    CommConfig cfg = config ? resolveConfig(config) : comm->impl->config();
+    auto handle = std::make_unique<sqzComm>();
+    handle->impl = comm->impl->grow(newRanks, UniqueIdData::parse(id->internal), cfg);
+    *newcomm = adopt(std::move(handle));
+    moveCodecs(comm, *newcomm);
   });
 }
 

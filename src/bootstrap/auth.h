@@ -16,7 +16,8 @@
 
 namespace squeeze {
 
-enum class LinkPurpose : uint8_t { kRendezvous = 1, kControl = 2, kData = 3 };
+// kRecover: a survivor's link to the shrink's leader (core/shrink_agreement.h).
+enum class LinkPurpose : uint8_t { kRendezvous = 1, kControl = 2, kData = 3, kRecover = 4 };
 
 struct Hello {
   uint64_t commHash = 0;

@@ -12,6 +12,7 @@
 #include "compress/codec.h"
 #include "core/calibrate.h"
 #include "core/failure_notice.h"
+#include "core/shrink_agreement.h"
 #include "transports/shm/shm_transport.h"
 
 namespace squeeze {
@@ -93,7 +94,9 @@ void Communicator::connect(const UniqueIdData& id, const PeerInfo& self,
   RendezvousResult table = joinRendezvous(id, rank, nranks, self, config.timeoutMs);
   commHash_ = id.commHash(table.round);
   peers_ = connectPeers(rank, table.peers, listener_, id.secret, commHash_, config);
-  listener_.close();  // every peer is connected; nothing more to accept
+  // listener_ stays open: a shrink's leader takes the survivors' links on it.
+  secret_ = id.secret;
+  for (const PeerInfo& p : table.peers) listenAddrs_.push_back(p.listenAddr);
   // Every rank must price algorithms alike or they would pick different schedules: whether the
   // ranks span hosts comes from the rendezvous table, the same on every rank.
   bool anyNetwork = false, manyHosts = false;
@@ -250,7 +253,8 @@ Error Communicator::failCall(const Error& e) {
                                                                  kNoticeWaitMs))))
       cause = *notice;
   fail(cause);
-  return cause;
+  // The communicator's first cause: a revoke or abort on another thread is why this call ended.
+  return asyncError().value_or(cause);
 }
 
 std::optional<Error> Communicator::asyncError() const {
@@ -263,6 +267,93 @@ void Communicator::abort() {
   fail(Error(ErrorCode::kRemote, strCat("rank ", rank_, ": the communicator was aborted")));
   if (callQueue_) callQueue_->abort();
   std::lock_guard<std::mutex> wait(callMu_);  // a call in flight notices and returns
+}
+
+void Communicator::revoke() {
+  revoked_ = true;
+  fail(Error(ErrorCode::kRemote, strCat("rank ", rank_, " revoked the communicator "
+                                        "(sqzCommRevoke); shrink it, or destroy it")));
+  if (callQueue_) callQueue_->abort();
+}
+
+std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& exclude,
+                                                   const CommConfig& config) {
+  std::vector<int> gone = exclude;
+  std::sort(gone.begin(), gone.end());
+  for (size_t i = 0; i < gone.size(); ++i) {
+    if (gone[i] < 0 || gone[i] >= nranks_)
+      raise(ErrorCode::kInvalidArgument, "sqzCommShrink: rank ", gone[i], " in the exclude list "
+            "is not a rank of this communicator (0..", nranks_ - 1, ")");
+    if (i > 0 && gone[i] == gone[i - 1])
+      raise(ErrorCode::kInvalidArgument, "sqzCommShrink: rank ", gone[i], " is in the exclude "
+            "list twice");
+  }
+  if (static_cast<int>(gone.size()) >= nranks_)
+    raise(ErrorCode::kInvalidArgument, "sqzCommShrink: the exclude list has every rank of the "
+          "communicator; at least one must stay");
+  if (std::binary_search(gone.begin(), gone.end(), rank_))
+    raise(ErrorCode::kInvalidArgument, "sqzCommShrink: rank ", rank_, " excludes itself; a "
+          "rank that leaves does not call sqzCommShrink (it destroys its communicator)");
+  // A healthy communicator's calls must be over: they would hold connections the excluded ranks
+  // still use. A revoked or failed one's calls are ending by themselves.
+  std::unique_lock<std::mutex> idle(callMu_, std::try_to_lock);
+  if (!idle.owns_lock() && !asyncError())
+    raise(ErrorCode::kInvalidUsage, "sqzCommShrink: rank ", rank_, " has a call in flight on "
+          "this communicator; revoke it first (sqzCommRevoke), or wait for the call to end");
+  if (!asyncError()) drainDevice();
+  std::vector<int> survivors;
+  for (int r = 0; r < nranks_; ++r)
+    if (!std::binary_search(gone.begin(), gone.end(), r)) survivors.push_back(r);
+  ShrinkParty party;
+  party.rank = rank_;
+  party.nranks = nranks_;
+  party.commHash = commHash_;
+  party.secret = secret_;
+  party.listenAddrs = listenAddrs_;
+  party.listener = &listener_;
+  party.timeoutMs = config_.timeoutMs;
+  const UniqueIdData id = agreeOnShrink(party, survivors);
+  const int newRank = static_cast<int>(
+      std::lower_bound(survivors.begin(), survivors.end(), rank_) - survivors.begin());
+  std::unique_ptr<Communicator> child;
+  try {
+    child = create(id, newRank, static_cast<int>(survivors.size()), config);
+  } catch (const Error& e) {
+    setLogRank(rank_);
+    raise(e.code(), "sqzCommShrink: the survivors agreed on ", survivors.size(), " ranks, but "
+          "the new communicator's init failed (a rank lost during the shrink fails every "
+          "member's): ", e.what());
+  }
+  setLogRank(rank_);
+  return child;
+}
+
+std::unique_ptr<Communicator> Communicator::grow(int newRanks, const UniqueIdData& id,
+                                                 const CommConfig& config) {
+  throwIfFailed();
+  if (newRanks < 1)
+    raise(ErrorCode::kInvalidArgument, "sqzCommGrow: newRanks is ", newRanks, "; at least 1 "
+          "process must join");
+  drainDevice();
+  // Every rank's (id, count) as (v, -v): one max-reduction gives each the largest and smallest.
+  const int64_t idHash = static_cast<int64_t>(id.commHash(0) >> 1);
+  int64_t v[4] = {idHash, -idHash, newRanks, -newRanks};
+  CollRequest agree;
+  agree.kind = CollKind::kAllReduce;
+  agree.sendbuf = agree.recvbuf = v;
+  agree.count = 4;
+  agree.dtype = DataType::kInt64;
+  agree.op = RedOp::kMax;
+  run(agree, nullptr);
+  if (v[0] != -v[1])
+    raise(ErrorCode::kInvalidUsage, "sqzCommGrow: the ranks passed different unique ids; every "
+          "rank passes the one id the joining processes use. Nothing was changed.");
+  if (v[2] != -v[3])
+    raise(ErrorCode::kInvalidUsage, "sqzCommGrow: the ranks passed different counts of joining "
+          "processes (", -v[3], " to ", v[2], "). Nothing was changed.");
+  auto child = create(id, rank_, nranks_ + newRanks, config);
+  setLogRank(rank_);
+  return child;
 }
 
 void Communicator::stopThreads() {

@@ -79,6 +79,22 @@ class Communicator final : public CodecComm {
   // Marks the communicator aborted and shuts its connections; waits for a call in flight on
   // another thread to return. Thread-safe.
   void abort();
+  // Puts the communicator in error with "rank R revoked the communicator": calls in flight here
+  // end with it, and device calls release their streams; peers learn it from this rank's notice
+  // (failure_notice.h), which each passes on as it fails in turn. Thread-safe; the communicator
+  // stays until destroyed, and is good only for shrink().
+  void revoke();
+  // Collective over the ranks not in `exclude` (distinct ranks of this communicator, not this
+  // one, not all): they agree on who stays (core/shrink_agreement.h) and form a new
+  // communicator, ranked in their order here, with its own connections, tuner and windows.
+  // This one is left as it was. Refused while a call is in flight unless revoked or failed.
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& exclude, const CommConfig& config);
+  // Collective over this communicator: with `newRanks` processes that join through `id`
+  // (sqzCommInitRank with ranks size() .. size() + newRanks - 1), forms a communicator of
+  // size() + newRanks ranks in which every rank here keeps its number. Every rank must pass the
+  // same id and count (checked first: a difference fails them all, and changes nothing).
+  std::unique_ptr<Communicator> grow(int newRanks, const UniqueIdData& id,
+                                     const CommConfig& config);
   // The error that put the communicator in error state, if any. Thread-safe.
   std::optional<Error> asyncError() const;
   // Joins the progress thread (device communicators) once its running call returns; later
@@ -138,6 +154,9 @@ class Communicator final : public CodecComm {
   uint64_t seq_ = 0;
   std::vector<uint64_t> p2pSent_, p2pRecvd_;  // per peer: point-to-point messages so far
   SockAddr selfAddr_;  // where this rank listened: the interface split's new root binds
+  // For shrink: every rank's listening address (listener_ stays open for it), and the secret.
+  std::vector<SockAddr> listenAddrs_;
+  Secret secret_{};
   bool loggedChoice_ = false;
   const char* lastAlgorithm_ = "";
   std::unique_ptr<Tuner> tuner_;
@@ -149,6 +168,7 @@ class Communicator final : public CodecComm {
   Executor executor_;
   std::unique_ptr<DirectAllReduce> direct_;  // null: no window, dense calls run schedules
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> revoked_{false};
   std::mutex callMu_;              // held for the duration of a collective
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;

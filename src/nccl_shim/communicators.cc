@@ -1,6 +1,7 @@
 // The shim's communicator calls: version, unique id, error strings, and every communicator's
-// life (init in its four forms, split, finalize, destroy, abort) and queries. Each init wraps
-// the sqzComm_t it makes in an ncclComm with the SQZ_NCCL_CODEC rules attached.
+// life (init in its four forms, split, revoke and shrink, finalize, destroy, abort) and
+// queries. Each init wraps the sqzComm_t it makes in an ncclComm with the SQZ_NCCL_CODEC rules
+// attached.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -182,6 +183,47 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
     const sqzResult_t r = sqzCommSplit(comm->sqz, color, key, &child, nullptr);
     if (r != sqzSuccess) return forward(r);
     return child ? adopt(child, newcomm) : ncclSuccess;
+  });
+}
+
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  enter();
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommRevoke");
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags is ", revokeFlags, "; it must "
+                "be NCCL_REVOKE_DEFAULT (0).");
+  return forward(sqzCommRevoke(comm->sqz));
+}
+
+// NCCL_SHRINK_ABORT revokes comm first, so that calls still in flight end; NCCL_SHRINK_DEFAULT
+// expects none (sqzCommShrink refuses a call in flight on a communicator neither failed nor
+// revoked). The parent's codecs (SQZ_NCCL_CODEC) move to the new communicator.
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  enter();
+  SQZ_SHIM_CHECK_COMM(comm, "ncclCommShrink");
+  if (!newcomm) return fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL.");
+  *newcomm = nullptr;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return fail(ncclInvalidArgument, "ncclCommShrink: shrinkFlags is ", shrinkFlags, "; use "
+                "NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT.");
+  if (ncclResult_t r = checkNcclConfig(config, "ncclCommShrink"); r != ncclSuccess) return r;
+  if (excludeRanksCount < 0 || (excludeRanksCount > 0 && !excludeRanksList))
+    return fail(ncclInvalidArgument, "ncclCommShrink: excludeRanksList has ", excludeRanksCount,
+                " ranks at ", static_cast<const void*>(excludeRanksList), ".");
+  if (shrinkFlags == NCCL_SHRINK_ABORT)
+    if (const sqzResult_t r = sqzCommRevoke(comm->sqz); r != sqzSuccess) return forward(r);
+  const std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+  return submitInit([=] {
+    sqzComm_t child = nullptr;
+    const sqzResult_t r = sqzCommShrink(comm->sqz, exclude.data(), static_cast<int>(exclude.size()),
+                                        &child, nullptr);
+    if (r != sqzSuccess) return forward(r);
+    if (ncclResult_t a = adopt(child, newcomm); a != ncclSuccess) return a;
+    // SQZ_NCCL_CODEC's codecs go on with the survivors' communicator, each with its residual.
+    (*newcomm)->codecs = std::move(comm->codecs);
+    comm->codecs.clear();
+    return ncclSuccess;
   });
 }
 

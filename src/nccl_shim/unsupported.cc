@@ -1,5 +1,5 @@
-// The NCCL calls Squeeze has no counterpart for (gather, scatter, window registration, revoke,
-// shrink): each fails with ncclInvalidUsage and says what to call instead. And
+// The NCCL calls Squeeze has no counterpart for (gather, scatter, window registration): each
+// fails with ncclInvalidUsage and says what to call instead. And
 // ncclMemAlloc/ncclMemFree, which need nothing of Squeeze: plain cudaMalloc and cudaFree
 // (ncclInvalidUsage in a build without CUDA). Buffer registration is registration.cc's, and
 // group simulation (ncclGroupSimulateEnd) is with the other group calls in collectives.cc.
@@ -29,17 +29,6 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win
 
 ncclResult_t ncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
   return fail(ncclInvalidUsage, "ncclCommWindowDeregister: Squeeze registers no windows.");
-}
-
-ncclResult_t ncclCommRevoke(ncclComm_t, int) {
-  return fail(ncclInvalidUsage, "ncclCommRevoke is not supported by Squeeze; use ncclCommAbort.");
-}
-
-ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
-  if (newcomm) *newcomm = nullptr;
-  return fail(ncclInvalidUsage, "ncclCommShrink is not supported by Squeeze; when every rank "
-              "is alive, ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks does the "
-              "same; after a failure, abort and make a new communicator.");
 }
 
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {

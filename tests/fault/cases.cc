@@ -1,5 +1,5 @@
-// The kill, stop and abort cases: run the ranks, inject the fault, judge the bounds (see
-// cases.h).
+// The kill, stop, abort and recover cases: run the ranks, inject the fault, judge the bounds
+// (see cases.h).
 #include "cases.h"
 
 #include <signal.h>
@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -197,6 +199,233 @@ bool signalRepetition(bool stop, const char* transport, bool cuda, int rep, int 
 }
 
 }  // namespace
+
+namespace {
+
+// ---- recover --------------------------------------------------------------------------------
+
+struct RecoverTotals {
+  int reps = 0, passed = 0;
+  int allShrunk = 0, allFailed = 0, mixed = 0;  // second: the shrink's outcomes
+  std::vector<double> recoveryMs;               // kill -> first call on the shrunk communicator
+};
+
+// The number after `key` in text (" shrunk SIZE NEWRANK REVOKEAT SHRUNKAT": field k of it).
+int64_t field(const std::string& text, int k) {
+  std::istringstream in(text);
+  std::string word;
+  int64_t v = -1;
+  in >> word;  // "shrunk"
+  for (int i = 0; i <= k && (in >> v); ++i) {
+  }
+  return v;
+}
+
+const Event* callEvent(const RankProc& rp, int call) {
+  for (const Event& e : rp.events)
+    if (e.kind == "call" && e.call == call) return &e;
+  return nullptr;
+}
+
+// One recover repetition (see fault_harness.cc); prints its line, returns whether it passed.
+bool recoverRepetition(const char* transport, bool second, int rep, int reps, std::mt19937_64& rng,
+                       RecoverTotals& totals) {
+  const int timeoutMs = kKillTimeoutMs;
+  const int64_t detectBoundNs = timeoutMs * kMs + 2 * kSec;
+  const char* caseName = second ? "recover-second" : "recover";
+  std::string why;
+  ++totals.reps;
+  sqzUniqueId id{}, growId{};
+  if (!newUniqueId(&id) || !newUniqueId(&growId)) {
+    std::printf("%s %s %d/%d: FAILED: no rendezvous id\n", caseName, transport, rep, reps);
+    return false;
+  }
+  std::vector<std::string> args = {"recover", hexEncode(id), hexEncode(growId)};
+  if (second) args.push_back("second");
+  std::vector<RankProc> ranks = spawnRanks(args, transport, timeoutMs);
+  auto anyFailed = [&] {
+    for (const RankProc& rp : ranks)
+      if (rp.firstFailedCall() || rp.find("fail") || rp.find("done") || rp.eventFd < 0) return true;
+    return false;
+  };
+  pump(ranks, nowNs() + 60 * kSec, [&] {
+    if (anyFailed()) return true;
+    for (const RankProc& rp : ranks)
+      if (rp.okCalls() < 2) return false;
+    return true;
+  });
+  int victim = -1, victim2 = -1;
+  int64_t signalledAt = 0;
+  std::vector<int> survivors, remaining;
+  if (anyFailed()) {
+    why = "a rank failed or left before the kill";
+  } else {
+    sleepNs(static_cast<int64_t>(rng() % 201) * kMs);
+    victim = static_cast<int>(rng() % kRanks);
+    signalledAt = nowNs();
+    kill(ranks[victim].pid, SIGKILL);
+    for (int r = 0; r < kRanks; ++r)
+      if (r != victim) survivors.push_back(r);
+    pump(ranks, signalledAt + detectBoundNs + 3 * kSec, [&] {
+      for (int r : survivors)
+        if (!ranks[r].firstFailedCall() && ranks[r].eventFd >= 0) return false;
+      return true;
+    });
+    remaining = survivors;
+    // second: the next victim dies up to 3 ms before the survivors learn of the first (it never
+    // joins the shrink) or up to 12 ms after (the shrink takes a few ms on loopback).
+    const int64_t secondAfterNs = second ? (static_cast<int64_t>(rng() % 16) - 3) * kMs : 0;
+    if (second) victim2 = survivors[rng() % survivors.size()];
+    if (second && secondAfterNs < 0) {
+      kill(ranks[victim2].pid, SIGKILL);
+      sleepNs(-secondAfterNs);
+    }
+    for (int r : survivors) {
+      const Event* e = ranks[r].firstFailedCall();
+      if (why.empty() && !e) why = "rank " + std::to_string(r) + " saw no failed call";
+      if (why.empty() && e->t - signalledAt > detectBoundNs)
+        why = "rank " + std::to_string(r) + " failed " + msText(e->t - signalledAt) +
+              " ms after the kill, past the bound of " + msText(detectBoundNs) + " ms";
+      const char victimByte = static_cast<char>('0' + victim);
+      if (ranks[r].goFd >= 0 && write(ranks[r].goFd, &victimByte, 1) != 1 && why.empty() &&
+          r != victim2)
+        why = "cannot tell rank " + std::to_string(r) + " the victim";
+    }
+    if (second) {
+      if (secondAfterNs >= 0) {
+        sleepNs(secondAfterNs);
+        kill(ranks[victim2].pid, SIGKILL);
+      }
+      remaining.erase(std::find(remaining.begin(), remaining.end(), victim2));
+      pump(ranks, nowNs() + 2 * timeoutMs * kMs + 10 * kSec, [&] {
+        for (int r : remaining)
+          if (!ranks[r].find("done") && ranks[r].eventFd >= 0) return false;
+        return true;
+      });
+    } else {
+      pump(ranks, nowNs() + 60 * kSec, [&] {
+        for (int r : remaining)
+          if (!ranks[r].find("stage", "grow") && !ranks[r].find("fail") && ranks[r].eventFd >= 0)
+            return false;
+        return true;
+      });
+      // The replacement joins the grow as rank 3.
+      std::vector<RankProc> joiner =
+          spawnRanks({"join", hexEncode(growId)}, transport, timeoutMs, kRanks - 1, 1);
+      ranks.push_back(std::move(joiner[0]));
+      pump(ranks, nowNs() + 60 * kSec, [&] {
+        for (size_t r = 0; r < ranks.size(); ++r)
+          if (static_cast<int>(r) != victim && !ranks[r].find("done") && ranks[r].eventFd >= 0)
+            return false;
+        return true;
+      });
+    }
+  }
+  for (int v : {victim, victim2})
+    if (v >= 0) kill(ranks[v].pid, SIGKILL);
+  std::vector<int> killed = reapAll(ranks, nowNs() + 10 * kSec);
+
+  for (size_t r = 0; r < ranks.size() && why.empty(); ++r) {
+    if (static_cast<int>(r) == victim || static_cast<int>(r) == victim2) continue;
+    const std::string who = r < kRanks ? "rank " + std::to_string(r) : "the joining process";
+    if (const Event* f = ranks[r].find("fail")) why = who + ": " + f->text;
+    else if (std::find(killed.begin(), killed.end(), static_cast<int>(r)) != killed.end())
+      why = who + " had to be killed: it hung";
+    else if (!ranks[r].find("done")) why = who + " did not finish";
+  }
+  std::string detail;
+  if (why.empty() && second) {
+    // One member list (the leader's), or failures: never two lists.
+    int shrunk = 0, size = -1;
+    for (int r : remaining) {
+      if (const Event* e = ranks[r].find("stage"); e && e->text.rfind("shrunk", 0) == 0) {
+        ++shrunk;
+        if (size >= 0 && field(e->text, 0) != size)
+          why = "a split: the survivors' new communicators have different sizes";
+        size = static_cast<int>(field(e->text, 0));
+      } else if (!ranks[r].find("shrinkfail")) {
+        why = "rank " + std::to_string(r) + " reported no outcome of its shrink";
+      }
+    }
+    const int n = static_cast<int>(remaining.size());
+    totals.allShrunk += shrunk == n;
+    totals.allFailed += shrunk == 0;
+    totals.mixed += shrunk > 0 && shrunk < n;
+    detail = shrunk == n ? "all shrunk to " + std::to_string(size)
+             : shrunk == 0 ? "all failed"
+                           : std::to_string(shrunk) + " of " + std::to_string(n) +
+                                 " shrunk to " + std::to_string(size) + ", the others failed";
+    if (shrunk == 0)
+      if (const Event* e = ranks[remaining[0]].find("shrinkfail")) detail += ": " + e->text;
+  } else if (why.empty()) {
+    std::map<std::string, std::string> hashes;  // "call codec" -> hash
+    int64_t firstCallAt = 0, detectNs = 0, shrinkNs = 0;
+    for (int r : survivors) {
+      const Event* s = ranks[r].find("stage");
+      for (const Event& e : ranks[r].events)
+        if (e.kind == "stage" && e.text.rfind("shrunk", 0) == 0) s = &e;
+      if (!s || s->text.rfind("shrunk", 0) != 0 || field(s->text, 0) != kRanks - 1) {
+        why = "rank " + std::to_string(r) + " did not shrink to 3 ranks";
+        break;
+      }
+      detectNs = std::max(detectNs, ranks[r].firstFailedCall()->t - signalledAt);
+      shrinkNs = std::max(shrinkNs, field(s->text, 3) - field(s->text, 2));
+      if (const Event* c = callEvent(ranks[r], 1000)) firstCallAt = std::max(firstCallAt, c->t);
+      int n = 0;
+      for (const Event& e : ranks[r].events) {
+        if (e.kind != "hash") continue;
+        ++n;
+        const std::string key = e.text.substr(0, e.text.rfind(' '));
+        const std::string h = e.text.substr(e.text.rfind(' ') + 1);
+        auto [it, fresh] = hashes.emplace(key, h);
+        if (!fresh && it->second != h && why.empty())
+          why = "rank " + std::to_string(r) + "'s compressed result of call/codec " + key +
+                " differs from another survivor's";
+      }
+      if (n != 100 && why.empty())
+        why = "rank " + std::to_string(r) + " reported " + std::to_string(n) +
+              " compressed results after the shrink, not 100";
+    }
+    if (why.empty() && firstCallAt > 0) {
+      const double ms = (firstCallAt - signalledAt) / 1e6;
+      totals.recoveryMs.push_back(ms);
+      char line[256];
+      std::snprintf(line, sizeof line, "recovery %.0f ms (detect %.0f, revoke+shrink %.0f, first "
+                    "call %.0f)", ms, detectNs / 1e6, shrinkNs / 1e6,
+                    ms - detectNs / 1e6 - shrinkNs / 1e6);
+      detail = line;
+    }
+  }
+  const bool ok = why.empty();
+  totals.passed += ok;
+  std::printf("%s %s %d/%d: victim rank %d%s: %s -> %s%s\n", caseName, transport, rep, reps,
+              victim, victim2 >= 0 ? (", then rank " + std::to_string(victim2)).c_str() : "",
+              detail.c_str(), ok ? "ok" : "FAILED: ", why.c_str());
+  if (!ok) printRankLogs(ranks);
+  std::fflush(stdout);
+  return ok;
+}
+
+}  // namespace
+
+int recoverCase(const char* transport, bool second, int reps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  RecoverTotals totals;
+  for (int rep = 1; rep <= reps; ++rep) recoverRepetition(transport, second, rep, reps, rng, totals);
+  std::sort(totals.recoveryMs.begin(), totals.recoveryMs.end());
+  if (second)
+    std::printf("SUMMARY recover-second %s: %d/%d repetitions ok (shrink outcomes: all shrunk %d, "
+                "all failed %d, mixed %d; never a split, never a hang), seed %" PRIu64 "\n",
+                transport, totals.passed, reps, totals.allShrunk, totals.allFailed, totals.mixed,
+                seed);
+  else
+    std::printf("SUMMARY recover %s: %d/%d repetitions ok; kill -> first call on the shrunk "
+                "communicator: median %.0f ms, max %.0f ms (SQZ_TIMEOUT_MS=%d), seed %" PRIu64 "\n",
+                transport, totals.passed, reps,
+                totals.recoveryMs.empty() ? 0 : totals.recoveryMs[totals.recoveryMs.size() / 2],
+                totals.recoveryMs.empty() ? 0 : totals.recoveryMs.back(), kKillTimeoutMs, seed);
+  return totals.passed == reps ? 0 : 1;
+}
 
 int signalCase(bool stop, const char* transport, bool cuda, int reps, uint64_t seed) {
   std::mt19937_64 rng(seed);

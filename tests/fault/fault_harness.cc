@@ -20,6 +20,17 @@
 //                    or sqzRemoteError when a neighbour's timeout reaches them first) no sooner
 //                    than 95% of the timeout and within timeout + 10%; a timeout's message names
 //                    the operation, its sequence number and a peer waited on.
+//   recover tcp|shm N [second]
+//                    N repetitions: 4 ranks loop checked 8 MiB dense, top-k and int8 all-reduces
+//                    (error feedback on); one random rank gets SIGKILL; every survivor's call
+//                    must fail within SQZ_TIMEOUT_MS (5000) + 2 s; then the harness names the lost
+//                    rank and the survivors revoke, shrink (sqzCommShrink), make 50 calls of each
+//                    kind (dense bit-exact, compressed bitwise equal on every survivor), and grow
+//                    back to 4 with a new process (sqzCommGrow; it joins with sqzCommInitRank)
+//                    for 50 more bit-exact calls. Prints the time from the kill to the first call
+//                    on the shrunk communicator. `second`: another survivor gets SIGKILL during
+//                    the shrink; the others must all end with one member list, or all fail with
+//                    an error, within the bounds: never two lists, never a hang.
 //   abort tcp|shm    rank 0 blocks in an all-reduce nobody joins and another thread aborts the
 //                    communicator 300 ms later: the call must return within 1 s of the abort, the
 //                    process's fds, threads and /dev/shm/sqz-* segments must be back to what they
@@ -60,12 +71,15 @@ int usage(const char* problem) {
                "usage: sqz-fault-harness kill tcp|shm REPETITIONS [-d host|cuda]\n"
                "       sqz-fault-harness stop tcp|shm REPETITIONS\n"
                "       sqz-fault-harness abort tcp|shm\n"
+               "       sqz-fault-harness recover tcp|shm REPETITIONS [second]\n"
                "  kill: SIGKILL one of 4 ranks mid-all-reduce; survivors must fail within "
                "timeout + 2 s\n"
                "    -d cuda: on device buffers, enqueued on a stream that must be released\n"
                "  stop: SIGSTOP one; survivors must time out within timeout + 10%%\n"
                "  abort: sqzCommAbort from another thread; the call returns within 1 s, nothing "
                "leaks, a new communicator works\n"
+               "  recover: SIGKILL one rank; survivors revoke, shrink, carry on, grow back; "
+               "second: kill another during the shrink\n"
                "  FAULT_SEED=N repeats the random choices of an earlier run.\n",
                problem);
   return 2;
@@ -89,8 +103,18 @@ int main(int argc, char** argv) {
     if (argc != 3) return usage("'abort' takes only the transport");
     return abortCase(transport.c_str());
   }
+  if (mode == "recover") {
+    const bool second = argc == 5 && std::strcmp(argv[4], "second") == 0;
+    char* end = nullptr;
+    const long reps = argc >= 4 ? std::strtol(argv[3], &end, 10) : 0;
+    if ((argc != 4 && !second) || !end || *end != '\0' || reps < 1 || reps > 1000)
+      return usage("'recover' takes the transport, a repetition count 1..1000 and maybe 'second'");
+    uint64_t seed = static_cast<uint64_t>(nowNs());
+    if (const char* s = std::getenv("FAULT_SEED")) seed = std::strtoull(s, nullptr, 10);
+    return recoverCase(transport.c_str(), second, static_cast<int>(reps), seed);
+  }
   if (mode != "kill" && mode != "stop")
-    return usage(("unknown case '" + mode + "': use kill, stop or abort").c_str());
+    return usage(("unknown case '" + mode + "': use kill, stop, abort or recover").c_str());
   bool cuda = false;
   if (argc == 6 && mode == "kill" && std::strcmp(argv[4], "-d") == 0) {
     if (std::strcmp(argv[5], "cuda") != 0 && std::strcmp(argv[5], "host") != 0)

@@ -1,4 +1,5 @@
-// Rank mode: the checked all-reduces a rank runs and reports to the harness (see rank.h).
+// Rank mode: the checked all-reduces a rank runs and reports to the harness (see rank.h), and
+// the recover case's survivors and joining process.
 #include "rank.h"
 
 #include <poll.h>
@@ -48,9 +49,10 @@ float inputValue(int rank, int call, size_t i) {
   return static_cast<float>((i + 31u * static_cast<unsigned>(call)) % 97 + rank);
 }
 
-float expectedValue(int call, size_t i) {
+// The sum over ranks 0 .. nranks - 1 (a communicator's ranks, however many are left).
+float expectedValue(int call, size_t i, int nranks = kRanks) {
   float sum = 0;
-  for (int r = 0; r < kRanks; ++r) sum += inputValue(r, call, i);
+  for (int r = 0; r < nranks; ++r) sum += inputValue(r, call, i);
   return sum;
 }
 
@@ -61,7 +63,8 @@ struct Buffers {
 
 // Runs call number `call` (numbering spans the rank's communicators) and reports its end.
 // Returns the result; on success the data has been checked and a mismatch reported as a failure.
-sqzResult_t checkedAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, bool* wrong) {
+sqzResult_t checkedAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, bool* wrong,
+                             int nranks = kRanks) {
   for (size_t i = 0; i < kCount; ++i) b.send[i] = inputValue(rank, call, i);
   std::memset(b.recv.data(), 0xff, kCount * sizeof(float));  // NaN: never an expected value
   sqzResult_t rc =
@@ -72,10 +75,10 @@ sqzResult_t checkedAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, boo
   *wrong = false;
   if (rc != sqzSuccess) return rc;
   for (size_t i = 0; i < kCount; ++i) {
-    const float want = expectedValue(call, i);
+    const float want = expectedValue(call, i, nranks);
     if (std::memcmp(&b.recv[i], &want, sizeof want) != 0) {
-      emit("fail call %d: element %zu is %g, expected %g (bit-exact sum of 4 ranks)", call, i,
-           static_cast<double>(b.recv[i]), static_cast<double>(want));
+      emit("fail call %d: element %zu is %g, expected %g (bit-exact sum of %d ranks)", call, i,
+           static_cast<double>(b.recv[i]), static_cast<double>(want), nranks);
       *wrong = true;
       break;
     }
@@ -309,11 +312,160 @@ int rankAbort(int rank, const sqzUniqueId& first, const sqzUniqueId& second) {
   return ok ? 0 : 1;
 }
 
+// ---- recover and join: a lost rank, then revoke, shrink and grow ---------------------------
+
+constexpr int kAfterCalls = 50;  // on the shrunk communicator, and again on the grown one
+constexpr int kShrunkCallBase = 1000, kGrownCallBase = 2000;
+
+// FNV-1a of a result: the survivors' compressed results must agree bit for bit.
+uint64_t resultHash(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// A compressed all-reduce of 0.001 x call `call`'s input; returns its result (or fails).
+sqzResult_t compressedAllReduce(sqzComm_t comm, sqzCodec_t codec, int rank, int call, Buffers& b) {
+  for (size_t i = 0; i < kCount; ++i) b.send[i] = 0.001f * inputValue(rank, call, i);
+  return sqzAllReduceCompressed(b.send.data(), b.recv.data(), kCount, sqzFloat, sqzSum, codec,
+                                comm, nullptr);
+}
+
+// The victim's rank, from the harness's go-ahead byte ('0' + rank).
+int readVictim() {
+  pollfd p{kGoFd, POLLIN, 0};
+  char c = 0;
+  if (poll(&p, 1, 60000) == 1 && read(kGoFd, &c, 1) == 1 && c >= '0' && c < '0' + kRanks)
+    return c - '0';
+  emit("fail no victim from the harness within 60 s");
+  return -1;
+}
+
+// kAfterCalls checked dense all-reduces numbered from `base` on comm (nranks ranks).
+bool checkedCalls(sqzComm_t comm, int rank, int nranks, int base, Buffers& b) {
+  for (int k = 0; k < kAfterCalls; ++k) {
+    bool wrong = false;
+    if (checkedAllReduce(comm, rank, base + k, b, &wrong, nranks) != sqzSuccess || wrong)
+      return false;
+  }
+  return true;
+}
+
+// A survivor: loops dense, top-k and int8 all-reduces (error feedback on) until the lost rank
+// makes one fail, learns from the harness which rank it was, revokes and shrinks. Then, unless
+// `second` (another rank is killed during the shrink: only the outcome is reported), makes
+// kAfterCalls calls of each kind with the same codecs, grows back with `growId` and makes
+// kAfterCalls dense calls on 4 ranks.
+int rankRecover(int rank, const sqzUniqueId& id, const sqzUniqueId& growId, bool second) {
+  Buffers b;
+  sqzComm_t comm = nullptr;
+  if (!initComm(&comm, id, rank, "first")) return 1;
+  sqzCodec_t codecs[2] = {};
+  const char* specs[2] = {"topk:ratio=0.01,auto_dense=0", "int8:auto_dense=0"};
+  for (int k = 0; k < 2; ++k)
+    if (sqzCodecCreate(&codecs[k], specs[k], kCount, sqzFloat, comm) != sqzSuccess) {
+      emit("fail sqzCodecCreate %s: %s", specs[k], sqzGetLastError(comm));
+      return 1;
+    }
+  const int64_t t0 = nowNs();
+  bool lost = false;
+  for (int call = 0; call < 2000 && nowNs() - t0 < 60 * kSec && !lost; ++call) {
+    bool wrong = false;
+    sqzResult_t rc = checkedAllReduce(comm, rank, call, b, &wrong);
+    if (wrong) return 1;
+    for (int k = 0; rc == sqzSuccess && k < 2; ++k) {
+      rc = compressedAllReduce(comm, codecs[k], rank, call, b);
+      if (rc != sqzSuccess)  // the harness times the first failed call, whichever kind
+        emit("call %d %d %" PRId64 " %s", call, static_cast<int>(rc), nowNs(),
+             sqzGetLastError(comm));
+    }
+    lost = rc != sqzSuccess;
+  }
+  if (!lost) {
+    emit("fail no call failed within 60 s");
+    return 1;
+  }
+  const int victim = readVictim();
+  if (victim < 0) return 1;
+  const int64_t revokeAt = nowNs();
+  sqzResult_t rc = sqzCommRevoke(comm);
+  if (rc != sqzSuccess) {
+    emit("fail sqzCommRevoke: %s: %s", resultName(rc), sqzGetLastError(comm));
+    return 1;
+  }
+  sqzComm_t small = nullptr;
+  rc = sqzCommShrink(comm, &victim, 1, &small, nullptr);
+  const int64_t shrunkAt = nowNs();
+  if (rc != sqzSuccess) {
+    emit("shrinkfail %d %s", static_cast<int>(rc), sqzGetLastError(comm));
+    sqzCommDestroy(comm);
+    emit("done");
+    return 0;
+  }
+  sqzCommDestroy(comm);
+  comm = small;
+  int newRank = -1, size = 0;
+  sqzCommUserRank(comm, &newRank);
+  sqzCommCount(comm, &size);
+  emit("stage shrunk %d %d %" PRId64 " %" PRId64, size, newRank, revokeAt, shrunkAt);
+  if (second) {
+    sqzCommDestroy(comm);
+    for (sqzCodec_t c : codecs) sqzCodecDestroy(c);
+    emit("done");
+    return 0;
+  }
+  for (int k = 0; k < kAfterCalls; ++k) {
+    bool wrong = false;
+    const int call = kShrunkCallBase + k;
+    if (checkedAllReduce(comm, newRank, call, b, &wrong, size) != sqzSuccess || wrong) return 1;
+    for (int c = 0; c < 2; ++c) {
+      if ((rc = compressedAllReduce(comm, codecs[c], newRank, call, b)) != sqzSuccess) {
+        emit("fail %s call %d after the shrink: %s: %s", specs[c], call, resultName(rc),
+             sqzGetLastError(comm));
+        return 1;
+      }
+      emit("hash %d %d %016" PRIx64, call, c, resultHash(b.recv));
+    }
+  }
+  emit("stage grow");
+  sqzComm_t big = nullptr;
+  if ((rc = sqzCommGrow(comm, 1, &growId, &big, nullptr)) != sqzSuccess) {
+    emit("fail sqzCommGrow: %s: %s", resultName(rc), sqzGetLastError(comm));
+    return 1;
+  }
+  sqzCommDestroy(comm);
+  comm = big;
+  if (!checkedCalls(comm, newRank, size + 1, kGrownCallBase, b)) return 1;
+  for (sqzCodec_t c : codecs) sqzCodecDestroy(c);
+  sqzCommDestroy(comm);
+  emit("done");
+  return 0;
+}
+
+// The process that replaces the lost rank: joins the survivors' grow as rank kRanks - 1.
+int rankJoin(const sqzUniqueId& growId) {
+  Buffers b;
+  sqzComm_t comm = nullptr;
+  if (!initComm(&comm, growId, kRanks - 1, "grown")) return 1;
+  if (!checkedCalls(comm, kRanks - 1, kRanks, kGrownCallBase, b)) return 1;
+  sqzCommDestroy(comm);
+  emit("done");
+  return 0;
+}
+
 }  // namespace
 
 int rankMain(int argc, char** argv) {
-  // argv: rank loop R ID [cuda] | rank abort R ID ID2
+  // argv: rank loop R ID [cuda] | rank abort R ID ID2 | rank recover R ID GROWID [second] |
+  // rank join R GROWID
   sqzUniqueId first{}, second{};
+  if (argc >= 6 && std::strcmp(argv[2], "recover") == 0 && hexDecode(argv[4], &first) &&
+      hexDecode(argv[5], &second))
+    return rankRecover(std::atoi(argv[3]), first, second,
+                       argc == 7 && std::strcmp(argv[6], "second") == 0);
+  if (argc == 5 && std::strcmp(argv[2], "join") == 0 && hexDecode(argv[4], &first))
+    return rankJoin(first);
   const bool abortMode = argc == 6 && std::strcmp(argv[2], "abort") == 0;
   const bool cuda = argc == 6 && std::strcmp(argv[5], "cuda") == 0;
   const bool loopMode = (argc == 5 || cuda) && std::strcmp(argv[2], "loop") == 0;

@@ -100,7 +100,7 @@ bool pump(std::vector<RankProc>& ranks, int64_t deadline, const std::function<bo
 }
 
 std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const char* transport,
-                                 int timeoutMs) {
+                                 int timeoutMs, int first, int count) {
   // The environment is built before fork: the child of a threaded process (the rendezvous root
   // runs here) may only make async-signal-safe calls.
   std::vector<std::string> envStore;
@@ -119,11 +119,11 @@ std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const
   for (auto& s : envStore) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::vector<RankProc> ranks(kRanks);
-  for (int r = 0; r < kRanks; ++r) {
+  std::vector<RankProc> ranks(count);
+  for (int r = 0; r < count; ++r) {
     std::vector<std::string> argStore = {"sqz-fault-harness", "rank"};
     argStore.insert(argStore.end(), rankArgs.begin(), rankArgs.end());
-    argStore.insert(argStore.begin() + 3, std::to_string(r));  // after the mode
+    argStore.insert(argStore.begin() + 3, std::to_string(first + r));  // after the mode
     std::vector<char*> argv;
     for (auto& s : argStore) argv.push_back(s.data());
     argv.push_back(nullptr);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "protocol.h"
+
 namespace squeeze::fault {
 
 // One line a rank wrote to its event pipe.
@@ -51,10 +53,11 @@ struct RankProc {
   }
 };
 
-// Starts kRanks ranks as `sqz-fault-harness rank MODE R ARGS...` (rankArgs: MODE ARGS...) over
-// `transport`, with SQZ_TIMEOUT_MS=timeoutMs and loopback sockets.
+// Starts ranks first .. first + count - 1 (all kRanks by default) as
+// `sqz-fault-harness rank MODE R ARGS...` (rankArgs: MODE ARGS...) over `transport`, with
+// SQZ_TIMEOUT_MS=timeoutMs and loopback sockets.
 std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const char* transport,
-                                 int timeoutMs);
+                                 int timeoutMs, int first = 0, int count = kRanks);
 
 // Reads whatever the ranks have written, waiting at most until `deadline`, and returns as soon
 // as `done()` holds (checked after every read, and at least every 50 ms).
