@@ -11,6 +11,10 @@
  *                                      (and a small float and a 1 MiB int32 one, which must
  *                                      stay exact); prints the float errors
  *                                      against the exact sums (the test script judges them)
+ *   nccl_program recovery ID_FILE      the last rank leaves after 3 all-reduces; the others
+ *                                      follow NCCL's recovery pattern (ncclCommGetAsyncError,
+ *                                      ncclCommRevoke, ncclCommShrink with NCCL_SHRINK_ABORT)
+ *                                      and make 10 exact all-reduces; host buffers
  *   nccl_program initall NDEV          one process, ncclCommInitAll, collectives and a
  *                                      send/receive ring on all of its communicators from one
  *                                      thread in groups
@@ -553,6 +557,70 @@ static void run_gradients(const char* idFile) {
   NCCLCHECK(ncclCommDestroy(comm));
 }
 
+/* ---- recovery: NCCL's documented pattern after a lost rank -------------------------------- */
+
+/* Element i of rank r's input to call c: small integers, so every sum is exact in float. */
+static float recovery_input(int r, int c, size_t i) { return (float)((i + 7u * (unsigned)c) % 89 + r); }
+
+/* An exact float all-reduce of call c's inputs over comm (n ranks, this one `me`); returns its
+ * result without checking it when the call fails. */
+static ncclResult_t recovery_call(ncclComm_t comm, int me, int n, int c, float* send, float* recv,
+                                  size_t count) {
+  for (size_t i = 0; i < count; ++i) send[i] = recovery_input(me, c, i);
+  ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, NULL);
+  if (r != ncclSuccess) return r;
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < n; ++q) want += recovery_input(q, c, i);
+    if (recv[i] != want) FAIL("recovery call %d: element %zu is %g, want %g", c, i, recv[i], want);
+  }
+  return ncclSuccess;
+}
+
+/* The last rank leaves after 3 calls without a word (its sockets close as a killed process's
+ * do; it exits 0 so that sqzrun lets the others go on). The others find out from a failed call
+ * and ncclCommGetAsyncError, then ncclCommRevoke and ncclCommShrink with NCCL_SHRINK_ABORT, and
+ * make 10 exact calls on the shrunk communicator. Host buffers. */
+static void run_recovery(const char* idFile) {
+  ncclUniqueId id;
+  exchange_id(idFile, &id);
+  ncclComm_t comm;
+  NCCLCHECK(ncclCommInitRank(&comm, g_nranks, id, g_rank));
+  const size_t count = 1 << 16;
+  float* send = malloc(count * sizeof(float));
+  float* recv = malloc(count * sizeof(float));
+  const int lost = g_nranks - 1;
+  int call = 0;
+  for (;; ++call) {
+    if (g_rank == lost && call == 3) _exit(0);
+    if (call > 1000) FAIL("recovery: no call failed after rank %d left", lost);
+    ncclResult_t r = recovery_call(comm, g_rank, g_nranks, call, send, recv, count);
+    if (r == ncclSuccess) continue;
+    ncclResult_t async = ncclSuccess;
+    NCCLCHECK(ncclCommGetAsyncError(comm, &async));
+    if (async == ncclSuccess) FAIL("recovery: call %d failed (%d) with no asynchronous error", call, (int)r);
+    printf("nccl_program recovery: rank %d: call %d failed: %s\n", g_rank, call,
+           ncclGetLastError(comm));
+    break;
+  }
+  NCCLCHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+  int exclude[1] = {lost};
+  ncclComm_t shrunk = NULL;
+  NCCLCHECK(ncclCommShrink(comm, exclude, 1, &shrunk, NULL, NCCL_SHRINK_ABORT));
+  NCCLCHECK(ncclCommDestroy(comm));
+  int n = 0, me = -1;
+  NCCLCHECK(ncclCommCount(shrunk, &n));
+  NCCLCHECK(ncclCommUserRank(shrunk, &me));
+  if (n != g_nranks - 1 || me != g_rank) FAIL("recovery: shrunk to %d ranks, rank %d", n, me);
+  for (int c = 0; c < 10; ++c) NCCLCHECK(recovery_call(shrunk, me, n, 100 + c, send, recv, count));
+  NCCLCHECK(ncclCommDestroy(shrunk));
+  free(send);
+  free(recv);
+  if (g_rank == 0)
+    printf("nccl_program recovery: %d of %d ranks revoked, shrank and made 10 exact calls: OK\n",
+           n, g_nranks);
+}
+
 /* ---- one process, many communicators ------------------------------------------------------ */
 
 static void run_initall(int ndev) {
@@ -596,7 +664,7 @@ static void run_initall(int ndev) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: nccl_program collectives|gradients ID_FILE | initall NDEV\n");
+    fprintf(stderr, "usage: nccl_program collectives|gradients|recovery ID_FILE | initall NDEV\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -611,6 +679,8 @@ int main(int argc, char** argv) {
     run_collectives(argv[2]);
   else if (strcmp(argv[1], "gradients") == 0)
     run_gradients(argv[2]);
+  else if (strcmp(argv[1], "recovery") == 0)
+    run_recovery(argv[2]);
   else
     FAIL("unknown mode '%s'", argv[1]);
   return 0;

@@ -4,6 +4,7 @@
 #   sqzrun   collectives bit-exact at 2, 3 and 4 ranks under sqzrun
 #   mpirun   the same under Open MPI's mpirun at 2, 3 and 4 ranks (skips without it)
 #   initall  ncclCommInitAll: 3 communicators in one process, driven from one thread in groups
+#   recovery a rank leaves; the others revoke and shrink as NCCL documents, at 2 and 4 ranks
 #   codec    SQZ_NCCL_CODEC: the same gradient loop dense and through top-k; the compressed run
 #            sends a fraction of the dense run's bytes (SQZ_DEBUG=INFO's counts per communicator
 #            and per codec, here through NCCL_DEBUG=INFO) and its errors stay within top-k's
@@ -52,6 +53,13 @@ case $case_name in
     ;;
   initall)
     timeout "$(limit 60)" "$program" initall 3 || fail "initall: exit $?"
+    ;;
+  recovery)
+    for n in 2 4; do
+      rm -f "$dir/id"
+      SQZ_TIMEOUT_MS=5000 timeout "$(limit 60)" "$sqzrun" -n "$n" "$program" recovery "$dir/id" \
+        || fail "$n ranks: exit $?"
+    done
     ;;
   codec)
     run() {  # run NAME [VAR=VALUE...]: 4 ranks of the gradient loop; output in $dir/NAME
