@@ -309,9 +309,9 @@ bool recoverRepetition(const char* transport, bool second, int rep, int reps, st
             return false;
         return true;
       });
-      // The replacement joins the grow as rank 3.
+      // The replacement joins the grow as rank 3, on the lost rank's host.
       std::vector<RankProc> joiner =
-          spawnRanks({"join", hexEncode(growId)}, transport, timeoutMs, kRanks - 1, 1);
+          spawnRanks({"join", hexEncode(growId)}, transport, timeoutMs, kRanks - 1, 1, victim);
       ranks.push_back(std::move(joiner[0]));
       pump(ranks, nowNs() + 60 * kSec, [&] {
         for (size_t r = 0; r < ranks.size(); ++r)

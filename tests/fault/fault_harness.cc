@@ -44,7 +44,8 @@
 // repetition fails. CLOCK_MONOTONIC is system-wide, so rank times compare with the time the
 // harness took just before kill(). Every wait of the harness is bounded: a hang is a failed
 // repetition with a message, and every child is killed and reaped before the next repetition.
-// FAULT_SEED=N repeats a run's choices of victim and delay.
+// FAULT_SEED=N repeats a run's choices of victim and delay. FAULT_LAB=NAME runs rank r on host r
+// of the network lab NAME (tests/netlab/netlab.sh up --name NAME -n 4), the harness on host 0.
 //
 // The parts: cases.h (the kill, stop and abort cases), rank.h (what a rank runs), device.h (its
 // CUDA buffers and stream for -d cuda), rank_control.h (starting, reading and reaping the
@@ -61,6 +62,7 @@
 #include "device.h"
 #include "protocol.h"
 #include "rank.h"
+#include "rank_control.h"
 
 namespace squeeze::fault {
 namespace {
@@ -97,8 +99,12 @@ int main(int argc, char** argv) {
     return usage(("unknown transport '" + transport + "': use tcp or shm").c_str());
   signal(SIGPIPE, SIG_IGN);  // a dead rank's go-ahead pipe is an error to report, not a death
   setvbuf(stdout, nullptr, _IOLBF, 0);
-  // The rendezvous root listens here: loopback only.
-  setenv("SQZ_SOCKET_IFNAME", "lo", 1);
+  if (std::string why = enterLab(); !why.empty()) {
+    std::printf("sqz-fault-harness: %s\n", why.c_str());
+    return 1;
+  }
+  // The rendezvous root listens here: loopback only (or the lab's links).
+  setenv("SQZ_SOCKET_IFNAME", rankInterface(), 1);
   if (mode == "abort") {
     if (argc != 3) return usage("'abort' takes only the transport");
     return abortCase(transport.c_str());

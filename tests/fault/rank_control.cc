@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <squeeze/squeeze.h>
 #include <sys/prctl.h>
@@ -14,6 +15,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "protocol.h"
@@ -49,7 +51,29 @@ void closeFd(int& fd) {
   fd = -1;
 }
 
+// FAULT_LAB's hosts' network namespaces (/run/netns/NAME-hI), by host; empty without a lab.
+std::vector<int> labNamespaces;
+
 }  // namespace
+
+std::string enterLab() {
+  const char* lab = std::getenv("FAULT_LAB");
+  if (!lab || !*lab) return "";
+  for (int h = 0; h < kRanks; ++h) {
+    const std::string path = std::string("/run/netns/") + lab + "-h" + std::to_string(h);
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return "FAULT_LAB=" + std::string(lab) + ": no " + path + " (bring the lab up first: "
+             "tests/netlab/netlab.sh up --name " + lab + " -n 4)";
+    labNamespaces.push_back(fd);
+  }
+  if (setns(labNamespaces[0], CLONE_NEWNET) != 0)
+    return "FAULT_LAB: cannot enter host 0's network namespace (needs root): " +
+           std::string(std::strerror(errno));
+  return "";
+}
+
+const char* rankInterface() { return labNamespaces.empty() ? "lo" : "lab0"; }
 
 bool pump(std::vector<RankProc>& ranks, int64_t deadline, const std::function<bool()>& done) {
   for (;;) {
@@ -100,7 +124,7 @@ bool pump(std::vector<RankProc>& ranks, int64_t deadline, const std::function<bo
 }
 
 std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const char* transport,
-                                 int timeoutMs, int first, int count) {
+                                 int timeoutMs, int first, int count, int host) {
   // The environment is built before fork: the child of a threaded process (the rendezvous root
   // runs here) may only make async-signal-safe calls.
   std::vector<std::string> envStore;
@@ -114,7 +138,8 @@ std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const
   }
   envStore.push_back(std::string("SQZ_TRANSPORT=") + transport);
   envStore.push_back("SQZ_TIMEOUT_MS=" + std::to_string(timeoutMs));
-  envStore.push_back("SQZ_SOCKET_IFNAME=lo");  // loopback only, whatever the caller's env says
+  // Loopback (or the lab's links) only, whatever the caller's env says.
+  envStore.push_back(std::string("SQZ_SOCKET_IFNAME=") + rankInterface());
   std::vector<char*> envp;
   for (auto& s : envStore) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -134,6 +159,7 @@ std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const
       std::exit(1);
     }
     const pid_t parent = getpid();
+    const int netns = labNamespaces.empty() ? -1 : labNamespaces[host >= 0 ? host : first + r];
     pid_t pid = fork();
     if (pid < 0) {
       std::perror("sqz-fault-harness: fork");
@@ -143,6 +169,7 @@ std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const
       // A harness that dies takes its ranks with it.
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);
+      if (netns >= 0 && setns(netns, CLONE_NEWNET) != 0) _exit(126);  // its lab host
       // Above fds 2..4 first, so placing one cannot clobber another; only the copies dup2 makes
       // (without close-on-exec) reach the rank.
       int evHigh = fcntl(ev[1], F_DUPFD_CLOEXEC, 100);

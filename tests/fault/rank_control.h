@@ -1,6 +1,7 @@
 // The harness's side of its ranks: starting them (fork and exec of this program in rank mode,
-// with the event, stderr and go-ahead pipes on fixed fds), reading their events and stderr with
-// every wait bounded, and reaping them, killing whoever does not exit in time.
+// with the event, stderr and go-ahead pipes on fixed fds; in a network lab's namespaces with
+// FAULT_LAB), reading their events and stderr with every wait bounded, and reaping them,
+// killing whoever does not exit in time.
 #pragma once
 
 #include <squeeze/squeeze.h>
@@ -57,7 +58,15 @@ struct RankProc {
 // `sqz-fault-harness rank MODE R ARGS...` (rankArgs: MODE ARGS...) over `transport`, with
 // SQZ_TIMEOUT_MS=timeoutMs and loopback sockets.
 std::vector<RankProc> spawnRanks(const std::vector<std::string>& rankArgs, const char* transport,
-                                 int timeoutMs, int first = 0, int count = kRanks);
+                                 int timeoutMs, int first = 0, int count = kRanks, int host = -1);
+
+// FAULT_LAB=NAME: the ranks run in the network lab NAME (tests/netlab/netlab.sh up --name NAME,
+// at least kRanks hosts), rank r on host r (or on spawnRanks's `host`), over the hosts' lab0
+// interface; the harness moves itself into host 0's network namespace, so that its rendezvous is
+// on the lab too. Returns "" when there is no FAULT_LAB or the lab is entered, else why not.
+std::string enterLab();
+// The interface ranks and the harness use: "lab0" in a lab, else "lo".
+const char* rankInterface();
 
 // Reads whatever the ranks have written, waiting at most until `deadline`, and returns as soon
 // as `done()` holds (checked after every read, and at least every 50 ms).
