@@ -129,6 +129,17 @@ void cpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, 
 namespace {
 
 #if SQZ_CPU_X86
+// feedbackBlock's vector step on one row of 8 values x and their decoded d: the residual (when
+// not null) and the norm lanes.
+__attribute__((target("avx2"), always_inline)) inline void feedbackRow(__m256 xv, __m256 dv,
+                                                                       float* residual,
+                                                                       __m256& in, __m256& sent) {
+  if (residual)
+    _mm256_storeu_ps(residual, _mm256_add_ps(_mm256_loadu_ps(residual), _mm256_sub_ps(xv, dv)));
+  in = _mm256_add_ps(in, _mm256_mul_ps(xv, xv));
+  sent = _mm256_add_ps(sent, _mm256_mul_ps(dv, dv));
+}
+
 // float16 rows of the cast's feedback with F16C, 8 values at a time (m / 8 * 8 of them): the
 // payload's halves into out, and feedbackBlock's vector loop on x and their widening (the same
 // operations in the same lanes, so the same bits as narrow, widen, then feedbackBlock).
@@ -147,11 +158,7 @@ __attribute__((target("avx2,f16c"))) size_t halfFeedbackRows(const float* x, siz
     else
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
     const __m256 dv = _mm256_cvtph_ps(h);
-    if (residual)
-      _mm256_storeu_ps(residual + i,
-                       _mm256_add_ps(_mm256_loadu_ps(residual + i), _mm256_sub_ps(xv, dv)));
-    in = _mm256_add_ps(in, _mm256_mul_ps(xv, xv));
-    sent = _mm256_add_ps(sent, _mm256_mul_ps(dv, dv));
+    feedbackRow(xv, dv, residual ? residual + i : nullptr, in, sent);
   }
   _mm256_storeu_ps(in8, in);
   _mm256_storeu_ps(sent8, sent);
@@ -186,11 +193,7 @@ __attribute__((target("avx2"))) size_t bfloat16FeedbackRows(const float* x, size
     else
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
     const __m256 dv = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
-    if (residual)
-      _mm256_storeu_ps(residual + i,
-                       _mm256_add_ps(_mm256_loadu_ps(residual + i), _mm256_sub_ps(xv, dv)));
-    in = _mm256_add_ps(in, _mm256_mul_ps(xv, xv));
-    sent = _mm256_add_ps(sent, _mm256_mul_ps(dv, dv));
+    feedbackRow(xv, dv, residual ? residual + i : nullptr, in, sent);
   }
   _mm256_storeu_ps(in8, in);
   _mm256_storeu_ps(sent8, sent);

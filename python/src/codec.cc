@@ -26,13 +26,22 @@ Codec::Codec(std::string spec, long long count, const py::object& dtype, py::obj
     handle_ = codec;
     return rc;
   });
+  comm_->addCodec(this);
 }
 
 Codec::~Codec() {
+  comm_->removeCodec(this);
   comm_->lockedHoldingGil([&](sqzComm_t) {
     // Safe after the comm is gone: the C API knows which communicators are alive.
     if (sqzCodec_t h = handle_.exchange(nullptr)) sqzCodecDestroy(h);
   });
+}
+
+void Codec::moveTo(py::object comm) {
+  comm_->removeCodec(this);
+  commObj_ = std::move(comm);
+  comm_ = commObj_.cast<Comm*>();
+  comm_->addCodec(this);
 }
 
 void Codec::close() {

@@ -27,6 +27,8 @@ class Codec {
   py::dict stateDict();
   void loadStateDict(const py::object& state);
   void close();
+  // Makes the codec one of `comm` (a squeeze.Comm that a shrink or grow made from its own).
+  void moveTo(py::object comm);
 
   const std::string& spec() const { return spec_; }
   size_t count() const { return count_; }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "buffers.h"
+#include "codec.h"
 #include "ops.h"
 
 namespace squeeze::python {
@@ -66,7 +67,22 @@ void Comm::abort() {
   check(sqzCommAbort(h));
 }
 
+void Comm::revoke() {
+  sqzComm_t h = handle_.load();
+  if (!h) raiseInvalidUsage("Comm.revoke: ", closedReason());
+  py::gil_scoped_release nogil;
+  check(sqzCommRevoke(h));
+}
+
 namespace {
+
+// `old`'s codecs go on with `fresh` (a Comm that shrink or grow made from it), each with its
+// state: the C API has moved the handles already (sqzCommShrink, sqzCommGrow).
+py::object adoptCodecs(Comm& old, py::object fresh) {
+  const std::vector<Codec*> moving = old.codecs();
+  for (Codec* c : moving) c->moveTo(fresh);
+  return fresh;
+}
 
 // The optional fields of sqzConfig_t, as keyword arguments; unset ones stay undefined (the
 // environment's SQZ_* variables, then the defaults, decide them).
@@ -286,6 +302,48 @@ allreduce.)doc");
       "(key, rank); key defaults to this rank. color None or -1 takes part without joining "
       "one and returns None. The new Comm has its own connections and this one's "
       "configuration.");
+
+  cls.def("revoke", &Comm::revoke,
+          "Revokes the communicator (after a lost rank): a call in flight here, on any thread, "
+          "ends with RemoteError naming this rank; the other ranks' calls end too as they find "
+          "it gone. Then only shrink() and close() are left.");
+  cls.def(
+      "shrink",
+      [](Comm& c, const std::vector<int>& exclude) {
+        sqzComm_t child = nullptr;
+        c.call("Comm.shrink", [&](sqzComm_t h) {
+          return sqzCommShrink(h, exclude.data(), static_cast<int>(exclude.size()), &child,
+                               nullptr);
+        });
+        return adoptCodecs(c, py::cast(std::make_unique<Comm>(child)));
+      },
+      "exclude"_a,
+      "Collective over the ranks not in `exclude` (the lost ones): a new Comm of the "
+      "survivors, ranked in their order here, with no new unique id. Every survivor passes the "
+      "same list; a list that differs, or another rank lost on the way, raises on all of them "
+      "and changes nothing. This Comm's codecs move to the new one with their state (each keeps "
+      "its own residual). Revoke first if a call may still be in flight.");
+  cls.def(
+      "grow",
+      [](Comm& c, int newRanks, const py::bytes& uniqueId) {
+        const std::string bytes = uniqueId;
+        if (bytes.size() != SQZ_UNIQUE_ID_BYTES)
+          raiseInvalidArgument("Comm.grow: unique_id is ", bytes.size(), " bytes; pass the ",
+                               SQZ_UNIQUE_ID_BYTES, " bytes of squeeze.unique_id()");
+        sqzUniqueId id;
+        std::memcpy(id.internal, bytes.data(), SQZ_UNIQUE_ID_BYTES);
+        sqzComm_t child = nullptr;
+        c.call("Comm.grow", [&](sqzComm_t h) {
+          return sqzCommGrow(h, newRanks, &id, &child, nullptr);
+        });
+        return adoptCodecs(c, py::cast(std::make_unique<Comm>(child)));
+      },
+      "new_ranks"_a, "unique_id"_a,
+      "Collective: a Comm of size + new_ranks ranks in which every rank here keeps its number; "
+      "the new processes join with Comm(unique_id, rank, size + new_ranks) for rank = size .. "
+      "size + new_ranks - 1. Every rank passes the same unique_id (squeeze.unique_id() on one "
+      "rank, sent to the others and to the new processes). This Comm's codecs move to the new "
+      "one.");
 
   cls.def(
       "barrier",

@@ -1,5 +1,6 @@
-// squeeze.Comm: one sqzComm_t, its lifetime (close, abort, garbage collection) and the lock
-// that keeps Python threads from using it at once (the C API allows one thread at a time).
+// squeeze.Comm: one sqzComm_t, its lifetime (close, abort, garbage collection), the lock that
+// keeps Python threads from using it at once (the C API allows one thread at a time), and the
+// codecs made on it (which a shrink or grow moves to the new Comm).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -7,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "errors.h"
 #include "squeeze/squeeze.h"
@@ -59,6 +61,14 @@ class Comm {
 
   void close();
   void abort();
+  // sqzCommRevoke, without the call lock (it ends a call in flight on another thread).
+  void revoke();
+
+  // The codecs made on this Comm (or moved to it), which shrink() and grow() move to the new
+  // one. Changed only with the GIL held, as codecs are made and freed.
+  void addCodec(class Codec* c) { codecs_.push_back(c); }
+  void removeCodec(class Codec* c) { std::erase(codecs_, c); }
+  const std::vector<class Codec*>& codecs() const { return codecs_; }
 
  private:
   std::mutex mu_;  // held through each call: the C API takes one thread at a time
@@ -68,6 +78,7 @@ class Comm {
   std::atomic<bool> aborted_{false};
   int rank_ = -1;
   int size_ = 0;
+  std::vector<class Codec*> codecs_;
 };
 
 void bindComm(py::module_& m);

@@ -270,7 +270,6 @@ void Communicator::abort() {
 }
 
 void Communicator::revoke() {
-  revoked_ = true;
   fail(Error(ErrorCode::kRemote, strCat("rank ", rank_, " revoked the communicator "
                                         "(sqzCommRevoke); shrink it, or destroy it")));
   if (callQueue_) callQueue_->abort();

@@ -168,7 +168,6 @@ class Communicator final : public CodecComm {
   Executor executor_;
   std::unique_ptr<DirectAllReduce> direct_;  // null: no window, dense calls run schedules
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> revoked_{false};
   std::mutex callMu_;              // held for the duration of a collective
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;

@@ -64,3 +64,16 @@ def skip(reason):
     """Prints why and exits with the skip status."""
     print(f"SKIP: {reason}", flush=True)
     sys.exit(SKIP)
+
+
+def import_numpy_and_squeeze():
+    """numpy and squeeze, or skip saying which is missing."""
+    try:
+        import numpy
+    except ImportError as e:
+        skip(f"numpy does not import: {e}")
+    try:
+        import squeeze
+    except ImportError as e:
+        skip(f"the squeeze package does not import (is PYTHONPATH build/python?): {e}")
+    return numpy, squeeze

@@ -20,17 +20,7 @@ OPS = ("sum", "prod", "max", "min", "avg")
 SIZES = (1, 7, 1000, 20000)  # one element, fewer than ranks, and several pipeline chunks
 
 
-def imports():
-    """numpy and squeeze, or skip saying which is missing."""
-    try:
-        import numpy
-    except ImportError as e:
-        ranks.skip(f"numpy does not import: {e}")
-    try:
-        import squeeze
-    except ImportError as e:
-        ranks.skip(f"the squeeze package does not import (is PYTHONPATH build/python?): {e}")
-    return numpy, squeeze
+imports = ranks.import_numpy_and_squeeze
 
 
 np, squeeze = imports() if ranks.is_rank() else (None, None)
