@@ -334,6 +334,56 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
   }
 }
 
+// sqzCommRevoke from another thread releases a stream held by a call whose peer never comes (the
+// call's error names the revoke), and the communicator can then be shrunk: here to every rank,
+// the idle one's healthy communicator included, which then all-reduces on device buffers again.
+TEST(DeviceStreamSemantics, RevokeReleasesAHeldStreamAndShrinkGoesOn) {
+  RunOptions opts;
+  opts.transports = "shm";
+  opts.timeoutMs = 30000;
+  std::barrier sync(2);
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    DeviceBytes buf(1024 * sizeof(float), stream);
+    if (rank == 0) {  // a call nobody joins, revoked from another thread
+      ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+          << sqzGetLastError(comm);
+      const auto t0 = std::chrono::steady_clock::now();
+      std::thread revoker([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        EXPECT_EQ(sqzCommRevoke(comm), sqzSuccess) << sqzGetLastError(comm);
+      });
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // released, not hung
+      revoker.join();
+      EXPECT_LT(secondsSince(t0), 10.0) << "the revoke left the stream held";
+      sqzResult_t async = sqzSuccess;
+      EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+      EXPECT_EQ(async, sqzRemoteError);
+      EXPECT_NE(std::string(sqzGetLastError(comm)).find("revoked"), std::string::npos)
+          << sqzGetLastError(comm);
+    }
+    sync.arrive_and_wait();
+    sqzComm_t fresh = nullptr;
+    ASSERT_EQ(sqzCommShrink(comm, nullptr, 0, &fresh, nullptr), sqzSuccess) << sqzGetLastError(comm);
+    sqzCommDestroy(comm);
+    comm = fresh;
+    std::vector<char> ones(1024 * sizeof(float));
+    for (size_t i = 0; i < 1024; ++i) {
+      const float v = 1.0f + static_cast<float>(rank);
+      std::memcpy(ones.data() + i * sizeof(float), &v, sizeof v);
+    }
+    buf.upload(ones);
+    ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    const std::vector<char> got = buf.download();
+    float first = 0;
+    std::memcpy(&first, got.data(), sizeof first);
+    EXPECT_EQ(first, 3.0f) << "the shrunk communicator's device all-reduce";
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 // Ranks of one process on one GPU share its hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS):
 // with fewer queues than ranks, one rank's held stream could stall another's copies for ever, so
 // init refuses with what to set, and a communicator that fits still works.
