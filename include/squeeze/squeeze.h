@@ -357,8 +357,8 @@ SQZ_API sqzResult_t sqzCommRevoke(sqzComm_t comm);
  * *newcomm, ranked in their order in comm, with no new unique id and no launcher (the lowest
  * remaining rank hosts the agreement; its listening socket has been open since init). Every
  * survivor must pass the same list; a list that differs, a survivor lost during the shrink or one
- * that does not call it within SQZ_TIMEOUT_MS fails every survivor with a clear error (never a
- * split: all end with the same members, or all fail), and comm is left as it was. Excluding
+ * that does not call it within SQZ_TIMEOUT_MS fails every survivor with a clear error, and comm
+ * is left as it was. Never two member lists: the leader's is the only one. Excluding
  * yourself or every rank is sqzInvalidArgument. A healthy comm may be shrunk (the excluded ranks
  * just destroy theirs) when no call is in flight; otherwise revoke it first. comm stays until
  * sqzCommDestroy. config NULL: comm's configuration.
