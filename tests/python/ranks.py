@@ -66,6 +66,15 @@ def skip(reason):
     sys.exit(SKIP)
 
 
+def require(*names):
+    """Imports each module named (for a test that needs them), or skips saying which failed."""
+    import importlib
+    try:
+        return [importlib.import_module(n) for n in names]
+    except ImportError as e:
+        skip(f"cannot import {', '.join(names)} ({e})")
+
+
 def import_numpy_and_squeeze():
     """numpy and squeeze, or skip saying which is missing."""
     try:

@@ -14,12 +14,7 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
                        "elastic", "train_elastic.py")
 
 if __name__ == "__main__":
-    try:
-        import sklearn  # noqa: F401
-        import squeeze.torch  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as e:
-        ranks.skip(f"cannot import torch, sklearn or squeeze.torch ({e})")
+    ranks.require("torch", "sklearn", "squeeze.torch")
     out = subprocess.run([sys.executable, EXAMPLE, "--timeout", "200"], capture_output=True,
                          text=True, timeout=240)
     print(out.stdout, end="")

@@ -18,11 +18,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ranks  # noqa: E402
 
-try:
-    import torch  # noqa: F401
-    import squeeze.torch  # noqa: F401
-except ImportError as e:
-    ranks.skip(f"cannot import torch or squeeze.torch ({e})")
+ranks.require("torch", "squeeze.torch")
 
 SQZRUN, PERF = sys.argv[1], sys.argv[2]
 sys.path.insert(0, PERF)
