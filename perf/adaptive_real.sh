@@ -19,6 +19,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
+# shellcheck source=perf/lab_rounds.sh
+source "$here/lab_rounds.sh"
 build=$repo/build outdir=$repo/perf/results/adaptive-real models="mlp cnn transformer" latency=20ms
 rounds=2 first=1
 
@@ -33,8 +35,7 @@ while getopts "b:o:m:l:R:r:h" opt; do
     *) sed -n '2,19p' "$0"; exit 2 ;;
   esac
 done
-[[ -f $build/python/squeeze/__init__.py ]] ||
-  { echo "adaptive_real.sh: $build/python has no squeeze package; build first (scripts/build.sh)" >&2; exit 2; }
+require_python_package adaptive_real.sh "$build"
 mkdir -p "$outdir"
 
 specs=(dense)
@@ -48,12 +49,9 @@ netlab=$repo/tests/netlab/netlab.sh
 "$netlab" up -n 4 -r 1gbit -l "$latency"
 trap '"$netlab" down' EXIT
 for ((round = first; round < first + rounds; round++)); do
-  args=()
-  for spec in "${specs[@]}"; do
-    if ((round % 2)); then args+=(-c "$spec"); else args=(-c "$spec" "${args[@]}"); fi
-  done
+  spec_args "$round" "${specs[@]}"
   for model in $models; do
-    "$netlab" run -- /usr/bin/python3 "$here/train_real.py" -m "$model" "${args[@]}" \
+    "$netlab" run -- /usr/bin/python3 "$here/train_real.py" -m "$model" "${spec_args[@]}" \
       -J "$outdir/$model-r$round.json"
     if ((round == 1)); then
       /usr/bin/python3 "$here/plot_train.py" -o "$outdir/$model.png" "$outdir/$model-r1.json"

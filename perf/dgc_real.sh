@@ -25,6 +25,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
+# shellcheck source=perf/lab_rounds.sh
+source "$here/lab_rounds.sh"
 build=$repo/build outdir=$repo/perf/results/dgc-real latency=20ms steps=200 rounds=3 first=1
 warmup=40
 
@@ -39,8 +41,7 @@ while getopts "b:o:s:l:R:r:h" opt; do
     *) sed -n '2,21p' "$0"; exit 2 ;;
   esac
 done
-[[ -f $build/python/squeeze/__init__.py ]] ||
-  { echo "dgc_real.sh: $build/python has no squeeze package; build first" >&2; exit 2; }
+require_python_package dgc_real.sh "$build"
 mkdir -p "$outdir"
 
 specs=(dense "dgc:ratio=0.001,momentum=0.9,clip=2,warmup=$warmup"
@@ -53,12 +54,9 @@ lab=(--name sqzdgc -n 4)
 "$netlab" up "${lab[@]}" -r 1gbit -l "$latency"
 trap '"$netlab" down "${lab[@]}"' EXIT
 for ((round = first; round < first + rounds; round++)); do
-  args=()
-  for spec in "${specs[@]}"; do
-    if ((round % 2)); then args+=(-c "$spec"); else args=(-c "$spec" "${args[@]}"); fi
-  done
+  spec_args "$round" "${specs[@]}"
   "$netlab" run "${lab[@]}" --timeout 5400 -- /usr/bin/python3 "$here/train_real.py" -m wordlm \
-    -s "$steps" -E 20 --probe-every 0 --lr-warmup "$warmup" "${args[@]}" \
+    -s "$steps" -E 20 --probe-every 0 --lr-warmup "$warmup" "${spec_args[@]}" \
     -J "$outdir/wordlm-r$round.json"
   if ((round == 1)); then
     /usr/bin/python3 "$here/plot_train.py" -o "$outdir/wordlm.png" "$outdir/wordlm-r1.json"
