@@ -1,7 +1,8 @@
 // What every execution context shares (see context.h): the pool of call buffers and the scratch
-// slots, over the backend's allocate().
+// slots, over the backend's allocate(), and the count of pinned-slot fallbacks.
 #include "device/context.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "base/error.h"
@@ -9,6 +10,14 @@
 namespace squeeze::device {
 
 Context::~Context() = default;
+
+namespace {
+std::atomic<uint64_t> gSlotFallbacks{0};
+}  // namespace
+
+uint64_t slotFallbacks() { return gSlotFallbacks.load(std::memory_order_relaxed); }
+
+void countSlotFallback() { gSlotFallbacks.fetch_add(1, std::memory_order_relaxed); }
 
 void Context::reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space) {
   if (a && a->size() >= bytes) return;

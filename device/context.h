@@ -44,6 +44,14 @@ class Allocation {
 // Host memory of `bytes` (pageable), as the host context allocates it.
 std::unique_ptr<Allocation> hostAllocation(size_t bytes);
 
+// How often, since the process started, a CUDA context had no pinned slot for what a call
+// needed (a header's check, a small copy from pageable memory, a norm's sum: all in flight, or
+// the context was never prepared) and fell back to a synchronous read, a pageable copy or a host
+// wait. A call that recycles its slots (Context::wait) needs none; the benchmarks print it and
+// tests/gpu caps it at 0 a call. countSlotFallback is the CUDA context's.
+uint64_t slotFallbacks();
+void countSlotFallback();
+
 class Context {
  public:
   // A point in the context's work: everything enqueued before it (see mark()).

@@ -41,7 +41,11 @@
 #include <cstring>
 
 #include "datatypes.h"
+#include "squeeze_config.h"
 #include "table.h"
+#if SQZ_CUDA_STANDIN
+#include "device/standin/standin.h"
+#endif
 
 namespace squeeze::perf {
 namespace {
@@ -77,6 +81,31 @@ void Bench::syncCalls() {
   check(sqzCommGetAsyncError(comm_, &async));
   check(async);
 }
+
+#if SQZ_CUDA_STANDIN
+namespace {
+standin::Counters gCountedFrom, gProgressFrom;
+}  // namespace
+
+void Bench::countStart() {
+  if (!onGpu()) return;
+  gCountedFrom = standin::processCounters();
+  gProgressFrom = standin::countersOfThreadsNamed("sqz-progress");
+}
+
+void Bench::countStop(int calls) {
+  if (!onGpu() || calls <= 0) return;
+  standin::Counters d = standin::processCounters() - gCountedFrom;
+  const standin::Counters progress = standin::countersOfThreadsNamed("sqz-progress") - gProgressFrom;
+  d.hostWaits -= std::min<uint64_t>(d.hostWaits, 2);  // the loop's syncCalls (gpuSync's two)
+  standinLine_ = "#   stand-in, this process, per call: " +
+                 standin::perCall(d, static_cast<uint64_t>(calls)) + "; " +
+                 std::to_string(progress.apiCalls) + " CUDA calls on progress threads\n";
+}
+#else
+void Bench::countStart() {}
+void Bench::countStop(int) {}
+#endif
 
 void Bench::upload(size_t esz) {
   const size_t recvBytes = std::max(counts_.recvCount, counts_.sendCount) * esz;
@@ -282,10 +311,12 @@ void Bench::benchTime(sqzDataType_t type, sqzRedOp_t op, bool inPlace) {
   barrier();
 
   // Device buffers: the calls only enqueue, so the loop ends when the stream has run them all.
+  if (!inPlace) countStart();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o_.iters; ++i) startColl(type, op, inPlace);
   syncCalls();
   auto t1 = std::chrono::steady_clock::now();
+  if (!inPlace) countStop(o_.iters);
   // Now, before the all-reduces below make it theirs. A call with count 0 runs nothing and
   // leaves the name of the call before it (the barrier's all-reduce), so it shows "-".
   const char* algo = nullptr;
@@ -357,6 +388,8 @@ void Bench::timeTest(sqzDataType_t type, sqzRedOp_t op) {
     } else {
       printOnRoot(rank_, "  %s\n", algo.c_str());
     }
+    if (!standinLine_.empty()) printOnRoot(rank_, "%s", standinLine_.c_str());
+    standinLine_.clear();
     if (!nextSize(o_, &size)) break;
   }
 }

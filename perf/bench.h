@@ -52,6 +52,12 @@ class Bench {
   char* callRecv() const { return static_cast<char*>(onGpu() ? drecv_.ptr : recv_.ptr); }
   // Waits for the enqueued calls and reports an asynchronous error; nothing for host buffers.
   void syncCalls();
+  // On the CUDA stand-in with -d cuda: what a timed loop of `calls` calls (ended by one
+  // syncCalls, whose host waits are left out) asked of the emulated device, per call, with the
+  // progress threads' CUDA calls (0 by design), into standinLine_, printed under the size's row.
+  // Elsewhere nothing.
+  void countStart();
+  void countStop(int calls);
   // send_ and the whole of recv_ (the current size) to the device copies; recv_ back.
   void upload(size_t esz);
   void download(size_t esz);
@@ -97,6 +103,7 @@ class Bench {
   DeviceBuffer dsend_, drecv_;  // -d cuda only
   CollCounts counts_;           // for the current size
   std::string algo_[2];         // algorithm of the last timed call, [inPlace]
+  std::string standinLine_;     // countStop's line for the current size, or empty
   double barrierCell_ = 0;
   uint64_t seed_ = 0;
   int errors_ = 0;  // calls with wrong results, over all ranks

@@ -161,10 +161,12 @@ double Bench::timeCompressed(sqzRedOp_t op, bool inPlace, uint64_t* denseCalls) 
   check(sqzCodecGetStats(codec_, &before));
   double sec = 0;
   if (!inPlace) {
+    countStart();
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < o_.iters; ++i) startColl(sqzFloat32, op, false);
     syncCalls();
     auto t1 = std::chrono::steady_clock::now();
+    countStop(o_.iters);
     sec = std::chrono::duration<double>(t1 - t0).count();
   } else {
     for (int i = 0; i < o_.iters; ++i) {

@@ -60,6 +60,7 @@
 #include "compress/handle.h"
 #include "compress/topk.h"
 #if SQZ_CUDA_STANDIN
+#include "device/context.h"
 #include "device/standin/standin.h"
 #endif
 #include "inputs.h"
@@ -223,20 +224,26 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
   double dec = time([&] { codec.decode(payload, bytes, n, kF32, at, decoded); }, nullptr);
   std::string note;
 #if SQZ_CUDA_STANDIN
-  // What the executor's two per-piece calls ask of the (emulated) GPU: its kernel launches and
-  // the host's waits for it, one call each.
+  // What each of the executor's per-piece calls asks of the (emulated) GPU, one call each on a
+  // context whose slots were recycled (timeGpu waits for it after every run), and what the wait
+  // that ends a call adds: the evidence tests/gpu caps (call_counts_test.cc).
+  std::vector<std::string> counts;
   if (gpu_) {
-    auto counted = [](const std::function<void()>& body) {
+    auto counted = [&](const char* what, const std::function<void()>& body) {
       const standin::Counters before = standin::threadCounters();
+      const uint64_t fallbacks = device::slotFallbacks();
       body();
       const standin::Counters d = standin::threadCounters() - before;
-      return std::to_string(d.launches) + "/" + std::to_string(d.hostWaits);
+      counts.push_back(std::string(what) + ": " + standin::perCall(d, 1) + ", " +
+                       std::to_string(device::slotFallbacks() - fallbacks) + " slot fallbacks");
     };
-    const std::string fb =
-        counted([&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); });
-    const std::string cb =
-        counted([&] { codec.combine(out, x, otherPayload, otherBytes, n, kF32, RedOp::kSum, at); });
-    note = "stand-in launches/host waits: encodeFB " + fb + ", combine " + cb;
+    counted("encodeFB", [&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); });
+    counted("wait", [&] { at.ctx->wait("the encode's end"); });
+    counted("combine",
+            [&] { codec.combine(out, x, otherPayload, otherBytes, n, kF32, RedOp::kSum, at); });
+    counted("decode", [&] { codec.decode(payload, bytes, n, kF32, at, decoded); });
+    at.ctx->wait("the decode's end");
+    note = "stand-in counts below";
     bytes = codec.encode(x, n, kF32, at, payload);
   }
 #endif
@@ -255,6 +262,9 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
 #endif
   printFigures(name, static_cast<double>(bytes), gbps(n, enc), gbps(n, encFb), gbps(n, comb),
                gbps(n, dec), note.empty() ? nullptr : note.c_str());
+#if SQZ_CUDA_STANDIN
+  for (const std::string& c : counts) std::printf("#   %s\n", c.c_str());
+#endif
 }
 
 // PowerSGD-style composite methods: whole calls on a one-rank communicator; the codec's

@@ -126,8 +126,12 @@ class CudaContext final : public Context {
     if (from.device || from.pinned) settle();
     // A few bytes from pageable host memory (a header the host wrote) go through a pinned slot:
     // from pageable memory cudaMemcpyAsync may wait for the stream.
-    if (bytes <= kStageBytes && !from.device && !from.pinned)
-      if (void* staged = stage(src, bytes)) src = staged;
+    if (bytes <= kStageBytes && !from.device && !from.pinned) {
+      if (void* staged = stage(src, bytes))
+        src = staged;
+      else
+        countSlotFallback();
+    }
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "cudaMemcpyAsync");
   }
   void read(void* dst, const void* src, size_t bytes) override {
@@ -204,6 +208,7 @@ class CudaContext final : public Context {
                   std::function<void(const uint32_t* got)> fail) override {
     SQZ_ENFORCE(words <= kCheckWords, "checkWords of ", words, " words");
     if (freeChecks_.empty()) {  // unprepared, or every slot in flight: read and compare now
+      countSlotFallback();
       Context::checkWords(src, expected, words, std::move(fail));
       return;
     }
@@ -458,6 +463,7 @@ class CudaContext final : public Context {
                     std::function<void(size_t j, uint32_t index)> fail) override {
     if (m == 0) return;
     if (freeChecks_.empty()) {  // unprepared, or every check slot in flight
+      countSlotFallback();
       Context::checkIndices(idx, m, count, std::move(fail));
       return;
     }
@@ -701,11 +707,17 @@ class CudaContext final : public Context {
   // prepared (its slots are made by prepareThread) or every slot is taken: the kernel's host
   // side then synchronizes and adds them itself.
   double* sumSlot(double* first, double* second) {
-    if (!prepared()) return nullptr;
+    if (!prepared()) {
+      countSlotFallback();
+      return nullptr;
+    }
     const SumTarget target{first, second};
     size_t i = 0;
     while (i < sumTargets_.size() && sumTargets_[i] != target) ++i;
-    if (i == kSumSlots) return nullptr;
+    if (i == kSumSlots) {
+      countSlotFallback();
+      return nullptr;
+    }
     auto* slot = static_cast<double*>(sumSlots_.data()) + 2 * i;
     if (i == sumTargets_.size()) {
       cuda::check(cudaMemsetAsync(slot, 0, 2 * sizeof(double), stream_), "cudaMemsetAsync");

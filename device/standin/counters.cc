@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "device/standin/internal.h"
@@ -68,6 +69,11 @@ Counters toCounters(const uint64_t (&c)[kCountKinds]) {
   r.allocations = c[4];
   r.apiCalls = c[5];
   r.streamOps = c[6];
+  r.deviceToHost = c[7];
+  r.pageable = c[8];
+  r.pointerQueries = c[9];
+  r.streamCreations = c[10];
+  r.eventCreations = c[11];
   return r;
 }
 
@@ -100,10 +106,29 @@ Counters operator-(const Counters& a, const Counters& b) {
   r.allocations = a.allocations - b.allocations;
   r.apiCalls = a.apiCalls - b.apiCalls;
   r.streamOps = a.streamOps - b.streamOps;
+  r.deviceToHost = a.deviceToHost - b.deviceToHost;
+  r.pageable = a.pageable - b.pageable;
+  r.pointerQueries = a.pointerQueries - b.pointerQueries;
+  r.streamCreations = a.streamCreations - b.streamCreations;
+  r.eventCreations = a.eventCreations - b.eventCreations;
   return r;
 }
 
 Counters processCounters() { return load(gCounts); }
+
+std::string perCall(const Counters& c, uint64_t calls) {
+  const double n = calls ? static_cast<double>(calls) : 1.0;
+  auto f = [&](uint64_t v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g", static_cast<double>(v) / n);
+    return std::string(text);
+  };
+  return f(c.launches) + " launches, " + f(c.hostWaits) + " host waits, " + f(c.copies) +
+         " copies (" + f(c.deviceToHost) + " to the host, " + f(c.pageable) + " pageable), " +
+         f(c.streamOps) + " stream ops, " + f(c.allocations) + " allocations, " +
+         f(c.streamCreations) + " streams and " + f(c.eventCreations) + " events made, " +
+         f(c.pointerQueries) + " pointer queries";
+}
 
 Counters threadCounters() { return load(record().counts); }
 

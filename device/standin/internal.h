@@ -206,8 +206,13 @@ enum class Count {
   kAllocations,
   kApiCalls,
   kStreamOps,
+  kDeviceToHostCopies,
+  kPageableCopies,
+  kPointerQueries,
+  kStreamCreations,
+  kEventCreations,
 };
-constexpr int kCountKinds = 7;
+constexpr int kCountKinds = 12;
 void count(Count c);
 // Records the calling thread's name (pthread_getname_np) for countersOfThreadsNamed.
 void captureThreadName();

@@ -130,6 +130,12 @@ bool pageable(const void* p) {
   return !findRegion(p, &r);
 }
 
+// The copy's kinds beyond Count::kCopies (submit counts that): device to host, pageable.
+void countCopyKinds(const void* dst, const void* src) {
+  if (isDeviceMemory(src) && !isDeviceMemory(dst)) count(Count::kDeviceToHostCopies);
+  if (pageable(dst) || pageable(src)) count(Count::kPageableCopies);
+}
+
 // The checks every copy makes, and its stream (`stream` null: the current device's legacy stream
 // of a synchronous copy).
 cudaError_t prepareCopy(void* dst, const void* src, size_t dstExtent, size_t srcExtent,
@@ -173,6 +179,7 @@ cudaError_t copyBytes(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
   if (cudaError_t rc = prepareCopy(dst, src, n, n, kind, stream, sync, &s)) return rc;
   const bool deviceToDevice = isDeviceMemory(dst) && isDeviceMemory(src);
   const bool touchesPageable = pageable(dst) || pageable(src);
+  countCopyKinds(dst, src);
   if (sync)
     return submit(s, "cudaMemcpy", !deviceToDevice, true, [=] { std::memmove(dst, src, n); });
   return submit(s,
@@ -192,6 +199,7 @@ cudaError_t setBytes(void* p, int value, size_t n, cudaStream_t stream, bool syn
 
 CUresult CUDAAPI memGetAddressRange(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
   const ApiCall api(__func__);
+  count(Count::kPointerQueries);
   Region r;
   if (!findRegion(reinterpret_cast<const void*>(dptr), &r) || !isDevice(r))
     return CUDA_ERROR_NOT_FOUND;
@@ -397,6 +405,7 @@ cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int f
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const void* ptr) {
   const ApiCall api(__func__);
+  count(Count::kPointerQueries);
   if (!attributes) return fail(cudaErrorInvalidValue);
   std::memset(attributes, 0, sizeof(*attributes));
   Region r;
@@ -440,6 +449,7 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
     return fail(rc);
   auto* d = static_cast<char*>(dst);
   auto* from = static_cast<const char*>(src);
+  countCopyKinds(dst, src);
   return fail(submit(s, "cudaMemcpy2DAsync", pageable(dst) || pageable(src), false, [=] {
     for (size_t row = 0; row < height; ++row)
       std::memmove(d + row * dpitch, from + row * spitch, width);

@@ -51,6 +51,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace squeeze::standin {
 
@@ -66,6 +67,12 @@ struct Counters {
   uint64_t apiCalls = 0;       // every exported cuda*/cu* call (driver entry points handed out,
                                // launch, loadKernels and useLibrary too); nested ones once
   uint64_t streamOps = 0;      // cuStreamWaitValue32, cuStreamWriteValue32, cudaLaunchHostFunc
+  uint64_t deviceToHost = 0;   // copies (among `copies`) from device memory into host memory,
+                               // pinned or pageable
+  uint64_t pageable = 0;       // copies (among `copies`) from or into pageable host memory
+  uint64_t pointerQueries = 0;  // cudaPointerGetAttributes, cuMemGetAddressRange
+  uint64_t streamCreations = 0;  // cudaStreamCreate*
+  uint64_t eventCreations = 0;   // cudaEventCreate*
 };
 Counters operator-(const Counters& a, const Counters& b);
 
@@ -78,6 +85,11 @@ Counters threadCounters();
 // The sum over every thread, alive or exited, whose name (pthread_getname_np, as of its latest
 // CUDA call) starts with `prefix`.
 Counters countersOfThreadsNamed(const char* prefix);
+
+// What `c` counts, divided by `calls` (the benchmarks' and tests' per-call line): "3 launches,
+// 0 host waits, 2 copies (1 to the host, 0 pageable), 4 stream ops, 0 allocations, 0 streams and
+// 0 events made, 0 pointer queries".
+std::string perCall(const Counters& c, uint64_t calls);
 
 // Enqueues a kernel named `kernel` on `stream` (0 or cudaStreamLegacy: the legacy default
 // stream; cudaStreamPerThread: the calling thread's default stream) of the current device.

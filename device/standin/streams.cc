@@ -457,6 +457,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags)
   if (!pStream || (flags & ~cudaStreamNonBlocking)) return fail(cudaErrorInvalidValue);
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
+  count(Count::kStreamCreations);
   auto s = newStream(*d, StreamKind::kCreated, !(flags & cudaStreamNonBlocking), flags);
   State& st = state();
   std::lock_guard<std::mutex> lock(st.handlesMu);
@@ -588,6 +589,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
     return fail(cudaErrorInvalidValue);  // as CUDA: interprocess events cannot time
   Device* d = nullptr;
   if (cudaError_t rc = currentDevice(&d)) return fail(rc);
+  count(Count::kEventCreations);
   auto ev = std::make_shared<Event>();
   ev->device = d;
   ev->flags = flags;

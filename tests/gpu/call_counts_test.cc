@@ -12,17 +12,25 @@
 //     caller's thread enqueues without waiting, no kernel launch, and no CUDA call at all on
 //     the progress threads (the stand-in counts calls by thread name); a call larger than the
 //     staging moves in pieces and stays exact;
-//   - a top-k selection, either route, waits for nothing: its count is k, known before it runs.
+//   - a top-k selection, either route, waits for nothing: its count is k, known before it runs;
+//   - a codec's per-piece calls on a CUDA context (encode with feedback, combine, decode): their
+//     launches, waits and copies to the host under ceilings, and no pageable copy, slot
+//     fallback, allocation, or stream or event made (device::slotFallbacks counts the library's
+//     side).
 // Stand-in builds only (scripts/standin.sh); a GPU has no such counters.
 #include <cuda_runtime_api.h>
 
 #include <barrier>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "../collective/test_util.h"
+#include "compress/codecs.h"
+#include "compress/handle.h"
+#include "device/context.h"
 #include "device/sparse.h"
 #include "device/standin/standin.h"
 
@@ -106,6 +114,7 @@ TEST(CallCounts, OneRankAllReduceIsOneCopyOnTheCallersStream) {
 struct Counted {
   double launches, waits, copies, streamOps, progressCalls;
   bool exact;
+  double toHost, pageable, pointerQueries, made, allocations;  // per call, both ranks' threads
 };
 
 // Per rank and call, for `count` floats through `spec` ("" for a plain all-reduce).
@@ -181,11 +190,16 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
   const uint64_t calls = kRanks * kCalls;
   const Counted k{double(total.launches) / calls, double(total.hostWaits - calls) / calls,
                   double(callerCopies) / calls, double(callerStreamOps) / calls,
-                  double(progress.apiCalls), exact[0] && exact[1]};
-  std::printf("  %-30s %8zu floats, staging %-4s: %4.1f launches, %4.1f host waits, %5.1f copies, "
-              "%5.1f stream operations a call; progress threads: %.0f CUDA calls\n",
+                  double(progress.apiCalls), exact[0] && exact[1],
+                  double(total.deviceToHost) / calls, double(total.pageable) / calls,
+                  double(total.pointerQueries) / calls,
+                  double(total.streamCreations + total.eventCreations) / calls,
+                  double(total.allocations) / calls};
+  std::printf("  %-30s %8zu floats, staging %-4s: %4.1f launches, %4.1f host waits, %5.1f copies "
+              "(%.1f to the host, %.1f pageable), %5.1f stream operations, %.1f pointer queries a "
+              "call; progress threads: %.0f CUDA calls\n",
               *spec ? spec : "(plain)", count, staging ? staging : "16M", k.launches, k.waits,
-              k.copies, k.streamOps, k.progressCalls);
+              k.copies, k.toHost, k.pageable, k.streamOps, k.pointerQueries, k.progressCalls);
   return k;
 }
 
@@ -202,6 +216,13 @@ TEST_P(StagedCallCounts, ACallIsTwoCopiesAndNoLaunchOrWaitAtEverySize) {
     // the half, write; out, wait, write.
     EXPECT_LE(k.streamOps, 5) << spec;
     EXPECT_EQ(k.progressCalls, 0) << spec << ": a progress thread made a CUDA call";
+    // The input's copy into pinned staging is the call's one copy to the host (the arithmetic
+    // runs there: device/call_queue.h); nothing pageable, nothing made or allocated.
+    EXPECT_EQ(k.toHost, 1) << spec;
+    EXPECT_EQ(k.pageable, 0) << spec;
+    EXPECT_EQ(k.made, 0) << spec << ": a call made a stream or an event";
+    EXPECT_EQ(k.allocations, 0) << spec << ": a call allocated";
+    EXPECT_LE(k.pointerQueries, 4) << spec << ": where the call's two buffers live, asked once";
   }
 }
 
@@ -222,6 +243,8 @@ TEST(CallCounts, ACallLargerThanTheStagingMovesInPiecesAndIsExact) {
   const Counted k = countCalls("", size_t(1) << 18, "64K");  // 1 MiB through 32 KiB halves
   EXPECT_TRUE(k.exact) << "the sum through staging pieces differs from 2x the input";
   EXPECT_EQ(k.copies, 64) << "32 pieces in, 32 out";
+  EXPECT_EQ(k.toHost, 32) << "each piece in";
+  EXPECT_EQ(k.pageable, 0);
   EXPECT_LE(k.streamOps, 64 * 2 + 1);
   EXPECT_EQ(k.launches, 0);
   EXPECT_EQ(k.progressCalls, 0);
@@ -247,6 +270,157 @@ TEST(CallCounts, TopkSelectionHostWaits) {
   }
   cudaStreamSynchronize(s);
   cudaFree(idx);
+}
+
+// ---- a codec's per-piece calls on a CUDA context ----------------------------------------------
+// What the executor's per-piece calls (Codec::encodeFeedback, combine, decode) ask of the GPU, each
+// counted alone on a context whose slots the wait that ends a call has recycled, at 1M floats.
+// Every one: no pageable copy, no slot fallback, no allocation, no stream or event made, at most
+// one pointer query; the launches, host waits and copies to the host at most the ceilings below,
+// recorded from the code as it is (a change that adds one fails here). The copies to the host
+// that are left: a payload's header words for their check (combine, decode), a threshold
+// selection's count (its size is the data's), and the norms the wait brings back.
+
+struct OpCaps {
+  const char* spec;
+  uint64_t encodeLaunches, encodeWaits, encodeToHost;
+  uint64_t combineLaunches, decodeLaunches, checkToHost;  // checkToHost: combine's and decode's
+};
+
+constexpr OpCaps kOpCaps[] = {
+    {"dense", 3, 0, 0, 1, 0, 0},     {"fp16", 2, 0, 0, 1, 1, 0},
+    {"bf16", 2, 0, 0, 1, 1, 0},      {"int8", 1, 0, 0, 1, 1, 1},
+    {"qsgd", 1, 0, 0, 1, 1, 1},      {"onebit", 1, 0, 0, 1, 1, 1},
+    {"terngrad", 1, 0, 0, 1, 1, 1},  {"topk", 13, 0, 0, 3, 4, 2},
+    {"randk", 4, 0, 0, 2, 3, 0},     {"threshold:threshold=1.5", 5, 2, 1, 3, 4, 2},
+    {"dgc", 20, 0, 0, 3, 4, 2},
+};
+
+// The counts of one call of `body` on this thread, and the slot fallbacks it caused.
+struct OpCount {
+  Counters c;
+  uint64_t fallbacks;
+};
+template <class Fn>
+OpCount countOp(Fn body) {
+  const Counters t0 = threadCounters();
+  const uint64_t f0 = squeeze::device::slotFallbacks();
+  body();
+  return {threadCounters() - t0, squeeze::device::slotFallbacks() - f0};
+}
+
+void expectLean(const OpCount& k, const char* op) {
+  EXPECT_EQ(k.c.pageable, 0u) << op << ": a copy from or into pageable memory";
+  EXPECT_EQ(k.fallbacks, 0u) << op << ": a pinned slot was missing (device::slotFallbacks)";
+  EXPECT_EQ(k.c.allocations, 0u) << op << ": allocated memory";
+  EXPECT_EQ(k.c.streamCreations + k.c.eventCreations, 0u) << op << ": made a stream or event";
+  EXPECT_LE(k.c.pointerQueries, 1u) << op;
+}
+
+class CodecOpCounts : public ::testing::TestWithParam<OpCaps> {};
+
+TEST_P(CodecOpCounts, EachPieceCallStaysUnderItsCeilings) {
+  const OpCaps& cap = GetParam();
+  using squeeze::DataType;
+  constexpr size_t n = size_t(1) << 20;
+  Stream stream;
+  cudaStream_t s = stream.s;
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  auto ctx = squeeze::device::makeCudaContext(device, s);
+  ctx->prepareThread();
+  auto handle = squeeze::createCodecHandle(squeeze::CodecSpec::parse(cap.spec), n,
+                                           DataType::kFloat32);
+  squeeze::Codec& codec = *handle->chunkCodec();
+  const squeeze::ChunkInfo at{0, 0, 0, -1, ctx.get()};
+  const size_t bound = codec.maxEncodedBytes(n, DataType::kFloat32);
+  DeviceFloats x(n, s), residual(n, s), out(n, s);
+  char* payload = nullptr;
+  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&payload), bound, s), cudaSuccess);
+  squeeze::EncodeNorms norms;
+  size_t bytes = 0;
+  auto encode = [&] {
+    bytes = codec.encodeFeedback(x.ptr, n, DataType::kFloat32, at, payload, residual.ptr, &norms);
+  };
+  auto combine = [&] {
+    codec.combine(out.ptr, x.ptr, payload, bytes, n, DataType::kFloat32, squeeze::RedOp::kSum, at);
+  };
+  auto decode = [&] { codec.decode(payload, bytes, n, DataType::kFloat32, at, out.ptr); };
+  for (const std::function<void()>& op : {std::function<void()>(encode), std::function<void()>(combine),
+                                           std::function<void()>(decode)}) {
+    op();  // warm: scratch made, kernels loaded
+    ctx->wait("warm-up");
+  }
+  const OpCount e = countOp(encode), w = countOp([&] { ctx->wait("the encode's end"); });
+  const OpCount c = countOp(combine);
+  ctx->wait("the combine's end");
+  const OpCount d = countOp(decode);
+  ctx->wait("the decode's end");
+  std::printf("  %-24s encodeFB: %s\n  %-24s wait: %s\n  %-24s combine: %s\n  %-24s decode: %s\n",
+              cap.spec, squeeze::standin::perCall(e.c, 1).c_str(), "",
+              squeeze::standin::perCall(w.c, 1).c_str(), "",
+              squeeze::standin::perCall(c.c, 1).c_str(), "",
+              squeeze::standin::perCall(d.c, 1).c_str());
+  expectLean(e, "encodeFeedback");
+  expectLean(w, "the wait");
+  expectLean(c, "combine");
+  expectLean(d, "decode");
+  EXPECT_LE(e.c.launches, cap.encodeLaunches);
+  EXPECT_LE(e.c.hostWaits, cap.encodeWaits);
+  EXPECT_LE(e.c.deviceToHost, cap.encodeToHost);
+  EXPECT_EQ(w.c.hostWaits, 1u) << "the wait that ends a call";
+  EXPECT_LE(w.c.deviceToHost, 1u) << "the wait brings the norms back in one copy";
+  EXPECT_LE(c.c.launches, cap.combineLaunches);
+  EXPECT_LE(d.c.launches, cap.decodeLaunches);
+  for (const OpCount* k : {&c, &d}) {
+    EXPECT_EQ(k->c.hostWaits, 0u) << "a combine or decode waited for the device";
+    EXPECT_LE(k->c.deviceToHost, cap.checkToHost);
+  }
+  cudaFreeAsync(payload, s);
+  cudaStreamSynchronize(s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stand, CodecOpCounts, ::testing::ValuesIn(kOpCaps),
+                         [](const ::testing::TestParamInfo<OpCaps>& info) {
+                           std::string name = info.param.spec;
+                           name = name.substr(0, name.find(':'));
+                           return name;
+                         });
+
+// The counter the caps above read does count: combines whose header checks are never waited for
+// run out of check slots (256 in flight), and the 257th falls back to reading its header at once
+// (a wait, which recycles the slots for the next 256).
+TEST(CodecOpCounts, ChecksNeverWaitedForFallBack) {
+  using squeeze::DataType;
+  constexpr size_t n = 4096;
+  Stream stream;
+  cudaStream_t s = stream.s;
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  auto ctx = squeeze::device::makeCudaContext(device, s);
+  ctx->prepareThread();
+  auto handle =
+      squeeze::createCodecHandle(squeeze::CodecSpec::parse("int8"), n, DataType::kFloat32);
+  squeeze::Codec& codec = *handle->chunkCodec();
+  const squeeze::ChunkInfo at{0, 0, 0, -1, ctx.get()};
+  DeviceFloats x(n, s), out(n, s);
+  char* payload = nullptr;
+  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&payload),
+                            codec.maxEncodedBytes(n, DataType::kFloat32), s),
+            cudaSuccess);
+  const size_t bytes = codec.encode(x.ptr, n, DataType::kFloat32, at, payload);
+  ctx->wait("the encode");
+  const uint64_t f0 = squeeze::device::slotFallbacks();
+  for (int i = 0; i < 300; ++i)
+    codec.combine(out.ptr, x.ptr, payload, bytes, n, DataType::kFloat32, squeeze::RedOp::kSum, at);
+  EXPECT_EQ(squeeze::device::slotFallbacks() - f0, 1u);
+  ctx->wait("the combines");
+  const uint64_t f1 = squeeze::device::slotFallbacks();
+  codec.combine(out.ptr, x.ptr, payload, bytes, n, DataType::kFloat32, squeeze::RedOp::kSum, at);
+  EXPECT_EQ(squeeze::device::slotFallbacks(), f1) << "the wait recycled the slots";
+  ctx->wait("the last combine");
+  cudaFreeAsync(payload, s);
+  cudaStreamSynchronize(s);
 }
 
 }  // namespace
