@@ -101,7 +101,7 @@ struct IndexCheckJob {
   const uint32_t* idx;
   size_t n;  // entries
   size_t count;
-  unsigned long long* found;
+  unsigned long long* found;   // {~0, ~0} on entry; with a report, left so after
   unsigned long long* report;  // null, or where found[0..1] is copied (pinned host memory)
 };
 

@@ -39,9 +39,49 @@ SQZ_HD_INLINE bool dgcSentInFull(uint8_t nonzero, float v) { return nonzero && v
 SQZ_HD_INLINE float addSquare(float acc, float v) { return addRn(acc, mulRn(v, v)); }
 
 // Codec::encodeFeedback's norms are summed per block of kNormBlock values in kNormLanes float
-// lanes (vectorizes on the CPU), then the lanes of block after block in double.
+// lanes (vectorizes on the CPU); each block's lanes, lane after lane, into a double from 0 (the
+// block's total); then the blocks' totals in NormTree's order.
 constexpr size_t kNormBlock = 1024;
 constexpr int kNormLanes = 8;
+
+// The blocks' totals of a pass added in a fixed pairwise tree: blocks 2i and 2i + 1 (left +
+// right), level after level, an odd last one carried up a level as it is. A GPU adds each level
+// in parallel (handle_kernels.cu's normTreeKernel); the CPU as it streams, keeping one entry per
+// level: merging two entries of equal size as soon as there are two, and at the end the rest
+// from the right, gives the same tree (the left part of a tree over B blocks is the perfect
+// tree over the largest power of two below B; tests/unit/norm_tree_test.cc checks it against
+// the level order). So host and device get the same bits, and neither adds in one long chain.
+class NormTree {
+ public:
+  // The next block's totals (blocks in order).
+  void push(double in, double sent) {
+    Node node{in, sent, 1};
+    while (depth_ > 0 && nodes_[depth_ - 1].size == node.size) {
+      const Node& left = nodes_[--depth_];
+      node = {left.in + node.in, left.sent + node.sent, 2 * node.size};
+    }
+    nodes_[depth_++] = node;
+  }
+  // The tree's two sums (0 without a block), added to *inputSq and *sentSq (each when not null).
+  void addTo(double* inputSq, double* sentSq) const {
+    if (depth_ == 0) return;
+    double in = nodes_[depth_ - 1].in, sent = nodes_[depth_ - 1].sent;
+    for (int i = depth_ - 2; i >= 0; --i) {
+      in = nodes_[i].in + in;
+      sent = nodes_[i].sent + sent;
+    }
+    if (inputSq) *inputSq += in;
+    if (sentSq) *sentSq += sent;
+  }
+
+ private:
+  struct Node {
+    double in, sent;
+    uint64_t size;  // blocks under it: a power of two, halving from the first node on
+  };
+  Node nodes_[64];
+  int depth_ = 0;
+};
 
 // ---- CPU (device/cpu/handle_kernels.cc) -----------------------------------------------------
 
@@ -57,8 +97,8 @@ void cpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n);
 
 // Codec::encodeFeedback's pass after the decode: residual[i] = residualAfter(residual[i],
 // x[i], d[i]) when residual is not null; |x|^2 and |d|^2 summed in kNormLanes float lanes per
-// block of kNormBlock values, the lanes of block after block in double from 0, and those two
-// sums added to *inputSq and *sentSq (each when not null). x and d do not overlap residual.
+// block of kNormBlock values, the blocks' totals in NormTree's order, and those two sums added
+// to *inputSq and *sentSq (each when not null). x and d do not overlap residual.
 void cpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
                      double* sentSq);
 // The dense codec's encode with feedback in one pass: payload[i] = x[i], then exactly

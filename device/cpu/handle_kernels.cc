@@ -47,16 +47,26 @@ void cpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) {
 
 namespace {
 
+// A block's lanes, lane after lane into doubles from 0, as its totals into the tree.
+SQZ_INLINE void pushLanes(NormTree& tree, const cpu::Float8& in8, const cpu::Float8& sent8) {
+  double in = 0, sent = 0;
+  for (int l = 0; l < 8; ++l) {
+    in += in8[l];
+    sent += sent8[l];
+  }
+  tree.push(in, sent);
+}
+
 // One block of the feedback pass (at most kNormBlock values), in one loop over them:
 // residual[i] = residualAfter(residual[i], x[i], d[i]), and |x|^2 and |d|^2 of the block in
-// kNormLanes float lanes (the tail into lane 0), added lane after lane into *in and *sent (when
-// in is not null); gpuFeedbackPass's lanes add up in this order too. kSentIsInput: d is x
-// (dense), so the sent lanes are the input's, bit for bit, and are not summed twice.
+// kNormLanes float lanes (the tail into lane 0), whose block totals go into *tree (when not
+// null), as gpuFeedbackPass's do. kSentIsInput: d is x (dense), so the sent lanes are the
+// input's, bit for bit, and are not summed twice.
 // kStreamX: also copy x to streamTo (16-byte aligned) with non-temporal stores (the dense
 // codec's payload, written in the same loop).
 template <bool kSentIsInput, bool kStreamX = false>
 SQZ_INLINE void feedbackBlock(const float* __restrict x, const float* __restrict d, size_t m,
-                              float* __restrict residual, double* in, double* sent,
+                              float* __restrict residual, NormTree* tree,
                               float* __restrict streamTo = nullptr) {
   static_assert(kNormLanes == 8);
   using cpu::Float8;
@@ -77,17 +87,7 @@ SQZ_INLINE void feedbackBlock(const float* __restrict x, const float* __restrict
     in8[0] = addSquare(in8[0], x[i]);
     if constexpr (!kSentIsInput) sent8[0] = addSquare(sent8[0], d[i]);
   }
-  if (!in) return;
-  for (int l = 0; l < 8; ++l) {
-    *in += in8[l];
-    *sent += kSentIsInput ? in8[l] : sent8[l];
-  }
-}
-
-// The norms' sums from 0, added to the caller's at the end (each when asked for).
-SQZ_INLINE void addNorms(double in, double sent, double* inputSq, double* sentSq) {
-  if (inputSq) *inputSq += in;
-  if (sentSq) *sentSq += sent;
+  if (tree) pushLanes(*tree, in8, kSentIsInput ? in8 : sent8);
 }
 
 }  // namespace
@@ -96,34 +96,35 @@ void cpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
                      double* sentSq) {
   const bool norms = inputSq || sentSq;
   if (!residual && !norms) return;
-  double in = 0, sent = 0;
+  NormTree tree;
   cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
     for (size_t b = 0; b < n; b += kNormBlock)
       feedbackBlock<false>(x + b, d + b, std::min(kNormBlock, n - b),
-                           residual ? residual + b : nullptr, norms ? &in : nullptr, &sent);
+                           residual ? residual + b : nullptr, norms ? &tree : nullptr);
   });
-  addNorms(in, sent, inputSq, sentSq);
+  tree.addTo(inputSq, sentSq);
 }
 
 void cpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
                      double* sentSq) {
   const bool norms = inputSq || sentSq;
-  double in = 0, sent = 0;
+  NormTree tree;
+  NormTree* t = norms ? &tree : nullptr;
   const bool stream = cpu::streamOutput(n * sizeof(float)) && cpu::streamAligned(payload);
   cpu::dispatch([&]() SQZ_LAMBDA_INLINE {
     for (size_t b = 0; b < n; b += kNormBlock) {
       const size_t m = std::min(kNormBlock, n - b);
       float* e = residual ? residual + b : nullptr;
       if (stream) {
-        feedbackBlock<true, true>(x + b, x + b, m, e, norms ? &in : nullptr, &sent, payload + b);
+        feedbackBlock<true, true>(x + b, x + b, m, e, t, payload + b);
       } else {
         std::memcpy(payload + b, x + b, m * sizeof(float));
-        feedbackBlock<true>(x + b, x + b, m, e, norms ? &in : nullptr, &sent);
+        feedbackBlock<true>(x + b, x + b, m, e, t);
       }
     }
   });
   cpu::streamFence();
-  addNorms(in, sent, inputSq, sentSq);
+  tree.addTo(inputSq, sentSq);
 }
 
 namespace {
@@ -206,7 +207,7 @@ __attribute__((target("avx2"))) size_t bfloat16FeedbackRows(const float* x, size
 void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
                      double* inputSq, double* sentSq) {
   const bool norms = inputSq || sentSq;
-  double in = 0, sent = 0;
+  NormTree tree;
   const bool stream = cpu::streamOutput(n * sizeof(uint16_t)) && cpu::streamAligned(payload);
   const bool avx2 = cpu::usesAvx2();
   const bool f16c = kind == Narrow::kHalf && cpuHasF16c() && avx2;
@@ -228,7 +229,7 @@ void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
       if (done == 0) {
         cpuNarrow(kind, x + b, out, m);
         cpuWiden(kind, out, d, m);
-        feedbackBlock<false>(x + b, d, m, e, norms ? &in : nullptr, &sent);
+        feedbackBlock<false>(x + b, d, m, e, norms ? &tree : nullptr);
       } else {
         for (size_t i = done; i < m; ++i) {
           out[i] = kind == Narrow::kHalf ? floatToHalf(x[b + i]) : floatToBfloat16(x[b + i]);
@@ -237,16 +238,12 @@ void cpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
           in8[0] = addSquare(in8[0], x[b + i]);
           sent8[0] = addSquare(sent8[0], di);
         }
-        if (norms)
-          for (int l = 0; l < 8; ++l) {
-            in += in8[l];
-            sent += sent8[l];
-          }
+        if (norms) pushLanes(tree, in8, sent8);
       }
     }
   });
   cpu::streamFence();
-  addNorms(in, sent, inputSq, sentSq);
+  tree.addTo(inputSq, sentSq);
 }
 
 size_t cpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count) {

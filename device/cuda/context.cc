@@ -88,6 +88,9 @@ class CudaContext final : public Context {
       staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
       badIndex_ = cuda::DeviceBuffer(2 * sizeof(unsigned long long));
       badIndices_ = cuda::DeviceBuffer(kCheckSlots * 2 * sizeof(unsigned long long));
+      // Each slot's found pair starts as none ({~0, ~0}); its batched check leaves it so.
+      cuda::check(cudaMemsetAsync(badIndices_.data(), 0xff, badIndices_.size(), stream_),
+                  "cudaMemsetAsync(index check slots)");
       stagedAfter_.assign(kStageSlots, kUnused);
     }
   }

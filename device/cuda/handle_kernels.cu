@@ -95,6 +95,12 @@ __global__ void normLanesKernel(const float* x, const float* d, size_t n, size_t
   partials[t * 2 + 1] = sent;
 }
 
+// Each check's first bad entry: found[0] = the least such j (atomicMin over the grid). The
+// check's last block to finish then sets found[1] = idx[found[0]] (~0 when none) and, with a
+// report, copies both there and leaves found as it found it, {~0, ~0}, for the slot's next check
+// (the context keeps one found pair per check slot, set so at prepare). The blocks count their
+// arrivals in found[1], which starts at ~0: the k-th arrival reads k - 2 (mod 2^64). Every
+// thread fences its own atomics before its block arrives (CUDA's threadFenceReduction pattern).
 __global__ void firstBadIndexKernel(JobTable<IndexCheckJob> t) {
   const IndexCheckJob& c = t.job[blockIdx.y];
   const uint32_t* idx = c.idx;
@@ -103,12 +109,22 @@ __global__ void firstBadIndexKernel(JobTable<IndexCheckJob> t) {
     if (v >= c.count || (j > 0 && v <= idx[j - 1]))
       atomicMin(c.found, static_cast<unsigned long long>(j));
   }
-}
-
-// found = {~0, ~0} for each check of a batch, before firstBadIndexKernel.
-__global__ void resetFoundKernel(JobTable<IndexCheckJob> t) {
-  t.job[blockIdx.y].found[0] = ~0ull;
-  t.job[blockIdx.y].found[1] = ~0ull;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  const unsigned long long arrived = atomicAdd(&c.found[1], 1ull);
+  if (arrived + 2 != static_cast<unsigned long long>(gridDim.x)) return;
+  __threadfence();
+  const unsigned long long first = atomicAdd(&c.found[0], 0ull);  // every block's atomicMin in
+  const unsigned long long value = first != ~0ull ? idx[first] : ~0ull;
+  if (c.report) {
+    c.report[0] = first;
+    c.report[1] = value;
+    c.found[0] = ~0ull;
+    c.found[1] = ~0ull;
+  } else {
+    c.found[1] = value;
+  }
 }
 
 // One chunk of a cast codec's encode with feedback; partials null: no norms.
@@ -146,40 +162,51 @@ __global__ void castFeedbackKernel(JobTable<CastFeedbackArgs> table) {
   a.partials[t * 2 + 1] = sent;
 }
 
-// add[0..1] += the lanes' sums in the CPU's order (block after block, lane after lane, into double
-// from 0): one thread, so the same bits as the host's loop.
-__device__ void addLanes(const float* partials, size_t lanes, double* add) {
-  double in = 0, sent = 0;
-  for (size_t l = 0; l < lanes; ++l) {
-    in += partials[2 * l];
-    sent += partials[2 * l + 1];
+// The lanes' sums in NormTree's order, by one block of kTreeThreads: each thread turns whole
+// blocks' lanes (kNormLanes pairs of floats, added lane after lane into doubles from 0) into the
+// block's totals, written over the block's own first four floats; then the totals are added
+// level after level, at step s = 1, 2, 4, ... t[j] += t[j + s] for j a multiple of 2s (an odd
+// last one waits a level), which is NormTree's tree; add[0..1] += the root. The partials are
+// consumed. Every thread of the block must call it.
+constexpr unsigned kTreeThreads = 1024;
+
+__device__ double2* blockTotals(float* partials, size_t block) {
+  return reinterpret_cast<double2*>(partials + block * 2 * kNormLanes);  // 64 B a block: aligned
+}
+
+__device__ void addNormTree(float* partials, size_t blocks, double* add) {
+  for (size_t b = threadIdx.x; b < blocks; b += blockDim.x) {
+    const float* p = partials + b * 2 * kNormLanes;
+    double in = 0, sent = 0;
+    for (int l = 0; l < kNormLanes; ++l) {
+      in = __dadd_rn(in, double(p[2 * l]));
+      sent = __dadd_rn(sent, double(p[2 * l + 1]));
+    }
+    *blockTotals(partials, b) = make_double2(in, sent);
   }
-  add[0] += in;
-  add[1] += sent;
+  __syncthreads();
+  for (size_t step = 1; step < blocks; step *= 2) {
+    for (size_t j = threadIdx.x * 2 * step; j + step < blocks; j += size_t(blockDim.x) * 2 * step) {
+      const double2 left = *blockTotals(partials, j), right = *blockTotals(partials, j + step);
+      *blockTotals(partials, j) = make_double2(__dadd_rn(left.x, right.x), __dadd_rn(left.y, right.y));
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && blocks > 0) {
+    const double2 root = *blockTotals(partials, 0);
+    add[0] = __dadd_rn(add[0], root.x);
+    add[1] = __dadd_rn(add[1], root.y);
+  }
+  __syncthreads();  // the block in step before the next chunk
 }
 
-__global__ void laneSumKernel(const float* partials, size_t lanes, double* add) {
-  addLanes(partials, lanes, add);
-}
-
-// The same for each of a batch's chunks in turn: the chunks' lanes lie one after another.
-__global__ void laneSumsKernel(const float* partials, JobTable<size_t> lanes, size_t count,
-                               double* add) {
+// addNormTree for each of a batch's chunks in turn (one chunk: count 1): the chunks' partials lie
+// one after another, `blocks` of them each.
+__global__ void __launch_bounds__(kTreeThreads)
+    normTreeKernel(float* partials, JobTable<size_t> blocks, size_t count, double* add) {
   for (size_t j = 0; j < count; ++j) {
-    addLanes(partials, lanes.job[j], add);
-    partials += 2 * lanes.job[j];
-  }
-}
-
-// found[1] = idx[found[0]], once firstBadIndexKernel has found it.
-__global__ void badIndexValueKernel(JobTable<IndexCheckJob> t) {
-  const IndexCheckJob& c = t.job[blockIdx.y];
-  const unsigned long long first = c.found[0];
-  const unsigned long long value = first != ~0ull ? c.idx[first] : ~0ull;
-  c.found[1] = value;
-  if (c.report) {
-    c.report[0] = first;
-    c.report[1] = value;
+    addNormTree(partials, blocks.job[j], add);
+    partials += blocks.job[j] * 2 * kNormLanes;
   }
 }
 
@@ -192,18 +219,13 @@ __global__ void smallCopyKernel(JobTable<SmallCopyJob> t) {
       c.src ? static_cast<const unsigned char*>(c.src)[i] : c.bytes[i];
 }
 
-void launchIndexChecks(const std::vector<IndexCheckJob>& jobs, bool reset, GpuStream stream) {
+// Each job's found must be {~0, ~0} (firstBadIndexKernel).
+void launchIndexChecks(const std::vector<IndexCheckJob>& jobs, GpuStream stream) {
   launchJobs(
       jobs, [](const IndexCheckJob& c) { return gridFor(c.n); },
       [&](dim3 grid, const JobTable<IndexCheckJob>& t) {
-        if (reset) {
-          resetFoundKernel<<<dim3(1, grid.y), 1, 0, stream>>>(t);
-          cuda::checkLaunch("resetFoundKernel");
-        }
         firstBadIndexKernel<<<grid, kThreads, 0, stream>>>(t);
         cuda::checkLaunch("firstBadIndexKernel");
-        badIndexValueKernel<<<dim3(1, grid.y), 1, 0, stream>>>(t);
-        cuda::checkLaunch("badIndexValueKernel");
       });
 }
 
@@ -241,11 +263,13 @@ unsigned laneGrid(size_t lanes) { return static_cast<unsigned>((lanes + kThreads
 
 // The lanes' two sums, in the CPU's order, added to deviceSums on the device (nothing waits), or
 // else to *inputSq and *sentSq after a synchronize.
-void addLaneSums(Scratch& sc, const float* partials, size_t lanes, double* inputSq, double* sentSq,
+void addLaneSums(Scratch& sc, float* partials, size_t lanes, double* inputSq, double* sentSq,
                  double* deviceSums, cudaStream_t stream) {
   if (deviceSums) {  // the stream orders the next pass's use of the partials after this sum
-    laneSumKernel<<<1, 1, 0, stream>>>(partials, lanes, deviceSums);
-    cuda::checkLaunch("laneSumKernel");
+    JobTable<size_t> blocks{};
+    blocks.job[0] = lanes / kNormLanes;
+    normTreeKernel<<<1, kTreeThreads, 0, stream>>>(partials, blocks, 1, deviceSums);
+    cuda::checkLaunch("normTreeKernel");
     return;
   }
   sc.hostPartials.resize(lanes * 2);
@@ -253,14 +277,17 @@ void addLaneSums(Scratch& sc, const float* partials, size_t lanes, double* input
                               cudaMemcpyDeviceToHost, stream),
               "cudaMemcpyAsync(feedback norms)");
   syncStream(stream, "error feedback on the GPU");
-  // The CPU's order: block after block, lane after lane, into double.
-  double in = 0, sent = 0;
-  for (size_t l = 0; l < lanes; ++l) {
-    in += sc.hostPartials[2 * l];
-    sent += sc.hostPartials[2 * l + 1];
+  // The CPU's order: each block's lanes into its totals, the totals in NormTree's tree.
+  NormTree tree;
+  for (size_t b = 0; b < lanes / kNormLanes; ++b) {
+    double in = 0, sent = 0;
+    for (int l = 0; l < kNormLanes; ++l) {
+      in += sc.hostPartials[(b * kNormLanes + l) * 2];
+      sent += sc.hostPartials[(b * kNormLanes + l) * 2 + 1];
+    }
+    tree.push(in, sent);
   }
-  if (inputSq) *inputSq += in;
-  if (sentSq) *sentSq += sent;
+  tree.addTo(inputSq, sentSq);
 }
 
 }  // namespace
@@ -296,10 +323,11 @@ void launchCastFeedback(Narrow kind, const std::vector<CastFeedbackArgs>& args, 
           castFeedbackKernel<Narrow::kBfloat16><<<grid, kThreads, 0, stream>>>(t);
         cuda::checkLaunch("castFeedbackKernel");
         if (!deviceSums) return;
-        JobTable<size_t> lanes{};
-        for (size_t j = 0; j < grid.y; ++j) lanes.job[j] = t.job[j].blocks * kNormLanes;
-        laneSumsKernel<<<1, 1, 0, stream>>>(t.job[0].partials, lanes, grid.y, deviceSums);
-        cuda::checkLaunch("laneSumKernel");
+        JobTable<size_t> blocks{};
+        for (size_t j = 0; j < grid.y; ++j) blocks.job[j] = t.job[j].blocks;
+        normTreeKernel<<<1, kTreeThreads, 0, stream>>>(t.job[0].partials, blocks, grid.y,
+                                                       deviceSums);
+        cuda::checkLaunch("normTreeKernel");
       });
 }
 
@@ -351,7 +379,7 @@ void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long 
   cuda::check(cudaMemsetAsync(found, 0xff, 2 * sizeof *found, stream),
               "cudaMemsetAsync(index check)");
   if (m == 0) return;
-  launchIndexChecks({{idx, m, count, found, nullptr}}, false, stream);
+  launchIndexChecks({{idx, m, count, found, nullptr}}, stream);
 }
 
 void gpuSmallCopyBatch(const SmallCopyJob* jobs, size_t count, GpuStream stream) {
@@ -369,7 +397,7 @@ void gpuSmallCopyBatch(const SmallCopyJob* jobs, size_t count, GpuStream stream)
 }
 
 void gpuFindBadIndexBatch(const IndexCheckJob* jobs, size_t count, GpuStream stream) {
-  launchIndexChecks(liveJobs(jobs, count), true, stream);
+  launchIndexChecks(liveJobs(jobs, count), stream);
 }
 
 size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream stream) {

@@ -155,26 +155,26 @@ __global__ void sampleKernel(const float* x, size_t s, size_t step, uint32_t* ke
   if (j < s) keys[j] = magnitudeKey(x[topkSamplePosition(j, step)]);
 }
 
-// The pass's selection: every key >= t1, t1 = the sample's key at rank r1 (descending,
-// 1-based), at least 1.
-__global__ void passThresholdKernel(const uint32_t* sorted, size_t r1, SelectState* st) {
-  st->kth = max(1u, sorted[r1 - 1]);
-  st->tiesLeft = UINT32_MAX;
-}
-
 // The pass kept counts[] (per tile, as tileCountKernel packs them): k or more that fit in cap,
 // and the selection runs among those candidates; else over the whole chunk of n. Either way it
 // starts afresh for rank k (selectInitKernel zeroed the histogram, which the pass leaves alone).
-__global__ void steerKernel(const unsigned long long* counts, const unsigned long long* offsets,
-                            uint32_t tiles, uint32_t n, uint32_t k, uint32_t cap, SelectState* st) {
-  const unsigned long long total = offsets[tiles - 1] + counts[tiles - 1];
+// Decided by the pass's own tileWriteKernel (its block 0), whose offsets are the counts' scan.
+struct Steer {
+  bool on;  // false: a compaction that decides nothing
+  uint32_t n, k, cap;
+  uint32_t tiles;                      // set by compact
+  const unsigned long long* counts;    // set by compact
+};
+
+__device__ void steer(const Steer& s, const unsigned long long* offsets, SelectState* st) {
+  const unsigned long long total = offsets[s.tiles - 1] + s.counts[s.tiles - 1];
   const unsigned long long kept = (total >> 32) + (total & 0xffffffffu);
-  const bool among = kept >= k && kept <= cap;
+  const bool among = kept >= s.k && kept <= s.cap;
   st->useCand = among;
-  st->m = among ? static_cast<uint32_t>(kept) : n;
+  st->m = among ? static_cast<uint32_t>(kept) : s.n;
   st->prefix = 0;
   st->mask = 0;
-  st->rank = k;
+  st->rank = s.k;
 }
 
 // ---- the streaming pass: indices with key >= minKey, unordered, at most cap of them ----------
@@ -241,14 +241,17 @@ constexpr Digit kDigits[3] = {{20, 11}, {9, 11}, {0, 9}};  // keys have 31 bits
 
 // Starts a selection; also zeroes the histogram, so a call cut short by an error leaves nothing
 // behind for the next one.
-__global__ void selectInitKernel(SelectState* st, uint32_t rank, uint32_t kth, uint32_t tiesLeft) {
+// A fresh state. kthKey (not null): the sampled pass's selection instead, every key >= t1 with
+// t1 = *kthKey (the sorted sample's key at rank r1) and at least 1.
+__global__ void selectInitKernel(SelectState* st, uint32_t rank, uint32_t kth, uint32_t tiesLeft,
+                                 const uint32_t* kthKey = nullptr) {
   for (uint32_t i = threadIdx.x; i < 2048; i += blockDim.x) st->hist[i] = 0;
   if (threadIdx.x == 0) {
     st->prefix = 0;
     st->mask = 0;
     st->rank = rank;
-    st->kth = kth;
-    st->tiesLeft = tiesLeft;
+    st->kth = kthKey ? max(1u, *kthKey) : kth;
+    st->tiesLeft = kthKey ? UINT32_MAX : tiesLeft;
   }
 }
 
@@ -327,9 +330,13 @@ __global__ void __launch_bounds__(kThreads)
 // Writes the selected indices in order, the first cap of them: tile b starts after the
 // above-keys of earlier tiles and the ties of earlier tiles that are still within tiesLeft.
 __global__ void __launch_bounds__(kThreads)
-    tileWriteKernel(Source src, const SelectState* st, const unsigned long long* offsets,
-                    uint32_t* out, uint32_t cap) {
+    tileWriteKernel(Source src, SelectState* st, const unsigned long long* offsets,
+                    uint32_t* out, uint32_t cap, Steer steering) {
   __shared__ uint32_t warpSums[kThreads / 32];
+  // The fields steer writes are read by none of this kernel's blocks: a steering compaction's
+  // source is direct, so resolve reads no state, and the loop reads kth and tiesLeft only.
+  if (steering.on && blockIdx.x == 0 && threadIdx.x == 0)
+    steer(steering, offsets, st);
   src = resolve(src, st);
   const size_t base = blockIdx.x * size_t(kTile);
   if (base >= src.m) return;
@@ -429,7 +436,7 @@ __global__ void __launch_bounds__(kBlockSelectThreads) selectBlockKernel(JobTabl
 // indices); bound is src's size, or its upper bound when src is steered. Leaves the per-tile
 // counts and their exclusive sums in sc.tiles (the steer kernel reads them); returns the tiles.
 uint32_t compact(Scratch& sc, Source src, size_t bound, uint32_t* out, uint32_t cap,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, Steer steering = {}) {
   const uint32_t tiles = static_cast<uint32_t>(std::max<size_t>(1, (bound + kTile - 1) / kTile));
   sc.tiles.reserve(2 * size_t(tiles) * sizeof(unsigned long long), stream);
   auto* counts = static_cast<unsigned long long*>(sc.tiles.data());
@@ -443,7 +450,9 @@ uint32_t compact(Scratch& sc, Source src, size_t bound, uint32_t* out, uint32_t 
   sc.temp.reserve(bytes, stream);
   cuda::check(cub::DeviceScan::ExclusiveSum(sc.temp.data(), bytes, counts, offsets, tiles, stream),
               "cub::DeviceScan::ExclusiveSum");
-  tileWriteKernel<<<tiles, kThreads, 0, stream>>>(src, st, offsets, out, cap);
+  steering.tiles = tiles;
+  steering.counts = counts;
+  tileWriteKernel<<<tiles, kThreads, 0, stream>>>(src, st, offsets, out, cap, steering);
   cuda::checkLaunch("tileWriteKernel");
   return tiles;
 }
@@ -673,20 +682,16 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
       cub::DeviceRadixSort::SortKeysDescending(sc.temp.data(), bytes, keys, s, 0, 31, stream),
       "cub::DeviceRadixSort::SortKeysDescending");
   SelectState* st = stateOf(sc);
-  selectInitKernel<<<1, kThreads, 0, stream>>>(st, 0, 0, 0);
+  selectInitKernel<<<1, kThreads, 0, stream>>>(st, 0, 0, 0, keys.Current() + (r1 - 1));
   cuda::checkLaunch("selectInitKernel");
-  passThresholdKernel<<<1, 1, 0, stream>>>(keys.Current(), r1, st);
-  cuda::checkLaunch("passThresholdKernel");
 
   // The pass: the keys >= t1, ascending, into the candidates (at most cap); then the device
   // chooses where the selection runs, and it runs there.
   const size_t cap = topkPassCap(n, k, r1, s);
   uint32_t* cand = u32(sc.cand, cap, stream);
-  const uint32_t tiles = compact(sc, direct(x, n), n, cand, static_cast<uint32_t>(cap), stream);
-  const auto* counts = static_cast<const unsigned long long*>(sc.tiles.data());
-  steerKernel<<<1, 1, 0, stream>>>(counts, counts + tiles, tiles, static_cast<uint32_t>(n),
-                                   static_cast<uint32_t>(k), static_cast<uint32_t>(cap), st);
-  cuda::checkLaunch("steerKernel");
+  compact(sc, direct(x, n), n, cand, static_cast<uint32_t>(cap), stream,
+          Steer{true, static_cast<uint32_t>(n), static_cast<uint32_t>(k),
+                static_cast<uint32_t>(cap), 0, nullptr});
   selectInto(sc, steered(x, cand), n, k, idx, stream);
   return k;
 }

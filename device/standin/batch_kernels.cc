@@ -131,7 +131,7 @@ void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count
       args.push_back({"residual", j.residual, j.n});
     }
     if (deviceSums) args.push_back({"deviceSums", deviceSums, 2});
-    // castFeedbackKernel, then laneSumsKernel adding each chunk's two sums in turn.
+    // castFeedbackKernel, then normTreeKernel adding each chunk's two sums in turn.
     enqueue(stream, "gpuCastFeedbackBatch", args, [=] {
       for (const CastFeedbackJob& j : batch) {
         cpuNarrow(kind, j.x, j.payload, j.n);
@@ -146,7 +146,7 @@ void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count
         }
       }
     });
-    if (deviceSums) launchRest(stream, {"laneSumKernel"});
+    if (deviceSums) launchRest(stream, {"normTreeKernel"});
   });
 }
 
@@ -278,19 +278,23 @@ void gpuFindBadIndexBatch(const IndexCheckJob* jobs, size_t count, GpuStream str
       args.push_back({"found", j.found, 2});
       args.push_back({"report", j.report, 2});
     }
-    // resetFoundKernel, firstBadIndexKernel, badIndexValueKernel.
+    // firstBadIndexKernel: found is {~0, ~0} on entry, and left so where there is a report.
     enqueue(stream, "gpuFindBadIndexBatch", args, [=] {
       for (const IndexCheckJob& j : batch) {
-        j.found[0] = j.found[1] = ~0ull;
+        if (j.found[0] != ~0ull || j.found[1] != ~0ull)
+          throw Error(ErrorCode::kInternal, "an index check's found pair was not reset");
         const size_t bad = cpuFirstBadIndex(j.idx, j.n, j.count);
-        if (bad != SIZE_MAX) {
-          j.found[0] = bad;
-          j.found[1] = j.idx[bad];
+        const unsigned long long first = bad != SIZE_MAX ? bad : ~0ull;
+        const unsigned long long value = bad != SIZE_MAX ? j.idx[bad] : ~0ull;
+        if (j.report) {
+          j.report[0] = first;
+          j.report[1] = value;
+        } else {
+          j.found[0] = first;
+          j.found[1] = value;
         }
-        if (j.report) std::memcpy(j.report, j.found, 2 * sizeof *j.found);
       }
     });
-    launchRest(stream, {"firstBadIndexKernel", "badIndexValueKernel"});
   });
 }
 

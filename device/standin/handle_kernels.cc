@@ -51,7 +51,7 @@ void feedbackWithNorms(GpuStream stream, const char* kernel, const std::vector<A
   if (deviceSums) {
     enqueueAddingSums(stream, kernel, args, deviceSums, std::move(pass));
     launchRest(stream, rest);
-    launchRest(stream, {"laneSumKernel"});
+    launchRest(stream, {"normTreeKernel"});
     return;
   }
   // The real pass leaves float partials (two per lane) in that scratch; here the body leaves
@@ -107,14 +107,14 @@ void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, f
 
 void gpuFindBadIndex(const uint32_t* idx, size_t m, size_t count, unsigned long long* found,
                      GpuStream stream) {
-  // handle_kernels.cu's: a memset, then (m > 0) the search and the value's fetch.
+  // handle_kernels.cu's: a memset, then (m > 0) the search, whose last block fetches the value.
   cuda::check(cudaMemsetAsync(found, 0xff, 2 * sizeof *found, stream),
               "cudaMemsetAsync(index check)");
   if (m == 0) return;
-  enqueue(stream, "gpuFindBadIndex", {{"idx", idx, m}, {"found", found, 2}},
-          [=] { found[0] = cpuFirstBadIndex(idx, m, count); });
-  enqueue(stream, "badIndexValueKernel", {{"found", found, 2}}, [=] {
-    if (found[0] != ~0ull) found[1] = idx[found[0]];
+  enqueue(stream, "gpuFindBadIndex", {{"idx", idx, m}, {"found", found, 2}}, [=] {
+    const size_t bad = cpuFirstBadIndex(idx, m, count);
+    found[0] = bad != SIZE_MAX ? bad : ~0ull;
+    found[1] = bad != SIZE_MAX ? idx[bad] : ~0ull;
   });
 }
 

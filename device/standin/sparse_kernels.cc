@@ -34,10 +34,10 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
     if (n > k) launchRest(stream, radix);
     launchRest(stream, compact);
   } else {  // from sampleKernel
-    launchRest(stream, {"cub::DeviceRadixSort::SortKeysDescending", "selectInitKernel",
-                        "passThresholdKernel"});
+    // The pass's threshold is set by selectInitKernel, and where the selection runs by the
+    // pass's tileWriteKernel.
+    launchRest(stream, {"cub::DeviceRadixSort::SortKeysDescending", "selectInitKernel"});
     launchRest(stream, compact);
-    launchRest(stream, {"steerKernel"});
     launchRest(stream, radix);
     launchRest(stream, compact);
   }

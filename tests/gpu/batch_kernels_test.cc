@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -218,7 +219,7 @@ TEST(GpuBatch, SparseKernelsMatchTheCpuChunkByChunk) {
     vals.emplace_back(std::vector<float>(k));
     dense.emplace_back(std::vector<float>(n, 9.0f));
     added.emplace_back(std::vector<float>(n));
-    found.emplace_back(std::vector<unsigned long long>(2));
+    found.emplace_back(std::vector<unsigned long long>(2, ~0ull));  // none, as the batch wants
     selects.push_back({x[j].ptr(), n, k, idx[j].ptr()});
   }
   gpuSelectTopkBatch(selects.data(), selects.size(), stream.get());
@@ -226,6 +227,12 @@ TEST(GpuBatch, SparseKernelsMatchTheCpuChunkByChunk) {
   std::vector<ScatterJob> densifies, scatterAdds;
   std::vector<SparseFeedbackJob> feedbacks;
   std::vector<IndexCheckJob> checks;
+  // Odd chunks' checks report to pinned memory (as a context's batched checks do), and leave
+  // their found pair reset for the next check.
+  unsigned long long* reports = nullptr;
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&reports), kJobs * 2 * sizeof *reports),
+            cudaSuccess);
+  std::fill(reports, reports + kJobs * 2, 0ull);
   for (size_t j = 0; j < kJobs; ++j) {
     const size_t n = hx[j].size(), k = ks[j];
     gathers.push_back({x[j].ptr(), idx[j].ptr(), k, vals[j].ptr()});
@@ -235,7 +242,8 @@ TEST(GpuBatch, SparseKernelsMatchTheCpuChunkByChunk) {
     scatterAdds.push_back({idx[j].ptr(), vals[j].ptr(), k, out, local[j].ptr(), n});
     feedbacks.push_back({x[j].ptr(), n, idx[j].ptr(), k, residual[j].ptr()});
     // Every third list checked against a count one short of the chunk: its last index may fail.
-    checks.push_back({idx[j].ptr(), k, j % 3 ? n : n - 1, found[j].ptr(), nullptr});
+    checks.push_back(
+        {idx[j].ptr(), k, j % 3 ? n : n - 1, found[j].ptr(), j % 2 ? reports + 2 * j : nullptr});
   }
   gpuGatherBatch(gathers.data(), gathers.size(), stream.get());
   gpuDensifyBatch(densifies.data(), densifies.size(), stream.get());
@@ -275,11 +283,17 @@ TEST(GpuBatch, SparseKernelsMatchTheCpuChunkByChunk) {
     const size_t bad = k ? cpuFirstBadIndex(i.data(), k, count) : SIZE_MAX;
     if (k) {
       const std::vector<unsigned long long> f = found[j].get();
-      EXPECT_EQ(f[0], bad == SIZE_MAX ? ~0ull : bad) << at << ": index check";
-      EXPECT_EQ(f[1], bad == SIZE_MAX ? ~0ull : i[bad]) << at << ": index check's value";
+      const unsigned long long* got = j % 2 ? reports + 2 * j : f.data();
+      EXPECT_EQ(got[0], bad == SIZE_MAX ? ~0ull : bad) << at << ": index check";
+      EXPECT_EQ(got[1], bad == SIZE_MAX ? ~0ull : i[bad]) << at << ": index check's value";
+      if (j % 2) {
+        EXPECT_EQ(f[0], ~0ull) << at << ": a reporting check leaves its found pair reset";
+        EXPECT_EQ(f[1], ~0ull) << at << ": a reporting check leaves its found pair reset";
+      }
     }
   }
   expectBits(sums.get(), singleSums.get(), "sparse feedback's norms (the single kernel's)");
+  cudaFreeHost(reports);
 }
 
 }  // namespace

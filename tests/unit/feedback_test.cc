@@ -2,7 +2,10 @@
 // rule written out plainly here, the one gpuFeedbackPass and gpuCastFeedback
 // follow too: residual[i] += x[i] - d[i] as float operations, and |x|^2, |d|^2
 // summed per block of kNormBlock values in 8 float lanes (a block's tail in
-// lane 0), the lanes of block after block added in double from 0.
+// lane 0), each block's lanes added in double from 0, and the blocks' totals
+// in a pairwise tree, level after level (NormTree; the GPU's normTreeKernel).
+//   - NormTree, which adds as it streams, equals that level order for every
+//     block count up to 600;
 //   - cpuFeedbackPass, cpuCopyFeedback (dense: d = x, payload = x) and
 //   cpuCastFeedback (d =
 //     widen(narrow(x)), payload = cpuNarrow's) give those bits, with and
@@ -65,11 +68,20 @@ struct Result {
   double in = 0.5, sent = 0.25;  // added to, not overwritten
 };
 
+// Sums of the blocks' totals in the tree's level order, as handle_kernels.cu
+// does it in place: at step s = 1, 2, 4, ..., t[j] += t[j + s] for every j
+// that is a multiple of 2s with j + s < B.
+double levelOrderSum(std::vector<double> t) {
+  for (size_t s = 1; s < t.size(); s *= 2)
+    for (size_t j = 0; j + s < t.size(); j += 2 * s) t[j] = t[j] + t[j + s];
+  return t.empty() ? 0.0 : t[0];
+}
+
 // The rule, element by element.
 Result reference(const std::vector<float> &x, const std::vector<float> &d,
                  const std::vector<float> &r0) {
   Result r{r0};
-  double in = 0, sent = 0;
+  std::vector<double> inTotals, sentTotals;
   for (size_t b = 0; b < x.size(); b += kNormBlock) {
     const size_t end = std::min(x.size(), b + kNormBlock);
     const size_t whole = (end - b) / 8 * 8;  // the values in whole lane rows
@@ -80,14 +92,34 @@ Result reference(const std::vector<float> &x, const std::vector<float> &d,
       sent8[lane] = sent8[lane] + d[i] * d[i];
       r.residual[i] = r.residual[i] + (x[i] - d[i]);
     }
+    double in = 0, sent = 0;
     for (int l = 0; l < 8; ++l) {
       in += in8[l];
       sent += sent8[l];
     }
+    inTotals.push_back(in);
+    sentTotals.push_back(sent);
   }
-  r.in += in;
-  r.sent += sent;
+  r.in += levelOrderSum(inTotals);
+  r.sent += levelOrderSum(sentTotals);
   return r;
+}
+
+TEST(NormTree, StreamingEqualsTheLevelOrder) {
+  std::vector<double> in, sent;
+  uint64_t z = 12345;
+  for (size_t blocks = 0; blocks <= 600; ++blocks) {
+    device::NormTree tree;
+    for (size_t b = 0; b < blocks; ++b) tree.push(in[b], sent[b]);
+    double gotIn = 0.5, gotSent = 0.25;  // added to
+    tree.addTo(&gotIn, &gotSent);
+    ASSERT_EQ(gotIn, 0.5 + levelOrderSum(in)) << blocks << " blocks";
+    ASSERT_EQ(gotSent, 0.25 + levelOrderSum(sent)) << blocks << " blocks";
+    // Totals of mixed magnitudes, so that another order rounds differently.
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    in.push_back(std::ldexp(double(z >> 11), int(z % 40) - 60));
+    sent.push_back(std::ldexp(double(z >> 13), -int(z % 50)));
+  }
 }
 
 // Equal bits, or both NaN (which NaN an operation on two NaNs keeps is not
