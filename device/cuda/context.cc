@@ -67,7 +67,6 @@ class CudaContext final : public Context {
       events_.clear();
       idle_.clear();
       sumSlots_ = cuda::DeviceBuffer();
-      badIndex_ = cuda::DeviceBuffer();
       badIndices_ = cuda::DeviceBuffer();
       own_.reset();
     } catch (const Error&) {  // the device is gone: nothing left to free on it
@@ -86,7 +85,6 @@ class CudaContext final : public Context {
       checked_ = cuda::PinnedBuffer(kCheckSlots * kCheckWords * sizeof(uint32_t));
       for (size_t i = kCheckSlots; i-- > 0;) freeChecks_.push_back(i);
       staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
-      badIndex_ = cuda::DeviceBuffer(2 * sizeof(unsigned long long));
       badIndices_ = cuda::DeviceBuffer(kCheckSlots * 2 * sizeof(unsigned long long));
       // Each slot's found pair starts as none ({~0, ~0}); its batched check leaves it so.
       cuda::check(cudaMemsetAsync(badIndices_.data(), 0xff, badIndices_.size(), stream_),
@@ -225,9 +223,15 @@ class CudaContext final : public Context {
       h.pendingChecks.push_back(std::move(c));
       return;
     }
-    cuda::check(cudaMemcpyAsync(checkSlot(c.slot), src, words * sizeof(uint32_t), cudaMemcpyDefault,
-                                stream_),
-                "cudaMemcpyAsync (a header back from the GPU)");
+    settle();
+    if (reachable(src)) {  // a kernel writes the words into the pinned slot: no copy to the host
+      const SmallCopyJob job{checkSlot(c.slot), src, words * sizeof(uint32_t), {}};
+      gpuSmallCopyBatch(&job, 1, stream_);
+    } else {
+      cuda::check(cudaMemcpyAsync(checkSlot(c.slot), src, words * sizeof(uint32_t),
+                                  cudaMemcpyDefault, stream_),
+                  "cudaMemcpyAsync (a header into a check slot)");
+    }
     freeChecks_.pop_back();
     checks_.push_back(std::move(c));
   }
@@ -477,22 +481,22 @@ class CudaContext final : public Context {
       std::memcpy(&index, got + 2, sizeof index);
       fail(static_cast<size_t>(j), static_cast<uint32_t>(index));
     };
-    if (holding()) {  // its own words, at its check slot's place (settle enqueues the check)
-      const size_t slot = freeChecks_.back();
-      freeChecks_.pop_back();
-      auto* found = static_cast<unsigned long long*>(badIndices_.data()) + 2 * slot;
+    // The check's kernel reports into its check slot (found: the slot's pair, left reset).
+    const size_t slot = freeChecks_.back();
+    freeChecks_.pop_back();
+    auto* found = static_cast<unsigned long long*>(badIndices_.data()) + 2 * slot;
+    const IndexCheckJob job{idx, m, count, found,
+                            reinterpret_cast<unsigned long long*>(checkSlot(slot))};
+    Check c{slot, {~0u, ~0u, ~0u, ~0u}, 4, std::move(failAt), marked_};
+    if (holding()) {  // settle enqueues the batch's checks, and sets their marks
       Held& h = hold(Held::kIndexCheck);
-      h.checks.push_back(
-          {idx, m, count, found, reinterpret_cast<unsigned long long*>(checkSlot(slot))});
-      h.pendingChecks.push_back(Check{slot, {~0u, ~0u, ~0u, ~0u}, 4, std::move(failAt), 0});
+      h.checks.push_back(job);
+      h.pendingChecks.push_back(std::move(c));
       return;
     }
     settle();
-    // One word serves every check: the stream orders each one's kernel before the next memset.
-    auto* found = static_cast<unsigned long long*>(badIndex_.data());
-    gpuFindBadIndex(idx, m, count, found, stream_);
-    const uint32_t none[4] = {~0u, ~0u, ~0u, ~0u};
-    checkWords(found, none, 4, std::move(failAt));
+    gpuFindBadIndexBatch(&job, 1, stream_);
+    checks_.push_back(std::move(c));
   }
   size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) override {
     cuda::DeviceGuard guard(device_);
@@ -750,7 +754,6 @@ class CudaContext final : public Context {
   std::vector<size_t> freeChecks_;
   std::deque<Check> checks_;       // in enqueue order
   cuda::PinnedBuffer staging_;     // kStageSlots slots for copy()'s small host sources
-  cuda::DeviceBuffer badIndex_;    // checkIndices' result on the device
   cuda::DeviceBuffer badIndices_;  // in a batch, each check's at its check slot
   std::vector<Mark> stagedAfter_;  // per slot: the last mark before its copy, or kUnused
   size_t nextStage_ = 0;
