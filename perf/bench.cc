@@ -164,6 +164,43 @@ void Bench::barrier() {
   check(sqzAllReduce(&barrierCell_, &barrierCell_, 1, sqzFloat64, sqzMax, comm_, nullptr));
 }
 
+// The limit a call's memory traffic sets when every rank is on one GPU: each rank's input is
+// read and its output written at least once, 2 N S bytes a call through the device's memory,
+// so algbw <= B / (2 N) for copy bandwidth B (bytes read + written), and busbw that times the
+// collective's bus factor. Ranks on several GPUs are bound by the links between them instead.
+void Bench::printDeviceLimit() {
+  constexpr size_t kKeyBytes = 128;
+  char host[64] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  std::vector<unsigned char> keys(static_cast<size_t>(nranks_) * kKeyBytes, 0);
+  std::snprintf(reinterpret_cast<char*>(&keys[static_cast<size_t>(rank_) * kKeyBytes]), kKeyBytes,
+                "%s/%s", host, gpu_.pciBusId.c_str());
+  check(sqzAllReduce(keys.data(), keys.data(), keys.size(), sqzUint8, sqzMax, comm_, nullptr));
+  int sharing = 0;
+  for (int r = 0; r < nranks_; ++r)
+    sharing += std::memcmp(&keys[static_cast<size_t>(r) * kKeyBytes], keys.data(), kKeyBytes) == 0;
+  if (rank_ != 0) return;
+  constexpr size_t kCopyBytes = size_t(256) << 20;
+  double gbps = 0;
+  const std::string why = gpuCopyBandwidth(gpu_.stream, kCopyBytes, &gbps);
+  if (!why.empty()) {
+    std::printf("# device copy bandwidth: not measured: %s\n#\n", why.c_str());
+    return;
+  }
+  std::printf("# device copy bandwidth: %.1f GB/s (cudaMemcpyAsync device to device of 256 MiB, "
+              "bytes read + written)\n", gbps);
+  if (sharing == nranks_ && std::strcmp(coll_.name, "AllReduce") == 0) {
+    const double algbw = gbps / (2.0 * nranks_);
+    std::printf("# HBM-traffic limit: %d rank(s) on one GPU read each input and write each "
+                "output once (2 N S bytes a call): algbw <= %.2f GB/s, busbw <= %.2f GB/s\n",
+                nranks_, algbw, algbw * coll_.busFactor(nranks_));
+  } else if (sharing != nranks_) {
+    std::printf("# ranks on several GPUs: the links between them bound busbw, not the device's "
+                "memory\n");
+  }
+  printOnRoot(rank_, "#\n");
+}
+
 void Bench::printHeader() {
   printOnRoot(rank_, "%s", headerLines(o_).c_str());
 
@@ -191,6 +228,7 @@ void Bench::printHeader() {
     printOnRoot(rank_, "%s", line);
   }
   printOnRoot(rank_, "#\n");
+  if (onGpu()) printDeviceLimit();
   if (!o_.codecs.empty()) {
     printOnRoot(
         rank_,

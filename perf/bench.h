@@ -63,6 +63,9 @@ class Bench {
   void download(size_t esz);
   void initComm();
   void printHeader();
+  // -d cuda: the device's copy bandwidth, and for an all-reduce whose ranks share one GPU, the
+  // busbw its memory traffic allows.
+  void printDeviceLimit();
   void allocate(Buffer* b, size_t bytes, const char* what);
   void allocateDevice(DeviceBuffer* b, size_t bytes, const char* what);
   void barrier();

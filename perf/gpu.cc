@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "aligned_buffer.h"
 #include "squeeze_config.h"
@@ -51,8 +53,12 @@ std::string setUpGpu(Gpu* gpu) {
   cudaStream_t stream = nullptr;
   if ((rc = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
     return which + " is not usable: " + cudaFailure("cudaStreamCreateWithFlags", rc);
+  char bus[64] = {};
+  if ((rc = cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal)) != cudaSuccess)
+    return which + " is not usable: " + cudaFailure("cudaDeviceGetPCIBusId", rc);
   gpu->ordinal = ordinal;
   gpu->name = prop.name;
+  gpu->pciBusId = bus;
   gpu->stream = stream;
   return "";
 #else
@@ -83,6 +89,40 @@ std::string DeviceBuffer::allocate(size_t bytes) {
   return rc == cudaSuccess ? "" : cudaFailure("cudaStreamSynchronize after cudaMemset", rc);
 #else
   (void)bytes;
+  return "no CUDA in this build";
+#endif
+}
+
+std::string gpuCopyBandwidth(void* stream, size_t bytes, double* gbps) {
+#if SQZ_HAVE_CUDA
+  *gbps = 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  DeviceBuffer src, dst;
+  std::string why = src.allocate(bytes);
+  if (why.empty()) why = dst.allocate(bytes);
+  if (!why.empty()) return why;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaError_t rc = cudaEventCreate(&start);
+  if (rc == cudaSuccess) rc = cudaEventCreate(&stop);
+  std::vector<float> ms;
+  for (int i = 0; i < 6 && rc == cudaSuccess; ++i) {  // the first one untimed
+    float t = 0;
+    if ((rc = cudaEventRecord(start, s)) != cudaSuccess) break;
+    if ((rc = cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDefault, s)) != cudaSuccess) break;
+    if ((rc = cudaEventRecord(stop, s)) != cudaSuccess) break;
+    if ((rc = cudaEventSynchronize(stop)) != cudaSuccess) break;
+    if ((rc = cudaEventElapsedTime(&t, start, stop)) != cudaSuccess) break;
+    if (i > 0) ms.push_back(t);
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  if (rc != cudaSuccess) return cudaFailure("timing a device copy", rc);
+  std::sort(ms.begin(), ms.end());
+  const double sec = ms[ms.size() / 2] * 1e-3;
+  *gbps = sec > 0 ? 2.0 * static_cast<double>(bytes) / 1e9 / sec : 0.0;
+  return "";
+#else
+  (void)stream, (void)bytes, (void)gbps;
   return "no CUDA in this build";
 #endif
 }

@@ -13,6 +13,7 @@ namespace squeeze::perf {
 struct Gpu {
   int ordinal = -1;  // < 0: host memory (-d host)
   std::string name;
+  std::string pciBusId;    // which GPU this is, whatever CUDA_VISIBLE_DEVICES numbers it
   void* stream = nullptr;  // the cudaStream_t the calls are enqueued on
 };
 
@@ -33,6 +34,10 @@ struct DeviceBuffer {
 
 /// Copies bytes between host and device memory on `stream` and waits for the copy.
 std::string gpuCopy(void* dst, const void* src, size_t bytes, void* stream);
+
+/// The device's copy bandwidth: a cudaMemcpyAsync of `bytes` from device to device memory on
+/// `stream`, bytes read + written over the median time of 5 (cudaEvents), in GB/s.
+std::string gpuCopyBandwidth(void* stream, size_t bytes, double* gbps);
 
 /// Waits for everything enqueued on `stream`, and on the legacy default stream, where the calls
 /// of a PerfColl that passes a null stream run.
