@@ -1,5 +1,5 @@
 // The frame the block quantizers share (int8, qsgd, onebit, terngrad): the payload layout, its
-// checks, and the Codec calls over a codec's device kernels.
+// checks, and the Codec calls over the quantizer kernels a codec names (its QuantSetting).
 //
 // Payload (native byte order, any alignment):
 //   uint32 block, uint32 setting     the sender's settings (qsgd: levels; others 0), checked
@@ -18,6 +18,8 @@
 #include "base/error.h"
 #include "compress/codec.h"
 #include "compress/spec.h"
+#include "device/batch.h"
+#include "device/context.h"
 #include "device/quantize.h"
 
 namespace squeeze {
@@ -47,27 +49,26 @@ class BlockQuantCodec : public Codec {
               void* dst) override {
     check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
-    decodeKernel(p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst),
-                 *at.ctx);
+    at.ctx->quantDecode(quantSetting(at),
+                        {p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(dst),
+                         nullptr},
+                        false);
   }
   void combine(void* out, const void* local, const void* payload, size_t bytes, size_t count,
                DataType, RedOp, const ChunkInfo& at) override {
     check(payload, bytes, count, at);
     const auto* p = static_cast<const unsigned char*>(payload);
-    decodeAddKernel(static_cast<float*>(out), static_cast<const float*>(local), p + kHeaderBytes,
-                    p + codesAt(count), count, *at.ctx);
+    // out[i] = local[i] + value[i]; out may alias local.
+    at.ctx->quantDecode(quantSetting(at),
+                        {p + kHeaderBytes, p + codesAt(count), count, static_cast<float*>(out),
+                         static_cast<const float*>(local)},
+                        true);
   }
 
  protected:
-  // The kernels, in the call's execution context (at.ctx / ctx).
-  virtual void encodeKernel(const float* x, size_t count, const ChunkInfo& at, void* scales,
-                            uint8_t* codes, device::Feedback* feedback) const = 0;
-  virtual void decodeKernel(const void* scales, const uint8_t* codes, size_t count, float* out,
-                            device::Context& ctx) const = 0;
-  // out[i] = local[i] + value[i]; out may alias local.
-  virtual void decodeAddKernel(float* out, const float* local, const void* scales,
-                               const uint8_t* codes, size_t count,
-                               device::Context& ctx) const = 0;
+  // The quantizer whose kernels encode and decode (device/batch.h), run in the call's execution
+  // context through its quantEncode and quantDecode; `at` gives the random draws' key.
+  virtual device::QuantSetting quantSetting(const ChunkInfo& at) const = 0;
   virtual size_t codeBytes(size_t count) const = 0;
 
   size_t block_;
@@ -78,8 +79,11 @@ class BlockQuantCodec : public Codec {
     auto* p = static_cast<unsigned char*>(payload);
     const uint32_t header[2] = {static_cast<uint32_t>(block_), setting_};
     copyPayload(p, header, kHeaderBytes, at);
-    encodeKernel(static_cast<const float*>(src), count, at, p + kHeaderBytes, p + codesAt(count),
-                 feedback);
+    // index0: the chunk's offset in the tensor, which the random draws are indexed by.
+    at.ctx->quantEncode(quantSetting(at),
+                        {static_cast<const float*>(src), count, p + kHeaderBytes,
+                         p + codesAt(count), nullptr, at.offset},
+                        feedback);
     return bytesFor(count);
   }
   size_t codesAt(size_t count) const {

@@ -24,17 +24,8 @@ class Int8Codec final : public BlockQuantCodec {
   explicit Int8Codec(size_t block) : BlockQuantCodec(CodecId::kInt8, block, 0, nullptr, 1) {}
 
  protected:
-  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
-                    device::Feedback* feedback) const override {
-    at.ctx->int8Encode(x, n, block_, scales, codes, feedback);
-  }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::Context& ctx) const override {
-    ctx.int8Decode(scales, codes, n, block_, out);
-  }
-  void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::Context& ctx) const override {
-    ctx.int8DecodeAdd(out, local, scales, codes, n, block_);
+  device::QuantSetting quantSetting(const ChunkInfo&) const override {
+    return {device::QuantKind::kInt8, block_};
   }
   size_t codeBytes(size_t n) const override { return n; }
 };

@@ -31,17 +31,8 @@ class OnebitCodec final : public BlockQuantCodec {
   explicit OnebitCodec(size_t block) : BlockQuantCodec(CodecId::kOnebit, block, 0, nullptr, 2) {}
 
  protected:
-  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
-                    device::Feedback* feedback) const override {
-    at.ctx->onebitEncode(x, n, block_, scales, codes, feedback);
-  }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::Context& ctx) const override {
-    ctx.onebitDecode(scales, codes, n, block_, out);
-  }
-  void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::Context& ctx) const override {
-    ctx.onebitDecodeAdd(out, local, scales, codes, n, block_);
+  device::QuantSetting quantSetting(const ChunkInfo&) const override {
+    return {device::QuantKind::kOnebit, block_};
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 1); }
 };

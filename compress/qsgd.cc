@@ -30,18 +30,9 @@ class QsgdCodec final : public BlockQuantCodec {
         levels_(levels), bits_(2 * levels + 1 <= 16 ? 4 : 8), seed_(seed) {}
 
  protected:
-  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
-                    device::Feedback* feedback) const override {
-    at.ctx->qsgdEncode(x, n, block_, levels_, bits_,
-               device::counterKey(seed_, at.call, at.rank), at.offset, scales, codes, feedback);
-  }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::Context& ctx) const override {
-    ctx.qsgdDecode(scales, codes, n, block_, levels_, bits_, out);
-  }
-  void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::Context& ctx) const override {
-    ctx.qsgdDecodeAdd(out, local, scales, codes, n, block_, levels_, bits_);
+  device::QuantSetting quantSetting(const ChunkInfo& at) const override {
+    return {device::QuantKind::kQsgd, block_, levels_, bits_,
+            device::counterKey(seed_, at.call, at.rank)};
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, bits_); }
 

@@ -27,18 +27,9 @@ class TerngradCodec final : public BlockQuantCodec {
       : BlockQuantCodec(CodecId::kTerngrad, block, 0, nullptr, 1), seed_(seed) {}
 
  protected:
-  void encodeKernel(const float* x, size_t n, const ChunkInfo& at, void* scales, uint8_t* codes,
-                    device::Feedback* feedback) const override {
-    at.ctx->terngradEncode(x, n, block_,
-               device::counterKey(seed_, at.call, at.rank), at.offset, scales, codes, feedback);
-  }
-  void decodeKernel(const void* scales, const uint8_t* codes, size_t n, float* out,
-                    device::Context& ctx) const override {
-    ctx.terngradDecode(scales, codes, n, block_, out);
-  }
-  void decodeAddKernel(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, device::Context& ctx) const override {
-    ctx.terngradDecodeAdd(out, local, scales, codes, n, block_);
+  device::QuantSetting quantSetting(const ChunkInfo& at) const override {
+    return {device::QuantKind::kTerngrad, block_, 0, 0,
+            device::counterKey(seed_, at.call, at.rank)};
   }
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 2); }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "base/types.h"
+#include "device/batch.h"
 #include "device/cast.h"
 #include "device/hd.h"
 #include "device/quantize.h"
@@ -150,36 +151,18 @@ class Context {
   virtual void widen(Narrow kind, const uint16_t* in, float* out, size_t n) = 0;
   virtual void widenAdd(Narrow kind, float* out, const float* local, const uint16_t* in,
                         size_t n) = 0;
-  // quantize.h (feedback: null, or its residual in the context's space and where its norms go, on
-  // the host). Sums a kernel hands to host doubles (an encode's norms, sparseFeedback's inputSq
-  // and sentSq) are added there by the time the context next waits (wait, read): on a CUDA
-  // context they stay on the device until then, so an encode waits for nothing.
-  virtual void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                          Feedback* feedback) = 0;
-  virtual void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                          float* out) = 0;
-  virtual void int8DecodeAdd(float* out, const float* local, const void* scales,
-                             const uint8_t* codes, size_t n, size_t block) = 0;
-  virtual void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
-                          uint64_t key, uint64_t index0, void* scales, uint8_t* codes,
-                          Feedback* feedback) = 0;
-  virtual void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                          int levels, int bits, float* out) = 0;
-  virtual void qsgdDecodeAdd(float* out, const float* local, const void* scales,
-                             const uint8_t* codes, size_t n, size_t block, int levels,
-                             int bits) = 0;
-  virtual void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                            Feedback* feedback) = 0;
-  virtual void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                            float* out) = 0;
-  virtual void onebitDecodeAdd(float* out, const float* local, const void* scales,
-                               const uint8_t* codes, size_t n, size_t block) = 0;
-  virtual void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                              void* scales, uint8_t* codes, Feedback* feedback) = 0;
-  virtual void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                              float* out) = 0;
-  virtual void terngradDecodeAdd(float* out, const float* local, const void* scales,
-                                 const uint8_t* codes, size_t n, size_t block) = 0;
+  // The quantizers (device/batch.h's QuantSetting names one and its settings; quantize.h has
+  // their kernels; feedback: null, or its residual in the context's space and where its norms go,
+  // on the host): every quantizer through these two entries, so a new one adds a QuantKind and
+  // its kernels (cpuQuantEncodeJob's and gpuQuantEncodeJob's cases), not context methods.
+  // encode: job.x[0..n) into job.scales and job.codes (job.residual is ignored: the feedback's
+  // is used). decode: job.out = the values, or with add job.local + the values. Sums a kernel
+  // hands to host doubles (an encode's norms, sparseFeedback's inputSq and sentSq) are added
+  // there by the time the context next waits (wait, read): on a CUDA context they stay on the
+  // device until then, so an encode waits for nothing.
+  virtual void quantEncode(const QuantSetting& s, const QuantEncodeJob& job,
+                           Feedback* feedback) = 0;
+  virtual void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add) = 0;
   // sparse.h. selectTopk returns how many indices it wrote: the host's the nonzero top k (fewer
   // than k where the chunk has fewer nonzeros), a GPU's min(k, n), padded with zeros
   // (gpuSelectTopk), so it waits for nothing. selectAtLeast's count comes back to the host (it

@@ -66,53 +66,11 @@ class HostContext final : public Context {
                 size_t n) override {
     cpuWidenAdd(kind, out, local, in, n);
   }
-  void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                  Feedback* feedback) override {
-    cpuInt8Encode(x, n, block, scales, codes, feedback);
+  void quantEncode(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback) override {
+    cpuQuantEncodeJob(s, job, feedback);
   }
-  void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                  float* out) override {
-    cpuInt8Decode(scales, codes, n, block, out);
-  }
-  void int8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                     size_t n, size_t block) override {
-    cpuInt8DecodeAdd(out, local, scales, codes, n, block);
-  }
-  void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
-                  uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) override {
-    cpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback);
-  }
-  void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
-                  int bits, float* out) override {
-    cpuQsgdDecode(scales, codes, n, block, levels, bits, out);
-  }
-  void qsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                     size_t n, size_t block, int levels, int bits) override {
-    cpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits);
-  }
-  void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                    Feedback* feedback) override {
-    cpuOnebitEncode(x, n, block, scales, codes, feedback);
-  }
-  void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                    float* out) override {
-    cpuOnebitDecode(scales, codes, n, block, out);
-  }
-  void onebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, size_t block) override {
-    cpuOnebitDecodeAdd(out, local, scales, codes, n, block);
-  }
-  void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                      void* scales, uint8_t* codes, Feedback* feedback) override {
-    cpuTerngradEncode(x, n, block, key, index0, scales, codes, feedback);
-  }
-  void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                      float* out) override {
-    cpuTerngradDecode(scales, codes, n, block, out);
-  }
-  void terngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                         size_t n, size_t block) override {
-    cpuTerngradDecodeAdd(out, local, scales, codes, n, block);
+  void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add) override {
+    cpuQuantDecodeJob(s, job, add);
   }
   size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) override {
     return cpuSelectTopk(x, n, k, sampled, idx);

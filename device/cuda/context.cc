@@ -26,6 +26,25 @@
 namespace squeeze::device {
 namespace {
 
+// One quantizer encode on the GPU, not batched: the gpu* entry point of s.kind (device/quantize.h),
+// the twin of cpuQuantEncodeJob. Unlike a batch's, it sums the norms on the host when feedback
+// has no device slot for them (it then waits).
+void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& j, Feedback* feedback,
+                       GpuStream stream) {
+  switch (s.kind) {
+    case QuantKind::kInt8:
+      return gpuInt8Encode(j.x, j.n, s.block, j.scales, j.codes, feedback, stream);
+    case QuantKind::kQsgd:
+      return gpuQsgdEncode(j.x, j.n, s.block, s.levels, s.bits, s.key, j.index0, j.scales, j.codes,
+                           feedback, stream);
+    case QuantKind::kOnebit:
+      return gpuOnebitEncode(j.x, j.n, s.block, j.scales, j.codes, feedback, stream);
+    case QuantKind::kTerngrad:
+      return gpuTerngradEncode(j.x, j.n, s.block, s.key, j.index0, j.scales, j.codes, feedback,
+                               stream);
+  }
+}
+
 // Stream-ordered device memory; freed (cudaFreeAsync) with its GPU current, from any thread.
 class DeviceAllocation final : public Allocation {
  public:
@@ -281,61 +300,32 @@ class CudaContext final : public Context {
     settle();
     gpuWidenAdd(kind, out, local, in, n, stream_);
   }
-  void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                  Feedback* feedback) override {
-    quantEncode({QuantKind::kInt8, block}, {x, n, scales, codes, nullptr, 0}, feedback,
-                [&](Feedback* fb) { gpuInt8Encode(x, n, block, scales, codes, fb, stream_); });
+  // Held when batching (with the norms on the device, or none), else launched as one.
+  void quantEncode(const QuantSetting& s, const QuantEncodeJob& given,
+                   Feedback* feedback) override {
+    cuda::DeviceGuard guard(device_);
+    if (given.n == 0) return;
+    QuantEncodeJob job = given;
+    job.residual = feedback ? feedback->residual : nullptr;
+    Feedback fb = deferred(feedback);
+    if (holding() && (!feedback || fb.deviceNorms)) {
+      hold(Held::kQuantEncode, Narrow::kHalf, feedback != nullptr, fb.deviceNorms, s)
+          .encodes.push_back(job);
+      return;
+    }
+    settle();
+    gpuQuantEncodeJob(s, job, feedback ? &fb : nullptr, stream_);
   }
-  void int8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                  float* out) override {
-    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, nullptr}, false);
-  }
-  void int8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                     size_t n, size_t block) override {
-    quantDecode({QuantKind::kInt8, block}, {scales, codes, n, out, local}, true);
-  }
-  void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
-                  uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) override {
-    quantEncode({QuantKind::kQsgd, block, levels, bits, key},
-                {x, n, scales, codes, nullptr, index0}, feedback, [&](Feedback* fb) {
-                  gpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, fb, stream_);
-                });
-  }
-  void qsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
-                  int bits, float* out) override {
-    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, nullptr}, false);
-  }
-  void qsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                     size_t n, size_t block, int levels, int bits) override {
-    quantDecode({QuantKind::kQsgd, block, levels, bits}, {scales, codes, n, out, local}, true);
-  }
-  void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                    Feedback* feedback) override {
-    quantEncode({QuantKind::kOnebit, block}, {x, n, scales, codes, nullptr, 0}, feedback,
-                [&](Feedback* fb) { gpuOnebitEncode(x, n, block, scales, codes, fb, stream_); });
-  }
-  void onebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                    float* out) override {
-    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, nullptr}, false);
-  }
-  void onebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                       size_t n, size_t block) override {
-    quantDecode({QuantKind::kOnebit, block}, {scales, codes, n, out, local}, true);
-  }
-  void terngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                      void* scales, uint8_t* codes, Feedback* feedback) override {
-    quantEncode({QuantKind::kTerngrad, block, 0, 0, key}, {x, n, scales, codes, nullptr, index0},
-                feedback, [&](Feedback* fb) {
-                  gpuTerngradEncode(x, n, block, key, index0, scales, codes, fb, stream_);
-                });
-  }
-  void terngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                      float* out) override {
-    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, nullptr}, false);
-  }
-  void terngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                         size_t n, size_t block) override {
-    quantDecode({QuantKind::kTerngrad, block}, {scales, codes, n, out, local}, true);
+  // A quantizer's decode or decode-add: held when batching, else launched as a batch of one.
+  void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add) override {
+    cuda::DeviceGuard guard(device_);
+    if (job.n == 0) return;
+    if (holding()) {
+      hold(Held::kQuantDecode, Narrow::kHalf, add, nullptr, s).decodes.push_back(job);
+      return;
+    }
+    settle();
+    gpuQuantDecodeBatch(s, &job, 1, add, stream_);
   }
   size_t selectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx) override {
     cuda::DeviceGuard guard(device_);
@@ -642,34 +632,6 @@ class CudaContext final : public Context {
     const cuda::PointerInfo at = cuda::pointerInfo(p);
     return at.device || at.pinned;
   }
-  // A quantizer's encode: held when batching (with feedback, when its norms can be summed on
-  // the device), else launched by single(feedback).
-  template <class Single>
-  void quantEncode(const QuantSetting& s, QuantEncodeJob job, Feedback* feedback, Single&& single) {
-    cuda::DeviceGuard guard(device_);
-    if (job.n == 0) return;
-    Feedback fb = deferred(feedback);
-    if (holding() && (!feedback || fb.deviceNorms)) {
-      job.residual = feedback ? feedback->residual : nullptr;
-      hold(Held::kQuantEncode, Narrow::kHalf, feedback != nullptr, fb.deviceNorms, s)
-          .encodes.push_back(job);
-      return;
-    }
-    settle();
-    single(feedback ? &fb : nullptr);
-  }
-  // A quantizer's decode or decode-add: held when batching, else launched as a batch of one.
-  void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add) {
-    cuda::DeviceGuard guard(device_);
-    if (job.n == 0) return;
-    if (holding()) {
-      hold(Held::kQuantDecode, Narrow::kHalf, add, nullptr, s).decodes.push_back(job);
-      return;
-    }
-    settle();
-    gpuQuantDecodeBatch(s, &job, 1, add, stream_);
-  }
-
   // prepareThread has made the slots below (sums, checks, staging).
   bool prepared() const { return sumSlots_.data() != nullptr; }
   // The next pinned staging slot with `bytes` of src in it, or null when the copy out of it may
