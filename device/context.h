@@ -218,7 +218,7 @@ class Context {
   virtual void castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n,
                             float* residual, double* inputSq, double* sentSq);
   // The dense codec's encodeFeedback (float32): payload = x, then feedbackPass with d = payload.
-  // Here those two steps; the host fuses them into one pass over x.
+  // Here those two steps; the host and a GPU fuse them into one pass over x.
   virtual void copyFeedback(const float* x, float* payload, size_t n, float* residual,
                             double* inputSq, double* sentSq);
   virtual size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) = 0;

@@ -133,6 +133,11 @@ void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuS
 // instead, and nothing waits; *inputSq and *sentSq are left to whoever reads them back.
 void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, double* inputSq,
                      double* sentSq, double* deviceSums, GpuStream stream);
+// The dense codec's encode with feedback in one pass: cpuCopyFeedback's bits (payload = x, the
+// residual as residualAfter(r, x, x), stored only where that changes its bits: -0 and non-finite
+// x), one kernel besides the norms' tree. Waits as gpuFeedbackPass.
+void gpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
+                     double* sentSq, double* deviceSums, GpuStream stream);
 // A cast codec's encode with feedback in one pass: payload[i] = narrow(x[i]), then exactly
 // gpuFeedbackPass(x, d, ...) with d[i] = widen(payload[i]), which is never stored (the CPU's
 // twin is cpuNarrow, cpuWiden and cpuFeedbackPass). Waits as gpuFeedbackPass.

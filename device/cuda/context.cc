@@ -443,6 +443,15 @@ class CudaContext final : public Context {
     double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
     gpuFeedbackPass(x, d, n, residual, inputSq, sentSq, sums, stream_);
   }
+  // One fused kernel (not held: a batch settles before it).
+  void copyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
+                    double* sentSq) override {
+    cuda::DeviceGuard guard(device_);
+    if (n == 0) return;
+    settle();
+    double* sums = inputSq || sentSq ? sumSlot(inputSq, sentSq) : nullptr;
+    gpuCopyFeedback(x, payload, n, residual, inputSq, sentSq, sums, stream_);
+  }
   void castFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
                     double* inputSq, double* sentSq) override {
     cuda::DeviceGuard guard(device_);

@@ -127,6 +127,30 @@ __global__ void firstBadIndexKernel(JobTable<IndexCheckJob> t) {
   }
 }
 
+// The dense codec's encode with feedback, in normLanesKernel's threads and order: payload = x,
+// and the residual's residualAfter(r, x, x), written only where its bits change (r = -0, or x
+// inf or NaN), so a pass over finite values reads the residual and writes nothing back. The sent
+// lanes are the input's (d = x), as the CPU's copy feedback sums them once.
+__global__ void copyFeedbackKernel(const float* x, float* payload, size_t n, size_t blocks,
+                                   float* residual, float* partials) {
+  const size_t t = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  float in = 0.0f;
+  if (!walkNormLane(t, n, blocks,
+                    [&](size_t i) {
+                      const float v = x[i];
+                      payload[i] = v;
+                      if (residual) {
+                        const float r = residual[i], after = residualAfter(r, v, v);
+                        if (__float_as_uint(after) != __float_as_uint(r)) residual[i] = after;
+                      }
+                      in = addSquare(in, v);
+                    }) ||
+      !partials)
+    return;
+  partials[t * 2] = in;
+  partials[t * 2 + 1] = in;
+}
+
 // One chunk of a cast codec's encode with feedback; partials null: no norms.
 struct CastFeedbackArgs {
   const float* x;
@@ -356,6 +380,20 @@ void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count
     at += a.blocks * kNormLanes;
   }
   launchCastFeedback(kind, args, deviceSums, stream);
+}
+
+void gpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
+                     double* sentSq, double* deviceSums, GpuStream stream) {
+  if (n == 0) return;
+  const size_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  const bool norms = inputSq || sentSq || deviceSums;
+  Scratch& sc = scratch();
+  size_t lanes = blocks * kNormLanes;
+  float* partials = norms ? lanePartials(sc, n, lanes, stream) : nullptr;
+  copyFeedbackKernel<<<laneGrid(lanes), kThreads, 0, stream>>>(x, payload, n, blocks, residual,
+                                                               partials);
+  cuda::checkLaunch("copyFeedbackKernel");
+  if (norms) addLaneSums(sc, partials, lanes, inputSq, sentSq, deviceSums, stream);
 }
 
 void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,

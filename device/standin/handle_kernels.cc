@@ -87,6 +87,23 @@ void gpuFeedbackPass(const float* x, const float* d, size_t n, float* residual, 
       [=](double* in, double* sent) { cpuFeedbackPass(x, d, n, residual, in, sent); });
 }
 
+// handle_kernels.cu's fused dense pass: the CPU's copy feedback (copyFeedbackKernel, then the
+// norms' tree).
+void gpuCopyFeedback(const float* x, float* payload, size_t n, float* residual, double* inputSq,
+                     double* sentSq, double* deviceSums, GpuStream stream) {
+  if (n == 0) return;
+  const std::vector<Arg> args = {{"x", x, n}, {"payload", payload, n}, {"residual", residual, n}};
+  if (!inputSq && !sentSq && !deviceSums) {
+    enqueue(stream, "copyFeedbackKernel", args,
+            [=] { cpuCopyFeedback(x, payload, n, residual, nullptr, nullptr); });
+    return;
+  }
+  feedbackWithNorms(stream, "copyFeedbackKernel", args, n, inputSq, sentSq, deviceSums, {},
+                    [=](double* in, double* sent) {
+                      cpuCopyFeedback(x, payload, n, residual, in, sent);
+                    });
+}
+
 // handle_kernels.cu's fused pass: the CPU's narrow, widen and feedback pass in one body.
 void gpuCastFeedback(Narrow kind, const float* x, uint16_t* payload, size_t n, float* residual,
                      double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {

@@ -6,6 +6,7 @@
 //     gpuDivide for every datatype;
 //   - gpuNarrow / gpuWiden / gpuWidenAdd for both 16-bit formats, in place and misaligned;
 //     gpuCastFeedback against the CPU's narrow, widen and feedback pass (norms bit for bit);
+//     gpuCopyFeedback and gpuCastFeedback on finite values, norms in the CPU's tree bit for bit;
 //   - each quantizer at the settings quantize_test uses: scales (at an unaligned address),
 //     codes, decode, decode-add (out of place and in place), and encodeFeedback's residual;
 //     its norms only to rounding (the GPU sums them in another order);
@@ -455,6 +456,62 @@ TEST(GpuCast, CastFeedbackMatchesTheCpusThreeSteps) {
         auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
         EXPECT_TRUE(same(hin, in)) << how << ": " << hin << " vs " << in;
         EXPECT_TRUE(same(hsent, sent)) << how << ": " << hsent << " vs " << sent;
+      }
+    }
+  }
+}
+
+// The fused encodes with feedback (dense: copy; casts) on finite gradient-like values, where the
+// norms are finite and so pin their order: every block's lanes, then the blocks in NormTree's
+// tree (normTreeKernel on the device, the CPU as it streams), bit for bit, at block counts that
+// are not powers of two and past one thread's share of the tree's block. Every 97th residual is
+// -0, which the dense pass turns into +0 (its only write on finite values).
+TEST(GpuFeedback, FusedEncodesSumTheNormsInTheCpusTree) {
+  cuda::Stream stream;
+  for (int kind = 0; kind < 3; ++kind) {  // dense, half, bf16
+    const Narrow narrow = kind == 1 ? Narrow::kHalf : Narrow::kBfloat16;
+    const size_t width = kind == 0 ? 4 : 2;
+    for (size_t n : {size_t(1000), (size_t{1} << 20) + 3, (size_t{3} << 20) + 5}) {
+      const std::string what =
+          std::string(kind == 0 ? "dense" : kind == 1 ? "half" : "bf16") + " n=" + std::to_string(n);
+      const std::vector<float> x = kernel_inputs::gradientLike(n, 31 + kind);
+      std::vector<float> r0 = kernel_inputs::gradientLike(n, 41 + kind);
+      for (size_t i = 0; i < n; i += 97) r0[i] = -0.0f;
+      std::vector<unsigned char> payload(width * n);
+      std::vector<float> residual = r0;
+      double in = 0, sent = 0;
+      if (kind == 0)
+        cpuCopyFeedback(x.data(), reinterpret_cast<float*>(payload.data()), n, residual.data(),
+                        &in, &sent);
+      else
+        cpuCastFeedback(narrow, x.data(), reinterpret_cast<uint16_t*>(payload.data()), n,
+                        residual.data(), &in, &sent);
+      ASSERT_TRUE(std::isfinite(in) && std::isfinite(sent)) << what;
+      for (bool onDevice : {true, false}) {
+        Dev dx(x.data(), 4 * n), dr(r0.data(), 4 * n), dp(width * n), dsums(16);
+        const double zero[2] = {0, 0};
+        dsums.put(zero, sizeof zero);
+        double hin = 0, hsent = 0;
+        auto* sums = onDevice ? reinterpret_cast<double*>(dsums.at(0)) : nullptr;
+        auto* dxp = reinterpret_cast<float*>(dx.at(0));
+        auto* drp = reinterpret_cast<float*>(dr.at(0));
+        if (kind == 0)
+          gpuCopyFeedback(dxp, reinterpret_cast<float*>(dp.at(0)), n, drp, &hin, &hsent, sums,
+                          stream.get());
+        else
+          gpuCastFeedback(narrow, dxp, reinterpret_cast<uint16_t*>(dp.at(0)), n, drp, &hin,
+                          &hsent, sums, stream.get());
+        stream.synchronize("fused feedback");
+        const std::string how = what + (onDevice ? " (device sums)" : " (host sums)");
+        EXPECT_EQ(dp.get(width * n), payload) << how << " payload";
+        expectSameFloats(residual, dr.get<float>(n), how + " residual");
+        if (onDevice) {
+          const std::vector<double> got = dsums.get<double>(2);
+          hin = got[0];
+          hsent = got[1];
+        }
+        EXPECT_EQ(hin, in) << how << ": input norm";
+        EXPECT_EQ(hsent, sent) << how << ": sent norm";
       }
     }
   }
