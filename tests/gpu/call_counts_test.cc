@@ -319,26 +319,46 @@ void expectLean(const OpCount& k, const char* op) {
   EXPECT_LE(k.c.pointerQueries, 1u) << op;
 }
 
+// A chunk codec of `spec` for n floats on a prepared CUDA context over a stream of its own, and a
+// device payload buffer of the codec's bound.
+struct CodecOnContext {
+  CodecOnContext(const char* spec, size_t n) {
+    int device = 0;
+    EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ctx = squeeze::device::makeCudaContext(device, stream.s);
+    ctx->prepareThread();
+    handle = squeeze::createCodecHandle(squeeze::CodecSpec::parse(spec), n,
+                                        squeeze::DataType::kFloat32);
+    codec = handle->chunkCodec();
+    at.ctx = ctx.get();
+    EXPECT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&payload),
+                              codec->maxEncodedBytes(n, squeeze::DataType::kFloat32), stream.s),
+              cudaSuccess);
+  }
+  ~CodecOnContext() {
+    cudaFreeAsync(payload, stream.s);
+    cudaStreamSynchronize(stream.s);
+  }
+  Stream stream;  // destroyed last
+  std::unique_ptr<squeeze::device::Context> ctx;
+  std::unique_ptr<squeeze::CodecHandle> handle;
+  squeeze::Codec* codec = nullptr;
+  squeeze::ChunkInfo at;
+  char* payload = nullptr;
+};
+
 class CodecOpCounts : public ::testing::TestWithParam<OpCaps> {};
 
 TEST_P(CodecOpCounts, EachPieceCallStaysUnderItsCeilings) {
   const OpCaps& cap = GetParam();
   using squeeze::DataType;
   constexpr size_t n = size_t(1) << 20;
-  Stream stream;
-  cudaStream_t s = stream.s;
-  int device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  auto ctx = squeeze::device::makeCudaContext(device, s);
-  ctx->prepareThread();
-  auto handle = squeeze::createCodecHandle(squeeze::CodecSpec::parse(cap.spec), n,
-                                           DataType::kFloat32);
-  squeeze::Codec& codec = *handle->chunkCodec();
-  const squeeze::ChunkInfo at{0, 0, 0, -1, ctx.get()};
-  const size_t bound = codec.maxEncodedBytes(n, DataType::kFloat32);
-  DeviceFloats x(n, s), residual(n, s), out(n, s);
-  char* payload = nullptr;
-  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&payload), bound, s), cudaSuccess);
+  CodecOnContext on(cap.spec, n);
+  squeeze::Codec& codec = *on.codec;
+  squeeze::device::Context* ctx = on.ctx.get();
+  const squeeze::ChunkInfo& at = on.at;
+  char* payload = on.payload;
+  DeviceFloats x(n, on.stream.s), residual(n, on.stream.s), out(n, on.stream.s);
   squeeze::EncodeNorms norms;
   size_t bytes = 0;
   auto encode = [&] {
@@ -378,8 +398,6 @@ TEST_P(CodecOpCounts, EachPieceCallStaysUnderItsCeilings) {
     EXPECT_EQ(k->c.hostWaits, 0u) << "a combine or decode waited for the device";
     EXPECT_EQ(k->c.deviceToHost, 0u) << "a combine or decode copied to the host";
   }
-  cudaFreeAsync(payload, s);
-  cudaStreamSynchronize(s);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stand, CodecOpCounts, ::testing::ValuesIn(kOpCaps),
@@ -395,21 +413,12 @@ INSTANTIATE_TEST_SUITE_P(Stand, CodecOpCounts, ::testing::ValuesIn(kOpCaps),
 TEST(CodecOpCounts, ChecksNeverWaitedForFallBack) {
   using squeeze::DataType;
   constexpr size_t n = 4096;
-  Stream stream;
-  cudaStream_t s = stream.s;
-  int device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  auto ctx = squeeze::device::makeCudaContext(device, s);
-  ctx->prepareThread();
-  auto handle =
-      squeeze::createCodecHandle(squeeze::CodecSpec::parse("int8"), n, DataType::kFloat32);
-  squeeze::Codec& codec = *handle->chunkCodec();
-  const squeeze::ChunkInfo at{0, 0, 0, -1, ctx.get()};
-  DeviceFloats x(n, s), out(n, s);
-  char* payload = nullptr;
-  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&payload),
-                            codec.maxEncodedBytes(n, DataType::kFloat32), s),
-            cudaSuccess);
+  CodecOnContext on("int8", n);
+  squeeze::Codec& codec = *on.codec;
+  squeeze::device::Context* ctx = on.ctx.get();
+  const squeeze::ChunkInfo& at = on.at;
+  char* payload = on.payload;
+  DeviceFloats x(n, on.stream.s), out(n, on.stream.s);
   const size_t bytes = codec.encode(x.ptr, n, DataType::kFloat32, at, payload);
   ctx->wait("the encode");
   const uint64_t f0 = squeeze::device::slotFallbacks();
@@ -421,8 +430,6 @@ TEST(CodecOpCounts, ChecksNeverWaitedForFallBack) {
   codec.combine(out.ptr, x.ptr, payload, bytes, n, DataType::kFloat32, squeeze::RedOp::kSum, at);
   EXPECT_EQ(squeeze::device::slotFallbacks(), f1) << "the wait recycled the slots";
   ctx->wait("the last combine");
-  cudaFreeAsync(payload, s);
-  cudaStreamSynchronize(s);
 }
 
 }  // namespace
