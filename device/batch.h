@@ -120,10 +120,21 @@ struct SmallCopyJob {
 // Enqueue only, on `stream`; nothing waits. Jobs with n == 0 are skipped. The sums of a batch
 // (feedback norms) go to two doubles in device memory, job after job, each job's as its single
 // entry point adds them (deviceNorms, deviceSums; null: no norms).
+// The quantizers' kernels give the cpu* functions' scales, codes, decoded values and residual
+// bit for bit (the per-block sums run in the CPU's 8 lanes and order); their feedback norms are
+// summed in another order than the CPU's (equal to rounding, not bit for bit). Pointers are
+// device memory or pinned, mapped host memory; scales may be unaligned. One warp encodes one
+// block and the per-block sums are sequential in 8 lanes, so blocks much larger than a few
+// thousand values encode slowly. A decode of a batch of one is the single decode.
 void gpuQuantEncodeBatch(const QuantSetting& s, const QuantEncodeJob* jobs, size_t count,
                          bool feedback, double* deviceNorms, GpuStream stream);
 void gpuQuantDecodeBatch(const QuantSetting& s, const QuantDecodeJob* jobs, size_t count, bool add,
                          GpuStream stream);
+// One encode, the twin of cpuQuantEncodeJob (job.residual is ignored: feedback's is used). With
+// feedback it adds the norms to feedback->deviceNorms on the device (nothing waits), or, without
+// that, synchronizes the stream to add them to *feedback->norms (when not null).
+void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback,
+                       GpuStream stream);
 void gpuNarrowBatch(Narrow kind, const CastJob* jobs, size_t count, GpuStream stream);
 void gpuWidenBatch(Narrow kind, const CastJob* jobs, size_t count, bool add, GpuStream stream);
 void gpuCastFeedbackBatch(Narrow kind, const CastFeedbackJob* jobs, size_t count,

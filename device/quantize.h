@@ -146,47 +146,7 @@ void cpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_
 void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
                           size_t n, size_t block);
 
-#if SQZ_HAVE_CUDA
-// ---- CUDA twins (device/cuda/quantize.cu) -----------------------------------------------------
-// The same arguments as the cpu* function of the same name plus the stream the work is enqueued
-// on, and the same scales, codes, decoded values and residual bit for bit (the per-block sums
-// run in the CPU's 8 lanes and order). Pointers (x, out, local, scales, codes, the residual) are
-// device memory or pinned, mapped host memory; kernels access them directly (unified
-// addressing); scales may be unaligned. n == 0 enqueues nothing. Without feedback the functions
-// only enqueue; with it they add the norms to feedback->deviceNorms on the device, or, without
-// that, synchronize the stream to add them to *feedback->norms (when not null): summed in another
-// order than the CPU's (equal to rounding, not bit for bit).
-// Throw Error(kCuda) on a CUDA failure. Thread-safe: the norms' scratch is per thread and
-// device. One warp encodes one block and the per-block sums are sequential in 8 lanes, so
-// blocks much larger than a few thousand values encode slowly.
-void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                   Feedback* feedback, GpuStream stream);
-void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
-                   GpuStream stream);
-void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, GpuStream stream);
-
-void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
-                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
-                   GpuStream stream);
-void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
-                   int bits, float* out, GpuStream stream);
-void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, int levels, int bits, GpuStream stream);
-
-void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                     Feedback* feedback, GpuStream stream);
-void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
-                     GpuStream stream);
-void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                        size_t n, size_t block, GpuStream stream);
-
-void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                       void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream);
-void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                       float* out, GpuStream stream);
-void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                          size_t n, size_t block, GpuStream stream);
-#endif
+// The CUDA twins run by QuantSetting, one job or a batch: device/batch.h's gpuQuantEncodeJob,
+// gpuQuantEncodeBatch and gpuQuantDecodeBatch (device/cuda/quantize.cu).
 
 }  // namespace squeeze::device

@@ -26,25 +26,6 @@
 namespace squeeze::device {
 namespace {
 
-// One quantizer encode on the GPU, not batched: the gpu* entry point of s.kind (device/quantize.h),
-// the twin of cpuQuantEncodeJob. Unlike a batch's, it sums the norms on the host when feedback
-// has no device slot for them (it then waits).
-void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& j, Feedback* feedback,
-                       GpuStream stream) {
-  switch (s.kind) {
-    case QuantKind::kInt8:
-      return gpuInt8Encode(j.x, j.n, s.block, j.scales, j.codes, feedback, stream);
-    case QuantKind::kQsgd:
-      return gpuQsgdEncode(j.x, j.n, s.block, s.levels, s.bits, s.key, j.index0, j.scales, j.codes,
-                           feedback, stream);
-    case QuantKind::kOnebit:
-      return gpuOnebitEncode(j.x, j.n, s.block, j.scales, j.codes, feedback, stream);
-    case QuantKind::kTerngrad:
-      return gpuTerngradEncode(j.x, j.n, s.block, s.key, j.index0, j.scales, j.codes, feedback,
-                               stream);
-  }
-}
-
 // Stream-ordered device memory; freed (cudaFreeAsync) with its GPU current, from any thread.
 class DeviceAllocation final : public Allocation {
  public:

@@ -628,72 +628,11 @@ void gpuQuantDecodeBatch(const QuantSetting& s, const QuantDecodeJob* jobs, size
   });
 }
 
-void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                   Feedback* feedback, GpuStream stream) {
-  runEncode({QuantKind::kInt8, block}, x, n, 0, scales, codes, feedback, stream);
-}
-namespace {
-
-// One chunk's decode (local null) or decode-add: a batch of one.
-void decodeOne(const QuantSetting& s, const void* scales, const uint8_t* codes, size_t n,
-               float* out, const float* local, GpuStream stream) {
-  if (n == 0) return;
-  const QuantDecodeJob job{scales, codes, n, out, local};
-  gpuQuantDecodeBatch(s, &job, 1, local != nullptr, stream);
-}
-
-}  // namespace
-
-void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
-                   GpuStream stream) {
-  decodeOne({QuantKind::kInt8, block}, scales, codes, n, out, nullptr, stream);
-}
-void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, GpuStream stream) {
-  decodeOne({QuantKind::kInt8, block}, scales, codes, n, out, local, stream);
-}
-
-void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
-                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
-                   GpuStream stream) {
-  SQZ_ENFORCE(bits == 4 || bits == 8, "qsgd: ", bits, " bits per value");
-  runEncode({QuantKind::kQsgd, block, levels, bits, key}, x, n, index0, scales, codes, feedback,
-            stream);
-}
-void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
-                   int bits, float* out, GpuStream stream) {
-  decodeOne({QuantKind::kQsgd, block, levels, bits}, scales, codes, n, out, nullptr, stream);
-}
-void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, int levels, int bits, GpuStream stream) {
-  decodeOne({QuantKind::kQsgd, block, levels, bits}, scales, codes, n, out, local, stream);
-}
-
-void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                     Feedback* feedback, GpuStream stream) {
-  runEncode({QuantKind::kOnebit, block}, x, n, 0, scales, codes, feedback, stream);
-}
-void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
-                     GpuStream stream) {
-  decodeOne({QuantKind::kOnebit, block}, scales, codes, n, out, nullptr, stream);
-}
-void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                        size_t n, size_t block, GpuStream stream) {
-  decodeOne({QuantKind::kOnebit, block}, scales, codes, n, out, local, stream);
-}
-
-void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                       void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream) {
-  runEncode({QuantKind::kTerngrad, block, 0, 0, key}, x, n, index0, scales, codes, feedback,
-            stream);
-}
-void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback,
                        GpuStream stream) {
-  decodeOne({QuantKind::kTerngrad, block}, scales, codes, n, out, nullptr, stream);
-}
-void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                          size_t n, size_t block, GpuStream stream) {
-  decodeOne({QuantKind::kTerngrad, block}, scales, codes, n, out, local, stream);
+  SQZ_ENFORCE(s.kind != QuantKind::kQsgd || s.bits == 4 || s.bits == 8, "qsgd: ", s.bits,
+              " bits per value");
+  runEncode(s, job.x, job.n, job.index0, job.scales, job.codes, feedback, stream);
 }
 
 // Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.

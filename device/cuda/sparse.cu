@@ -162,8 +162,8 @@ __global__ void sampleKernel(const float* x, size_t s, size_t step, uint32_t* ke
 struct Steer {
   bool on;  // false: a compaction that decides nothing
   uint32_t n, k, cap;
-  uint32_t tiles;                      // set by compact
-  const unsigned long long* counts;    // set by compact
+  uint32_t tiles;                    // set by compact
+  const unsigned long long* counts;  // set by compact
 };
 
 __device__ void steer(const Steer& s, const unsigned long long* offsets, SelectState* st) {
@@ -434,7 +434,8 @@ __global__ void __launch_bounds__(kBlockSelectThreads) selectBlockKernel(JobTabl
 
 // Enqueues the ordered compaction of what the state selects from src into out (at most cap
 // indices); bound is src's size, or its upper bound when src is steered. Leaves the per-tile
-// counts and their exclusive sums in sc.tiles (the steer kernel reads them); returns the tiles.
+// counts and their exclusive sums in sc.tiles; returns the tiles. `steering` (on): the pass's
+// tileWriteKernel also decides where the selection runs (steer).
 uint32_t compact(Scratch& sc, Source src, size_t bound, uint32_t* out, uint32_t cap,
                  cudaStream_t stream, Steer steering = {}) {
   const uint32_t tiles = static_cast<uint32_t>(std::max<size_t>(1, (bound + kTile - 1) / kTile));

@@ -1,10 +1,11 @@
 // The stand-in's cast, reduce and quantizer kernels (the cuda-standin build;
-// device/standin/standin.h): each gpu* entry point of device/cast.h, reduce.h and quantize.h runs
-// its cpu* twin on the stream (kernel_support.h), with its device/cuda/*.cu original's early
+// device/standin/standin.h): each gpu* entry point of device/cast.h and reduce.h, and batch.h's
+// gpuQuantEncodeJob, runs its cpu* twin on the stream (kernel_support.h), with its device/cuda/*.cu original's early
 // returns, stream synchronizations and scratch; and gpuPrepareThread (launch.cuh), which loads
 // the kernels and makes every kernel file's scratch ahead of use.
 #include <cuda_runtime_api.h>
 
+#include "device/batch.h"
 #include "device/cast.h"
 #include "device/quantize.h"
 #include "device/reduce.h"
@@ -64,17 +65,6 @@ void runEncode(const char* kernel, const float* x, size_t n, size_t block, void*
   feedback->norms->sentSq += h[1];
 }
 
-// quantize.cu's launchDecode; local is null for a plain decode.
-template <class Decode>
-void runDecode(const char* kernel, const void* scales, const uint8_t* codes, size_t n, size_t block,
-               float* out, const float* local, GpuStream stream, Decode decode) {
-  if (n == 0) return;
-  SQZ_ENFORCE(block > 0, kernel, ": block of 0 values");
-  enqueue(stream, kernel,
-          {{"scales", scales, n}, {"codes", codes, n}, {"out", out, n}, {"local", local, n}},
-          std::move(decode));
-}
-
 }  // namespace
 
 // ---- cast.h --------------------------------------------------------------------------------
@@ -114,73 +104,14 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
   enqueue(stream, "gpuDivide", {{"buf", buf, n}}, [=] { cpuDivide(buf, n, dtype, divisor); });
 }
 
-// ---- quantize.h ----------------------------------------------------------------------------
+// ---- batch.h: one quantizer encode ----------------------------------------------------------
 
-void gpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                   Feedback* feedback, GpuStream stream) {
-  runEncode("gpuInt8Encode", x, n, block, scales, codes, feedback, stream,
-            [=](Feedback* fb) { cpuInt8Encode(x, n, block, scales, codes, fb); });
-}
-void gpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
-                   GpuStream stream) {
-  runDecode("gpuInt8Decode", scales, codes, n, block, out, nullptr, stream,
-            [=] { cpuInt8Decode(scales, codes, n, block, out); });
-}
-void gpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, GpuStream stream) {
-  runDecode("gpuInt8DecodeAdd", scales, codes, n, block, out, local, stream,
-            [=] { cpuInt8DecodeAdd(out, local, scales, codes, n, block); });
-}
-
-void gpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
-                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
-                   GpuStream stream) {
-  SQZ_ENFORCE(bits == 4 || bits == 8, "qsgd: ", bits, " bits per value");
-  runEncode("gpuQsgdEncode", x, n, block, scales, codes, feedback, stream, [=](Feedback* fb) {
-    cpuQsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, fb);
-  });
-}
-void gpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
-                   int bits, float* out, GpuStream stream) {
-  runDecode("gpuQsgdDecode", scales, codes, n, block, out, nullptr, stream,
-            [=] { cpuQsgdDecode(scales, codes, n, block, levels, bits, out); });
-}
-void gpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, int levels, int bits, GpuStream stream) {
-  runDecode("gpuQsgdDecodeAdd", scales, codes, n, block, out, local, stream,
-            [=] { cpuQsgdDecodeAdd(out, local, scales, codes, n, block, levels, bits); });
-}
-
-void gpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                     Feedback* feedback, GpuStream stream) {
-  runEncode("gpuOnebitEncode", x, n, block, scales, codes, feedback, stream,
-            [=](Feedback* fb) { cpuOnebitEncode(x, n, block, scales, codes, fb); });
-}
-void gpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
-                     GpuStream stream) {
-  runDecode("gpuOnebitDecode", scales, codes, n, block, out, nullptr, stream,
-            [=] { cpuOnebitDecode(scales, codes, n, block, out); });
-}
-void gpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                        size_t n, size_t block, GpuStream stream) {
-  runDecode("gpuOnebitDecodeAdd", scales, codes, n, block, out, local, stream,
-            [=] { cpuOnebitDecodeAdd(out, local, scales, codes, n, block); });
-}
-
-void gpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                       void* scales, uint8_t* codes, Feedback* feedback, GpuStream stream) {
-  runEncode("gpuTerngradEncode", x, n, block, scales, codes, feedback, stream,
-            [=](Feedback* fb) { cpuTerngradEncode(x, n, block, key, index0, scales, codes, fb); });
-}
-void gpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out,
+void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback,
                        GpuStream stream) {
-  runDecode("gpuTerngradDecode", scales, codes, n, block, out, nullptr, stream,
-            [=] { cpuTerngradDecode(scales, codes, n, block, out); });
-}
-void gpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                          size_t n, size_t block, GpuStream stream) {
-  runDecode("gpuTerngradDecodeAdd", scales, codes, n, block, out, local, stream,
-            [=] { cpuTerngradDecodeAdd(out, local, scales, codes, n, block); });
+  SQZ_ENFORCE(s.kind != QuantKind::kQsgd || s.bits == 4 || s.bits == 8, "qsgd: ", s.bits,
+              " bits per value");
+  runEncode("gpuQuantEncodeJob", job.x, job.n, s.block, job.scales, job.codes, feedback, stream,
+            [=](Feedback* fb) { cpuQuantEncodeJob(s, job, fb); });
 }
 
 // ---- launch.cuh ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/types.h"
+#include "device/batch.h"
 #include "device/cast.h"
 #include "device/cuda/runtime.h"
 #include "device/handle_kernels.h"
@@ -307,7 +308,7 @@ TEST(GpuCast, NarrowWidenAndWidenAddMatchTheCpu) {
 
 // ---- quantizers ------------------------------------------------------------------------------
 
-enum class Kind { kInt8, kQsgd, kOnebit, kTerngrad };
+using Kind = QuantKind;
 
 struct Case {
   const char* name;
@@ -347,65 +348,27 @@ struct Draw {
 constexpr uint64_t kSeed = 9;
 const Draw kDraws[] = {{0, 0}, {0, (uint64_t{1} << 32) - 500}};
 
+// The case's QuantSetting (the draws' key for qsgd and terngrad).
+QuantSetting settingOf(const Case& c, const Draw& s) {
+  return {c.kind, c.block, c.kind == Kind::kQsgd ? c.levels : 0,
+          c.kind == Kind::kQsgd ? c.bits : 0, s.key};
+}
 void cpuEncode(const Case& c, const float* x, size_t n, const Draw& s, void* scales, uint8_t* codes,
                Feedback* fb) {
-  switch (c.kind) {
-    case Kind::kInt8:
-      return cpuInt8Encode(x, n, c.block, scales, codes, fb);
-    case Kind::kQsgd:
-      return cpuQsgdEncode(x, n, c.block, c.levels, c.bits, s.key, s.index0, scales, codes, fb);
-    case Kind::kOnebit:
-      return cpuOnebitEncode(x, n, c.block, scales, codes, fb);
-    case Kind::kTerngrad:
-      return cpuTerngradEncode(x, n, c.block, s.key, s.index0, scales, codes, fb);
-  }
+  cpuQuantEncodeJob(settingOf(c, s), {x, n, scales, codes, nullptr, s.index0}, fb);
 }
 void gpuEncode(const Case& c, const float* x, size_t n, const Draw& s, void* scales, uint8_t* codes,
                Feedback* fb, GpuStream st) {
-  switch (c.kind) {
-    case Kind::kInt8:
-      return gpuInt8Encode(x, n, c.block, scales, codes, fb, st);
-    case Kind::kQsgd:
-      return gpuQsgdEncode(x, n, c.block, c.levels, c.bits, s.key, s.index0, scales, codes, fb, st);
-    case Kind::kOnebit:
-      return gpuOnebitEncode(x, n, c.block, scales, codes, fb, st);
-    case Kind::kTerngrad:
-      return gpuTerngradEncode(x, n, c.block, s.key, s.index0, scales, codes, fb, st);
-  }
+  gpuQuantEncodeJob(settingOf(c, s), {x, n, scales, codes, nullptr, s.index0}, fb, st);
 }
 void cpuDecodeTo(const Case& c, const void* scales, const uint8_t* codes, size_t n, float* out,
                  const float* local) {
-  switch (c.kind) {
-    case Kind::kInt8:
-      return local ? cpuInt8DecodeAdd(out, local, scales, codes, n, c.block)
-                   : cpuInt8Decode(scales, codes, n, c.block, out);
-    case Kind::kQsgd:
-      return local ? cpuQsgdDecodeAdd(out, local, scales, codes, n, c.block, c.levels, c.bits)
-                   : cpuQsgdDecode(scales, codes, n, c.block, c.levels, c.bits, out);
-    case Kind::kOnebit:
-      return local ? cpuOnebitDecodeAdd(out, local, scales, codes, n, c.block)
-                   : cpuOnebitDecode(scales, codes, n, c.block, out);
-    case Kind::kTerngrad:
-      return local ? cpuTerngradDecodeAdd(out, local, scales, codes, n, c.block)
-                   : cpuTerngradDecode(scales, codes, n, c.block, out);
-  }
+  cpuQuantDecodeJob(settingOf(c, Draw{}), {scales, codes, n, out, local}, local != nullptr);
 }
 void gpuDecodeTo(const Case& c, const void* scales, const uint8_t* codes, size_t n, float* out,
                  const float* local, GpuStream st) {
-  switch (c.kind) {
-    case Kind::kInt8:
-      return local ? gpuInt8DecodeAdd(out, local, scales, codes, n, c.block, st)
-                   : gpuInt8Decode(scales, codes, n, c.block, out, st);
-    case Kind::kQsgd:
-      return local ? gpuQsgdDecodeAdd(out, local, scales, codes, n, c.block, c.levels, c.bits, st)
-                   : gpuQsgdDecode(scales, codes, n, c.block, c.levels, c.bits, out, st);
-    case Kind::kOnebit:
-      return local ? gpuOnebitDecodeAdd(out, local, scales, codes, n, c.block, st)
-                   : gpuOnebitDecode(scales, codes, n, c.block, out, st);
-    case Kind::kTerngrad:
-      return local ? gpuTerngradDecodeAdd(out, local, scales, codes, n, c.block, st)
-                   : gpuTerngradDecode(scales, codes, n, c.block, out, st);
-  }
+  const QuantDecodeJob job{scales, codes, n, out, local};
+  gpuQuantDecodeBatch(settingOf(c, Draw{}), &job, 1, local != nullptr, st);
 }
 
 // Scales sit 3 bytes into their buffer: unaligned, as after a payload's header they may be.
