@@ -18,6 +18,22 @@
 namespace squeeze {
 namespace {
 
+// An agreement on n int64 fields in one max all-reduce: each field as (v, -v) into v[0..2n), so
+// that afterwards v[2i] is the largest and -v[2i + 1] the smallest any rank passed.
+CollRequest minMaxAgreement(const int64_t* mine, size_t n, int64_t* v) {
+  for (size_t i = 0; i < n; ++i) {
+    v[2 * i] = mine[i];
+    v[2 * i + 1] = -mine[i];
+  }
+  CollRequest agree;
+  agree.kind = CollKind::kAllReduce;
+  agree.sendbuf = agree.recvbuf = v;
+  agree.count = 2 * n;
+  agree.dtype = DataType::kInt64;
+  agree.op = RedOp::kMax;
+  return agree;
+}
+
 // Where this rank listens for peers: SQZ_SOCKET_IFNAME's choice, except that a rendezvous on
 // loopback means every rank is on this host, so loopback it is.
 SockAddr peerListenAddress(const UniqueIdData& id, const CommConfig& config) {
@@ -334,16 +350,10 @@ std::unique_ptr<Communicator> Communicator::grow(int newRanks, const UniqueIdDat
     raise(ErrorCode::kInvalidArgument, "sqzCommGrow: newRanks is ", newRanks, "; at least 1 "
           "process must join");
   drainDevice();
-  // Every rank's (id, count) as (v, -v): one max-reduction gives each the largest and smallest.
-  const int64_t idHash = static_cast<int64_t>(id.commHash(0) >> 1);
-  int64_t v[4] = {idHash, -idHash, newRanks, -newRanks};
-  CollRequest agree;
-  agree.kind = CollKind::kAllReduce;
-  agree.sendbuf = agree.recvbuf = v;
-  agree.count = 4;
-  agree.dtype = DataType::kInt64;
-  agree.op = RedOp::kMax;
-  run(agree, nullptr);
+  // Every rank's id and count, agreed on.
+  const int64_t mine[2] = {static_cast<int64_t>(id.commHash(0) >> 1), newRanks};
+  int64_t v[4];
+  run(minMaxAgreement(mine, 2, v), nullptr);
   if (v[0] != -v[1])
     raise(ErrorCode::kInvalidUsage, "sqzCommGrow: the ranks passed different unique ids; every "
           "rank passes the one id the joining processes use. Nothing was changed.");
@@ -546,20 +556,10 @@ WireHeader Communicator::headerFor(const CollRequest& req, uint64_t seq) const {
 }
 
 void Communicator::agreeOnRootedCall(const CollRequest& req, const WireHeader& base) {
-  // Each field as (v, -v): one max-reduction gives every rank the largest and the smallest.
   const int64_t mine[4] = {req.root, static_cast<int64_t>(req.count), int64_t(req.dtype),
                            int64_t(req.op)};
   int64_t v[8];
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = mine[i];
-    v[2 * i + 1] = -mine[i];
-  }
-  CollRequest agree;
-  agree.kind = CollKind::kAllReduce;
-  agree.sendbuf = agree.recvbuf = v;
-  agree.count = 8;
-  agree.dtype = DataType::kInt64;
-  agree.op = RedOp::kMax;
+  CollRequest agree = minMaxAgreement(mine, 4, v);
   agree.codec = &denseCodec();
   agree.specHash = kRootedAgreementSpec;
   agree.windowed = direct_ != nullptr;
