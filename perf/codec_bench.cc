@@ -9,7 +9,10 @@
 // roughly normal value, as sqz-allreduce-perf -z uses); combine adds a second rank's payload to
 // the first rank's values. Each figure is the median of -r timed calls after one untimed call,
 // reported as GB/s of dense float32 input (4 bytes per value) per core, with the payload size
-// and ratio of that chunk's encode.
+// and ratio of that chunk's encode. On the host, one core's memcpy of 256 MiB (what
+// sqz-machine-limits times) runs between the encodeFeedback runs: the memcpy column is its
+// median, FB/copy encodeFeedback's share of it, both measured in the same seconds (the bar
+// issue 46 sets each chunk codec: 50%).
 //
 // DGC's chunk codec is its top-k selector (momentum, clipping and masking run once per call in
 // the handle, outside the chunk loop, and are not timed here). PowerSGD is composite (two dense
@@ -35,9 +38,10 @@
 //
 // -J FILE also writes the table as JSON (perf/perf_json.h's preamble, format "squeeze-perf/1" with
 // "collective": "codec-bench"): one row per codec ("kind": "codec", the printed columns as
-// payload_bytes, ratio, encode_gbps, encode_ef_gbps, combine_gbps, decode_gbps; null for "-"),
-// and with -S the two selection rows ("kind": "selection"). With -d cuda the file also has a
-// "device" member ("cuda:0 <name>"), a "copy" row (copy_gbps) and the GPU's selection rows.
+// payload_bytes, ratio, encode_gbps, encode_ef_gbps, combine_gbps, decode_gbps, memcpy_gbps;
+// null for "-"), and with -S the two selection rows ("kind": "selection"). With -d cuda the file
+// also has a "device" member ("cuda:0 <name>"), a "copy" row (copy_gbps) and the GPU's selection
+// rows.
 //
 // The flags are codec_bench_flags.h's; the rows, the -J file and the run are here, the -d cuda
 // parts in codec_bench_cuda.cc, main in codec_bench_main.cc.
@@ -101,6 +105,35 @@ double timeIt(int reps, const std::function<void()>& body,
   return median(t);
 }
 
+// The reference memcpy copies what sqz-machine-limits copies: 256 MiB, large enough that glibc
+// streams it past the caches (a 64 MiB copy measures 30% slower here).
+constexpr size_t kMemcpyBytes = size_t{256} << 20;
+
+// timeIt's median seconds of body, and of a memcpy of `bytes` from src to dst run between body's
+// timed calls: one core's memcpy rate in the same seconds as the codec. (On a shared machine the
+// rate drifts by a third within a minute, so a share of a memcpy timed apart is not one.)
+struct BesideMemcpy {
+  double body, memcpy;
+};
+BesideMemcpy timeBesideMemcpy(int reps, const std::function<void()>& body,
+                              const std::function<void()>& reset, void* dst, const void* src,
+                              size_t bytes) {
+  if (reset) reset();
+  body();
+  std::memcpy(dst, src, bytes);
+  std::vector<double> t, m;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(dst, src, bytes);
+    m.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (reset) reset();
+    t0 = Clock::now();
+    body();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return {median(t), median(m)};
+}
+
 double gbps(size_t count, double sec) {
   return sec > 0 ? static_cast<double>(count) * sizeof(float) / 1e9 / sec : 0.0;
 }
@@ -128,11 +161,14 @@ double median(std::vector<double> v) {
 }
 
 void CodecBench::printFigures(const std::string& name, double payload, double enc, double encFb,
-                              double comb, double dec, const char* note) {
+                              double comb, double dec, const char* note, double memcpyRate) {
   double dense = static_cast<double>(o_.count) * sizeof(float);
-  std::printf("%-*s  %12.0f  %8.2f  %8s  %8s  %8s  %8s%s%s\n", width_, name.c_str(), payload,
-              payload > 0 ? dense / payload : 0.0, figure(enc).c_str(), figure(encFb).c_str(),
-              figure(comb).c_str(), figure(dec).c_str(), note ? "  " : "", note ? note : "");
+  char share[32] = "-";
+  if (memcpyRate > 0 && encFb >= 0) std::snprintf(share, sizeof share, "%.0f%%", 100 * encFb / memcpyRate);
+  std::printf("%-*s  %12.0f  %8.2f  %8s  %8s  %8s  %8s  %8s  %8s%s%s\n", width_, name.c_str(),
+              payload, payload > 0 ? dense / payload : 0.0, figure(enc).c_str(),
+              figure(encFb).c_str(), figure(comb).c_str(), figure(dec).c_str(),
+              figure(memcpyRate).c_str(), share, note ? "  " : "", note ? note : "");
   CodecBenchRow& row = rows_.emplace_back();
   row.name = name;
   row.payload = payload;
@@ -141,6 +177,7 @@ void CodecBench::printFigures(const std::string& name, double payload, double en
   row.encodeFeedback = encFb;
   row.combine = comb;
   row.decode = dec;
+  row.memcpy = memcpyRate;
   if (note) row.note = note;
 }
 
@@ -214,8 +251,23 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
   size_t bytes = 0;
   double enc = time([&] { bytes = codec.encode(x, n, kF32, at, payload); }, nullptr);
   EncodeNorms norms;
-  double encFb =
-      time([&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); }, clearResidual);
+  auto encodeFb = [&] { codec.encodeFeedback(x, n, kF32, at, payload, residual, &norms); };
+  double encFb, memcpySec = -1;
+#if SQZ_HAVE_CUDA
+  if (gpu_)
+    encFb = time(encodeFb, clearResidual);
+  else
+#endif
+  {  // with one core's memcpy (sqz-machine-limits') between its runs
+    if (memcpySrc_.empty()) {
+      memcpySrc_.assign(kMemcpyBytes, 1);
+      memcpyDst_.assign(kMemcpyBytes, 2);
+    }
+    const BesideMemcpy t = timeBesideMemcpy(o_.reps, encodeFb, clearResidual, memcpyDst_.data(),
+                                            memcpySrc_.data(), kMemcpyBytes);
+    encFb = t.body;
+    memcpySec = t.memcpy;
+  }
   // What the encodes above wrote is x's payload again; combine adds another rank's payload.
   bytes = codec.encode(x, n, kF32, at, payload);
   size_t otherBytes = codec.encode(other, n, kF32, at, otherPayload);
@@ -261,7 +313,8 @@ void CodecBench::chunkRow(const std::string& name, Codec& codec) {
   }
 #endif
   printFigures(name, static_cast<double>(bytes), gbps(n, enc), gbps(n, encFb), gbps(n, comb),
-               gbps(n, dec), note.empty() ? nullptr : note.c_str());
+               gbps(n, dec), note.empty() ? nullptr : note.c_str(),
+               memcpySec > 0 ? gbps(kMemcpyBytes / sizeof(float), memcpySec) : -1);
 #if SQZ_CUDA_STANDIN
   for (const std::string& c : counts) std::printf("#   %s\n", c.c_str());
 #endif
@@ -471,6 +524,7 @@ int CodecBench::writeJson() {
       r["encode_ef_gbps"] = speed(row.encodeFeedback);
       r["combine_gbps"] = speed(row.combine);
       r["decode_gbps"] = speed(row.decode);
+      r["memcpy_gbps"] = speed(row.memcpy);
       r["note"] = textOrNull(row.note);
     } else if (std::strcmp(row.kind, "copy") == 0) {
       r["method"] = row.name;
@@ -543,10 +597,10 @@ int CodecBench::run() {
     std::printf(
         "# GB/s of dense float32 input per core; payload and ratio of one chunk's encode\n");
   }
-  std::printf("#\n# %-*s  %12s  %8s  %8s  %8s  %8s  %8s\n", width_ - 2, "codec", "payload", "ratio",
-              "encode", "encodeFB", "combine", "decode");
-  std::printf("# %-*s  %12s  %8s  %8s  %8s  %8s  %8s\n", width_ - 2, "", "(B)", "", "(GB/s)",
-              "(GB/s)", "(GB/s)", "(GB/s)");
+  std::printf("#\n# %-*s  %12s  %8s  %8s  %8s  %8s  %8s  %8s  %8s\n", width_ - 2, "codec",
+              "payload", "ratio", "encode", "encodeFB", "combine", "decode", "memcpy", "FB/copy");
+  std::printf("# %-*s  %12s  %8s  %8s  %8s  %8s  %8s  %8s  %8s\n", width_ - 2, "", "(B)", "",
+              "(GB/s)", "(GB/s)", "(GB/s)", "(GB/s)", "(GB/s)", "");
   for (const auto& s : specs) row(s);
 #if SQZ_HAVE_CUDA
   if (gpu_) {

@@ -44,6 +44,7 @@ struct CodecBenchRow {
   double payload = NAN;
   double ratio = NAN;
   double encode = -1, encodeFeedback = -1, combine = -1, decode = -1;  // GB/s
+  double memcpy = -1;  // host rows: one core's memcpy, timed between the encodeFB runs (GB/s)
   double timeMs = NAN;                                                 // selection rows
   double speedup = NAN;   // selection: std::nth_element's time over top-k's
   double copyGbps = NAN;  // copy: the device's copy bandwidth (bytes read + written)
@@ -90,8 +91,9 @@ class CodecBench {
   int writeJson();
   void chunkRow(const std::string& name, Codec& codec);
   void compositeRow(const std::string& name, const CodecSpec& spec);
+  // memcpyRate: the memcpy timed beside the encodeFB runs (host rows), or -1.
   void printFigures(const std::string& name, double payload, double enc, double encFb, double comb,
-                    double dec, const char* note);
+                    double dec, const char* note, double memcpyRate = -1);
   void selectionRow();
 #if SQZ_HAVE_CUDA
   // -d cuda (codec_bench_cuda.cc).
@@ -104,6 +106,9 @@ class CodecBench {
 
   const CodecBenchOptions& o_;
   std::vector<float> x_, other_;
+  // The reference memcpy's buffers (kMemcpyBytes each, as sqz-machine-limits copies), made at
+  // the first host row.
+  std::vector<char> memcpySrc_, memcpyDst_;
   int width_ = 10;
   int failures_ = 0;
   JsonFile* json_;

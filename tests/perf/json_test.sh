@@ -176,8 +176,10 @@ assert [r["codec"] for r in rows] == ["fp16", "topk:ratio=0.01"], rows
 for r, p in zip(rows, printed):
     assert r["kind"] == "codec" and r["error"] is None, r
     got = [r["codec"], "%.0f" % r["payload_bytes"], "%.2f" % r["ratio"]] + \
-          ["%.2f" % r[k] for k in ("encode_gbps", "encode_ef_gbps", "combine_gbps", "decode_gbps")]
-    assert got == p[:7], (got, p)
+          ["%.2f" % r[k] for k in ("encode_gbps", "encode_ef_gbps", "combine_gbps", "decode_gbps",
+                                   "memcpy_gbps")]
+    assert got == p[:8], (got, p)
+    assert p[8] == "%.0f%%" % (100 * r["encode_ef_gbps"] / r["memcpy_gbps"]), p
 print("%d codec rows match the table" % len(rows))
 PY
 ); then
