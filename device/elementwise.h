@@ -290,6 +290,14 @@ SQZ_HD_INLINE float uniform24(uint32_t r) {
 // add could not change a sum; the squared norms of blocks and statistics add these.
 SQZ_HD_INLINE double squareOf(float x) { return mulRn(double(x), double(x)); }
 
+// A sent value's square as the encode's norms count it: code * unit exactly, before the decoder
+// rounds it to float (at most 2^-23 from the decoded value's square); a zero code counts 0 even
+// where the unit is not finite. The CPU adds a block's codes' squares (whole numbers, exact) and
+// multiplies once; the GPU adds these.
+SQZ_HD_INLINE double sentSquare(int32_t code, float unit) {
+  return code ? mulRn(static_cast<double>(code * code), squareOf(unit)) : 0.0;  // 0 * inf: NaN
+}
+
 // What error feedback keeps of one value: residual + (x - decoded).
 SQZ_HD_INLINE float residualAfter(float residual, float x, float decoded) {
   return addRn(residual, subRn(x, decoded));

@@ -1,8 +1,8 @@
 // How the CPU kernels pick their instruction set at run time: a kernel's body, inlined whole
 // into a lambda, runs either as baseline x86-64 code or inside an AVX2 function, so GCC
 // vectorizes the same plain loops for both targets. Both run the same IEEE operations in the
-// same order (fixed lanes, no FMA: avx2 does not enable it), so the results do not depend on the
-// CPU. Used by device/cpu/quantize.cc and handle_kernels.cc; cpuQuantizeAllowAvx2 (quantize.h)
+// same order (fixed lanes; no FMA but the explicit ones of quantize.cc's rows, which round as
+// the plain operations do), so the results do not depend on the CPU. Used by device/cpu/quantize.cc and handle_kernels.cc; cpuQuantizeAllowAvx2 (quantize.h)
 // turns the AVX2 code off for all of them, for tests and benchmarks.
 #pragma once
 
@@ -74,9 +74,10 @@ struct Double8 {
 // Process-wide: cpuQuantizeAllowAvx2(false) forces the baseline code.
 inline std::atomic<bool> allowAvx2{true};
 
+// AVX2 with FMA (every AVX2 CPU has it; quantize.cc's rows use both).
 inline bool hasAvx2() {
 #if SQZ_CPU_X86
-  static const bool have = __builtin_cpu_supports("avx2");
+  static const bool have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return have;
 #else
   return false;

@@ -2,19 +2,22 @@
 // arrays that GCC vectorizes at -O2/-O3, once for baseline x86-64 and once for AVX2 (chosen at
 // run time: the counter hash's 32-bit multiplies need it to be fast): a reduction pass for
 // the block's scale (kept in 8 fixed lanes, so the result does not depend on the vector width),
-// then tiles of kTile values, hot in L1: counter-hash draws into a small buffer, quantize into
-// codes, pack, and for encodeFeedback decode the tile back and update the residual and norms.
-// Where the CPU has AVX2, the whole rows of 8 of encodeFeedback (and the scale passes of 1-bit
-// and QSGD) run as one fused loop of intrinsics instead ("AVX2 rows" below), with the same
-// float operations per value, so the same bits; the portable passes take the rest.
+// which with feedback also adds the input's squares to the norms (QuantNorms), then tiles of
+// kTile values, hot in L1: counter-hash draws into a small buffer, quantize into codes, pack,
+// and for encodeFeedback decode the tile back and update the residual.
+// Where the CPU has AVX2, the whole rows of 8 of encodeFeedback (and the scale passes) run as
+// one fused loop of intrinsics instead ("AVX2 rows" below), with the same float operations per
+// value, so the same bits; their draws are computed in registers, and they prefetch the next
+// block as they go. The portable passes take the rest.
 // Decode and decode-add share one loop per codec, templated on where the value goes; "add in
 // place" is its own instantiation so that no loop has to guess whether out and local overlap.
 // The 1-bit sign packing and expansion use SSE2 (baseline on x86-64), which GCC does not derive
 // from the plain loops; the portable loops below them give the same bits. Both instruction sets
-// run the same IEEE operations in the same order (the reductions' 8 lanes are fixed, no FMA),
-// so payloads and decoded values do not depend on the CPU: mixed hosts agree bit for bit. Each
-// value's math is device/elementwise.h's (int8Code, qsgdCode, ...), which device/cuda/quantize.cu
-// runs too, so the GPU's payloads are these bit for bit as well.
+// run the same IEEE operations in the same order (the reductions' 8 lanes are fixed; the only
+// FMAs add exact squares, so they round as an add), so payloads and decoded values do not depend
+// on the CPU: mixed hosts agree bit for bit. Each value's math is device/elementwise.h's
+// (int8Code, qsgdCode, ...), which device/cuda/quantize.cu runs too, so the GPU's payloads are
+// these bit for bit as well.
 #include "device/quantize.h"
 
 #include <algorithm>
@@ -89,90 +92,152 @@ SQZ_INLINE void fillRandom(uint64_t key, uint64_t first, size_t len, uint32_t* _
   }
 }
 
-// Error feedback of one tile in one loop over it: norms in 8 double lanes (the tile's tail in
-// lanes 0, 1, ...), then residual += x - decoded. The residual (the codec handle's own array)
-// never overlaps x or the tile buffer d.
-class FeedbackLanes {
- public:
-  SQZ_INLINE void tile(const float* __restrict x, const float* __restrict d, size_t n,
-                       float* __restrict residual) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      const cpu::Float8 xv = cpu::loadFloat8(x + i), dv = cpu::loadFloat8(d + i);
-      in_.addSquaresOf(x + i);
-      sent_.addSquaresOf(d + i);
-      if (residual) cpu::storeFloat8(residual + i, cpu::loadFloat8(residual + i) + (xv - dv));
-    }
-    for (int j = 0; i < n; ++i, ++j) {
-      in_.addAt(j, squareOf(x[i]));
-      sent_.addAt(j, squareOf(d[i]));
-      if (residual) residual[i] = residualAfter(residual[i], x[i], d[i]);
-    }
+// The norms of an encode with feedback (device::Feedback::norms). The input's squares are added
+// by the scale pass, which reads each block first (QSGD's scale is that very sum). The sent
+// values' are counted from the codes: a block sends code * unit (int8: the scale, QSGD: the
+// step, 1-bit: each side's mean with code 1, TernGrad: s), so its share is unit^2 * sum(code^2),
+// where the codes' squares are whole numbers summed exactly. That is the payload's values before
+// the decoder rounds code * unit to float (at most 2^-23 from the decoded values' own squares),
+// and device/cuda/quantize.cu counts them the same way. So the rows that make the codes carry no
+// second sum in double. Payloads, decoded values and residuals are bit for bit the GPU's; the
+// norms agree to rounding (the GPU adds its threads' parts in another order).
+struct QuantNorms {
+  cpu::Double8 in;  // lane j: squares of values j, j + 8, ... (tails: lanes 0, 1, ...)
+  double inTotal = 0, sentTotal = 0;
+
+  // For a block part whose codes' squares sum to codeSq, each code sent as code * unit.
+  SQZ_INLINE void addSent(double codeSq, float unit) {
+    if (codeSq != 0) sentTotal += codeSq * squareOf(unit);  // 0 * inf would be NaN
   }
-  // For the AVX2 rows below, which carry the lanes on.
-  cpu::Double8& inputLanes() { return in_; }
-  cpu::Double8& sentLanes() { return sent_; }
   SQZ_INLINE void flush(Feedback* fb) const {
     if (!fb->norms) return;
-    for (int j = 0; j < 8; ++j) {
-      fb->norms->inputSq += in_.at(j);
-      fb->norms->sentSq += sent_.at(j);
-    }
+    double inSq = inTotal;
+    for (int j = 0; j < 8; ++j) inSq += in.at(j);
+    fb->norms->inputSq += inSq;
+    fb->norms->sentSq += sentTotal;
   }
-
- private:
-  cpu::Double8 in_, sent_;
+  // Lane j += squareOf(x[i]) over rows of 8, then the tail into lanes 0, 1, ...
+  SQZ_INLINE static void addSquares(const float* __restrict x, size_t n, cpu::Double8& lanes) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) lanes.addSquaresOf(x + i);
+    for (int j = 0; i < n; ++i, ++j) lanes.addAt(j, squareOf(x[i]));
+  }
 };
+
+// The sum of n signed byte codes' squares (whole numbers: exact).
+SQZ_INLINE double codeSquares(const int8_t* __restrict c, size_t n) {
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += int32_t{c[i]} * c[i];
+  return static_cast<double>(sum);
+}
+
+// residual += x - d over a tile (the residual, the codec handle's own array, never overlaps x or
+// the tile buffer d).
+SQZ_INLINE void tileResidual(const float* __restrict x, const float* __restrict d, size_t n,
+                             float* __restrict residual) {
+  for (size_t i = 0; i < n; ++i) residual[i] = residualAfter(residual[i], x[i], d[i]);
+}
 
 // ---- AVX2 rows ---------------------------------------------------------------------------
 // A fused encode with feedback over whole rows of 8 values of one block, in AVX2 registers:
-// codes, the decoded values (never stored), the residual and the norm lanes in one loop, with
+// codes, the decoded values (never stored), the residual and the sent squares in one loop, with
 // the same IEEE operations per value as the portable passes (which the baseline code and the
 // block tails run; quantize_test's SameBitsOnEveryInstructionSet holds the two to the same bits).
 // GCC's own vectorization of those passes keeps the decoded tile in memory and converts floats
-// to double 2 at a time; these do each once per row.
+// to double 2 at a time; these do each once per row. The squares in double are added with a
+// fused multiply-add: a float's square is exact in double, so the FMA rounds where the add alone
+// would, and the lanes keep their bits. Every CPU with AVX2 has FMA; dispatch.h asks for both.
+// (GCC would also contract a separate multiply and add into an FMA in these functions; the
+// kernels are built with -ffp-contract=off, device/meson.build, so only the FMAs written here are.)
 #if SQZ_CPU_X86
-#define SQZ_AVX2 __attribute__((target("avx2"), always_inline)) inline
+#define SQZ_AVX2 __attribute__((target("avx2,fma"), always_inline)) inline
+#define SQZ_AVX2_ROWS __attribute__((target("avx2,fma")))
 
-// The residual and the norm lanes of rows of values x and their decoded values d (row at k).
-struct RowFeedback {
-  __m256d in0, in1, sent0, sent1;
-  float* residual;
-  SQZ_AVX2 static __m256d square(__m128 v) {
-    const __m256d w = _mm256_cvtps_pd(v);
-    return _mm256_mul_pd(w, w);
+// lo, hi (lanes 0-3, 4-7) += the squares of v's lanes, in double.
+SQZ_AVX2 void addSquaresAvx2(__m256d& lo, __m256d& hi, __m256 v) {
+  const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+  const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+  lo = _mm256_fmadd_pd(a, a, lo);
+  hi = _mm256_fmadd_pd(b, b, hi);
+}
+// residualAfter over a row: residual + (x - d).
+SQZ_AVX2 void rowResidual(float* residual, size_t k, __m256 xv, __m256 d) {
+  float* r = residual + k;
+  _mm256_storeu_ps(r, _mm256_add_ps(_mm256_loadu_ps(r), _mm256_sub_ps(xv, d)));
+}
+
+// The sum of the codes' squares over rows, the codes as whole floats (|code| <= 127): each row's
+// squares go into float lanes, exact while a lane stays below 2^24, so the lanes move into a
+// double (exact too) every 1024 rows.
+struct CodeSquares {
+  __m256 lanes = {};
+  double sum = 0;
+  SQZ_AVX2 void add(__m256 code, size_t k) {
+    lanes = _mm256_fmadd_ps(code, code, lanes);  // whole numbers: exact, as a multiply and add
+    if ((k & (1024 * 8 - 1)) == 1023 * 8) flush();
   }
-  SQZ_AVX2 void add(__m256 xv, __m256 d, size_t k) {
-    in0 = _mm256_add_pd(in0, square(_mm256_castps256_ps128(xv)));
-    in1 = _mm256_add_pd(in1, square(_mm256_extractf128_ps(xv, 1)));
-    sent0 = _mm256_add_pd(sent0, square(_mm256_castps256_ps128(d)));
-    sent1 = _mm256_add_pd(sent1, square(_mm256_extractf128_ps(d, 1)));
-    if (residual) {  // residualAfter: residual + (x - d)
-      float* r = residual + k;
-      _mm256_storeu_ps(r, _mm256_add_ps(_mm256_loadu_ps(r), _mm256_sub_ps(xv, d)));
-    }
+  SQZ_AVX2 void flush() {
+    const __m256d both = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(lanes)),
+                                       _mm256_cvtps_pd(_mm256_extractf128_ps(lanes, 1)));
+    alignas(32) double w[4];
+    _mm256_store_pd(w, both);
+    sum += (w[0] + w[1]) + (w[2] + w[3]);
+    lanes = __m256{};
+  }
+  SQZ_AVX2 double total() {
+    flush();
+    return sum;
   }
 };
 
-SQZ_AVX2 RowFeedback rowsBegin(FeedbackLanes& lanes, float* residual) {
-  cpu::Double8 &in = lanes.inputLanes(), &sent = lanes.sentLanes();
-  return {in.lo, in.hi, sent.lo, sent.hi, residual};
+// The input and residual `ahead` values on (the next block's, as the rows of this one run): spread
+// over the rows, so that memory streams while the codes are computed, instead of a burst of
+// prefetches that fills the line buffers and stalls (prefetchNextBlock's, which the portable
+// passes keep). A prefetch past the arrays' end is harmless: it never faults.
+SQZ_AVX2 void prefetchRow(const float* x, const float* residual, size_t k, size_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(x + k + ahead), _MM_HINT_T0);
+  if (residual) _mm_prefetch(reinterpret_cast<const char*>(residual + k + ahead), _MM_HINT_T0);
 }
-SQZ_AVX2 void rowsEnd(const RowFeedback& f, FeedbackLanes& lanes) {
-  lanes.inputLanes() = {f.in0, f.in1};
-  lanes.sentLanes() = {f.sent0, f.sent1};
+
+// How far ahead the rows prefetch: the next block, and at least 16 KiB of each array (small
+// blocks leave too little time for a line to arrive; measured on the codec bench).
+SQZ_INLINE size_t aheadOf(size_t len) { return std::max<size_t>(len, 4096); }
+
+// max |x| as bits (maxAbs's rule) over rows * 8 values, with the squares into *lanes if given.
+SQZ_AVX2_ROWS uint32_t maxAbsRowsAvx2(const float* x, size_t len, cpu::Double8* lanes) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  __m256i m = _mm256_setzero_si256();
+  if (lanes) {
+    __m256d s0 = lanes->lo, s1 = lanes->hi;
+    for (size_t k = 0; k < len; k += 8) {
+      const __m256 xv = _mm256_loadu_ps(x + k);
+      m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(xv), magnitude));
+      addSquaresAvx2(s0, s1, xv);
+    }
+    *lanes = {s0, s1};
+  } else {
+    for (size_t k = 0; k < len; k += 8)
+      m = _mm256_max_epu32(
+          m, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)),
+                              magnitude));
+  }
+  alignas(32) uint32_t w[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w), m);
+  uint32_t r = 0;
+  for (uint32_t v : w) r = v > r ? v : r;
+  return r;
 }
 
 // int8 over rows * 8 values (rows of the block at x; codes and residual at the same place).
-__attribute__((target("avx2"))) void int8RowsAvx2(const float* x, size_t len, float divisor,
-                                                  float scale, uint8_t* codes, float* residual,
-                                                  FeedbackLanes& lanes) {
-  RowFeedback f = rowsBegin(lanes, residual);
+SQZ_AVX2_ROWS double int8RowsAvx2(const float* x, size_t len, float divisor, float scale,
+                                  uint8_t* codes, float* residual, size_t ahead) {
+  CodeSquares squares;
   const __m256 div = _mm256_set1_ps(divisor), sc = _mm256_set1_ps(scale);
   const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const __m256 magic = _mm256_set1_ps(0x1.8p23f);
   const __m256i gather = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
   for (size_t k = 0; k < len; k += 8) {
+    prefetchRow(x, residual, k, ahead);
     const __m256 xv = _mm256_loadu_ps(x + k);
     __m256 t = _mm256_div_ps(xv, div);
     t = _mm256_max_ps(t, lo);  // t >= -127 ? t : -127 (max gives its second operand for NaN)
@@ -184,79 +249,143 @@ __attribute__((target("avx2"))) void int8RowsAvx2(const float* x, size_t len, fl
     _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + k),
                      _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, gather)));
     // int8Value: code * scale, and the code converted back is t itself.
-    f.add(xv, _mm256_mul_ps(t, sc), k);
+    const __m256 d = _mm256_mul_ps(t, sc);
+    if (residual) rowResidual(residual, k, xv, d);
+    squares.add(t, k);
   }
-  rowsEnd(f, lanes);
+  return squares.total();
 }
 
 // 1-bit over rows: the sign bits, 8 to a byte, and each value decoded to its side's mean.
-__attribute__((target("avx2"))) void onebitRowsAvx2(const float* x, size_t len, float pos,
-                                                    float neg, uint8_t* codes, float* residual,
-                                                    FeedbackLanes& lanes) {
-  RowFeedback f = rowsBegin(lanes, residual);
+SQZ_AVX2_ROWS void onebitRowsAvx2(const float* x, size_t len, float pos, float neg,
+                                  uint8_t* codes, float* residual, size_t ahead) {
   const __m256 p = _mm256_set1_ps(pos), q = _mm256_set1_ps(neg);
   for (size_t k = 0; k < len; k += 8) {
+    prefetchRow(x, residual, k, ahead);
     const __m256 xv = _mm256_loadu_ps(x + k);
     codes[k / 8] = static_cast<uint8_t>(_mm256_movemask_ps(xv));  // signBit, low bit first
-    f.add(xv, _mm256_blendv_ps(p, q, xv), k);                     // onebitValue: sign set -> neg
+    if (residual) rowResidual(residual, k, xv, _mm256_blendv_ps(p, q, xv));  // sign set -> neg
   }
-  rowsEnd(f, lanes);
 }
 
 // The 1-bit sums' rows (signSums): lane j of sp and sn += the row's value j on its side (+0 on
-// the other), and the number of set sign bits in rows * 8 values.
-__attribute__((target("avx2"))) size_t signSumRowsAvx2(const float* x, size_t len, cpu::Double8& sp,
-                                                       cpu::Double8& sn) {
+// the other), the squares into *squares if given, and the number of set sign bits in rows * 8
+// values.
+SQZ_AVX2_ROWS size_t signSumRowsAvx2(const float* x, size_t len, cpu::Double8& sp,
+                                     cpu::Double8& sn, cpu::Double8* squares) {
   __m256d p0 = sp.lo, p1 = sp.hi, q0 = sn.lo, q1 = sn.hi;
+  __m256d s0 = squares ? squares->lo : __m256d{}, s1 = squares ? squares->hi : __m256d{};
+  const __m256d zero = _mm256_setzero_pd();
   size_t count = 0;
   for (size_t k = 0; k < len; k += 8) {
     const __m256 xv = _mm256_loadu_ps(x + k);
-    const __m256 side = _mm256_castsi256_ps(_mm256_srai_epi32(_mm256_castps_si256(xv), 31));
-    const __m256 clear = _mm256_andnot_ps(side, xv), set = _mm256_and_ps(side, xv);
-    p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(clear)));
-    p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(clear, 1)));
-    q0 = _mm256_add_pd(q0, _mm256_cvtps_pd(_mm256_castps256_ps128(set)));
-    q1 = _mm256_add_pd(q1, _mm256_cvtps_pd(_mm256_extractf128_ps(set, 1)));
+    // Each half in double once; a double keeps its float's sign bit (-0 and NaN included), so
+    // selecting by it there is clearSidePart and setSidePart converted: the same sums.
+    const __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(xv));
+    const __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1));
+    p0 = _mm256_add_pd(p0, _mm256_blendv_pd(a, zero, a));  // sign clear: a, set: +0
+    p1 = _mm256_add_pd(p1, _mm256_blendv_pd(b, zero, b));
+    q0 = _mm256_add_pd(q0, _mm256_blendv_pd(zero, a, a));  // sign set: a, clear: +0
+    q1 = _mm256_add_pd(q1, _mm256_blendv_pd(zero, b, b));
     count += static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(xv)));
+    if (squares) {
+      s0 = _mm256_fmadd_pd(a, a, s0);
+      s1 = _mm256_fmadd_pd(b, b, s1);
+    }
   }
   sp = {p0, p1};
   sn = {q0, q1};
+  if (squares) *squares = {s0, s1};
   return count;
 }
 
 // l2Norm's rows: lane j += squareOf(the row's value j), over rows * 8 values.
-__attribute__((target("avx2"))) void squareRowsAvx2(const float* x, size_t len,
-                                                    cpu::Double8& lanes) {
+SQZ_AVX2_ROWS void squareRowsAvx2(const float* x, size_t len, cpu::Double8& lanes) {
   __m256d s0 = lanes.lo, s1 = lanes.hi;
-  for (size_t k = 0; k < len; k += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + k);
-    s0 = _mm256_add_pd(s0, RowFeedback::square(_mm256_castps256_ps128(xv)));
-    s1 = _mm256_add_pd(s1, RowFeedback::square(_mm256_extractf128_ps(xv, 1)));
-  }
+  for (size_t k = 0; k < len; k += 8) addSquaresAvx2(s0, s1, _mm256_loadu_ps(x + k));
   lanes = {s0, s1};
 }
 
 // uniform24 of eight draws.
-SQZ_AVX2 __m256 uniform24Avx2(const uint32_t* r) {
-  const __m256i v = _mm256_srli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r)), 8);
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(0x1p-24f));
+SQZ_AVX2 __m256 uniform24Avx2(__m256i r) {
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), _mm256_set1_ps(0x1p-24f));
+}
+
+// Where the rows' draws come from, eight at a time and row after row (next()): a buffer
+// fillRandom filled (DrawBuffer), or computed in registers (DrawCounter: counterHash of indices
+// first, first + 1, ..., which must not cross a multiple of 2^32, where the run key changes).
+// The counter saves the buffer's store and load and keeps low32(index) * golden as a running
+// sum (a multiply's 10-cycle latency less in each draw's chain: the same bits, mod 2^32).
+struct DrawBuffer {
+  const uint32_t* r;
+  SQZ_AVX2 void start() {}
+  SQZ_AVX2 __m256i next() {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
+    r += 8;
+    return v;
+  }
+};
+struct DrawCounter {
+  uint32_t low;     // low32(first)
+  uint32_t runKey;  // counterRunKey(key, first >> 32)
+  // Set by start(): low32(index) * golden of the row after the next, the run key, and the next
+  // row's draws, made a row ahead so that their chain of multiplies overlaps a row's work.
+  __m256i scaled = {}, key = {}, ready = {};
+  SQZ_AVX2 void start() {
+    const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(low)),
+                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    scaled = _mm256_mullo_epi32(index, _mm256_set1_epi32(static_cast<int>(kGolden)));
+    key = _mm256_set1_epi32(static_cast<int>(runKey));
+    ready = hashNext();
+  }
+  SQZ_AVX2 __m256i next() {
+    const __m256i v = ready;
+    ready = hashNext();
+    return v;
+  }
+  // mix32(low32(index) * golden ^ runKey), as counterHash (quantize.h)
+  SQZ_AVX2 __m256i hashNext() {
+    __m256i v = _mm256_xor_si256(scaled, key);
+    scaled = _mm256_add_epi32(scaled, _mm256_set1_epi32(static_cast<int>(8 * kGolden)));
+    v = _mm256_xor_si256(v, _mm256_srli_epi32(v, 16));
+    v = _mm256_mullo_epi32(v, _mm256_set1_epi32(0x7feb352d));
+    v = _mm256_xor_si256(v, _mm256_srli_epi32(v, 15));
+    v = _mm256_mullo_epi32(v, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
+    return _mm256_xor_si256(v, _mm256_srli_epi32(v, 16));
+  }
+  static constexpr uint32_t kGolden = 0x9e3779b9u;
+};
+
+// Runs rows(draws) with the draws of indices first .. first + len: computed in registers, or
+// from r (filled here) where they cross a multiple of 2^32.
+template <class Rows>
+SQZ_INLINE auto withDraws(uint64_t key, uint64_t first, size_t len, uint32_t* r, Rows rows) {
+  const uint32_t low = static_cast<uint32_t>(first);
+  if (uint64_t{low} + len <= (uint64_t{1} << 32))
+    return rows(DrawCounter{low, counterRunKey(key, first >> 32)});
+  fillRandom(key, first, len, r);
+  return rows(DrawBuffer{r});
 }
 SQZ_AVX2 __m256 absAvx2(__m256 x) {
   return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
 }
 
-// TernGrad over rows: 2-bit codes 4 to a byte from the draws r, decoded to +s, -s or 0.
-__attribute__((target("avx2"))) void terngradRowsAvx2(const float* x, const uint32_t* r, size_t len,
-                                                      float s, float divisor, uint8_t* codes,
-                                                      float* residual, FeedbackLanes& lanes) {
-  RowFeedback f = rowsBegin(lanes, residual);
+// TernGrad over rows: 2-bit codes 4 to a byte from the draws r, decoded to +s, -s or 0. Returns
+// how many values were kept (sent as +s or -s).
+template <class Draws>
+SQZ_AVX2_ROWS size_t terngradRowsAvx2(const float* x, Draws r, size_t len, float s,
+                                      float divisor, uint8_t* codes, float* residual,
+                                      size_t ahead) {
   const __m256 div = _mm256_set1_ps(divisor), plus = _mm256_set1_ps(s), minus = _mm256_set1_ps(-s);
   const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  size_t kept = 0;
+  r.start();
   for (size_t k = 0; k < len; k += 8) {
+    prefetchRow(x, residual, k, ahead);
     const __m256 xv = _mm256_loadu_ps(x + k);
     // terngradCode: kept when uniform24(r) < |x| / divisor; 3 (-s) below zero, else 1 (+s).
     const __m256 keep =
-        _mm256_cmp_ps(uniform24Avx2(r + k), _mm256_div_ps(absAvx2(xv), div), _CMP_LT_OQ);
+        _mm256_cmp_ps(uniform24Avx2(r.next()), _mm256_div_ps(absAvx2(xv), div), _CMP_LT_OQ);
     const __m256 below = _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_LT_OQ);
     const __m256i code = _mm256_and_si256(
         _mm256_castps_si256(keep),
@@ -267,21 +396,26 @@ __attribute__((target("avx2"))) void terngradRowsAvx2(const float* x, const uint
     packed = _mm256_or_si256(packed, _mm256_srli_si256(packed, 4));
     codes[k / 4] = static_cast<uint8_t>(_mm256_cvtsi256_si32(packed));
     codes[k / 4 + 1] = static_cast<uint8_t>(_mm256_extract_epi32(packed, 4));
+    kept += static_cast<size_t>(__builtin_popcount(_mm256_movemask_ps(keep)));
     // terngradValue: +s or -s where kept, +0 elsewhere.
-    f.add(xv, _mm256_and_ps(keep, _mm256_blendv_ps(plus, minus, below)), k);
+    if (residual)
+      rowResidual(residual, k, xv, _mm256_and_ps(keep, _mm256_blendv_ps(plus, minus, below)));
   }
-  rowsEnd(f, lanes);
+  return kept;
 }
 
 // QSGD over rows: signed levels from the draws r as bytes into c (bits == 4: packed by the
 // caller) or the codes themselves, decoded to level * step.
-__attribute__((target("avx2"))) void qsgdRowsAvx2(const float* x, const uint32_t* r, size_t len,
-                                                  float divisor, float s, float step, int8_t* c,
-                                                  float* residual, FeedbackLanes& lanes) {
-  RowFeedback f = rowsBegin(lanes, residual);
+template <class Draws>
+SQZ_AVX2_ROWS double qsgdRowsAvx2(const float* x, Draws r, size_t len, float divisor,
+                                  float s, float step, int8_t* c, float* residual,
+                                  size_t ahead) {
+  CodeSquares squares;
+  r.start();
   const __m256 div = _mm256_set1_ps(divisor), sv = _mm256_set1_ps(s), st = _mm256_set1_ps(step);
   const __m256i gather = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
   for (size_t k = 0; k < len; k += 8) {
+    prefetchRow(x, residual, k, ahead);
     const __m256 xv = _mm256_loadu_ps(x + k);
     // qsgdCode: a = min(max(|x| / divisor * s, 0), s) (NaN -> 0), level = floor(a) + [u < frac]
     __m256 a = _mm256_mul_ps(_mm256_div_ps(absAvx2(xv), div), sv);
@@ -289,7 +423,7 @@ __attribute__((target("avx2"))) void qsgdRowsAvx2(const float* x, const uint32_t
     a = _mm256_min_ps(a, sv);                   // a <= s ? a : s
     const __m256i whole = _mm256_cvttps_epi32(a);
     const __m256 frac = _mm256_sub_ps(a, _mm256_cvtepi32_ps(whole));
-    const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(uniform24Avx2(r + k), frac, _CMP_LT_OQ));
+    const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(uniform24Avx2(r.next()), frac, _CMP_LT_OQ));
     const __m256i level = _mm256_sub_epi32(whole, up);  // up is -1 where the draw rounds up
     const __m256i below = _mm256_castps_si256(_mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_LT_OQ));
     const __m256i code =
@@ -297,15 +431,20 @@ __attribute__((target("avx2"))) void qsgdRowsAvx2(const float* x, const uint32_t
     const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(code, code), code);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(c + k),
                      _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, gather)));
-    f.add(xv, _mm256_mul_ps(_mm256_cvtepi32_ps(code), st), k);  // qsgdValue
+    const __m256 codeValue = _mm256_cvtepi32_ps(code);
+    const __m256 d = _mm256_mul_ps(codeValue, st);  // qsgdValue
+    if (residual) rowResidual(residual, k, xv, d);
+    squares.add(codeValue, k);
   }
-  rowsEnd(f, lanes);
+  return squares.total();
 }
 #endif
 
 // sqrt(sum x[i]^2), summed in double in 8 fixed lanes (no overflow for any finite float), then
-// the tail, then the lanes in order (quantize.cu sums in this order too); qsgdNorm caps it.
-SQZ_INLINE float l2Norm(const float* __restrict x, size_t n, [[maybe_unused]] bool avx2) {
+// the tail, then the lanes in order (quantize.cu sums in this order too); qsgdNorm caps it. The
+// sum itself goes to *sumSq.
+SQZ_INLINE float l2Norm(const float* __restrict x, size_t n, [[maybe_unused]] bool avx2,
+                        double* sumSq) {
   cpu::Double8 lane;
   size_t i = 0;
 #if SQZ_CPU_X86
@@ -318,7 +457,24 @@ SQZ_INLINE float l2Norm(const float* __restrict x, size_t n, [[maybe_unused]] bo
   double s = 0;
   for (; i < n; ++i) s += squareOf(x[i]);
   for (int j = 0; j < 8; ++j) s += lane.at(j);
+  *sumSq = s;
   return qsgdNorm(s);
+}
+
+// The block's max |x| (maxAbs), with its squares into *squares where the norms are asked for.
+SQZ_INLINE float maxAbsAndSquares(const float* __restrict x, size_t n, [[maybe_unused]] bool avx2,
+                                  cpu::Double8* squares) {
+#if SQZ_CPU_X86
+  if (avx2) {
+    const size_t whole = n / 8 * 8;
+    uint32_t m = maxAbsRowsAvx2(x, whole, squares);
+    const uint32_t tail = floatBits(maxAbs(x + whole, n - whole));
+    if (squares) QuantNorms::addSquares(x + whole, n - whole, *squares);
+    return floatFromBits(tail > m ? tail : m);
+  }
+#endif
+  if (squares) QuantNorms::addSquares(x, n, *squares);
+  return maxAbs(x, n);
 }
 
 // ---- int8 --------------------------------------------------------------------------------
@@ -390,16 +546,17 @@ SQZ_INLINE void qsgdRun(const void* scales, const uint8_t* codes, size_t n, size
 // in order, then the tail (quantize.cu sums in this order too). Selecting by bit masks keeps the
 // loop branch-free and vectorizable; adding a masked-out +0 leaves a sum unchanged.
 SQZ_INLINE void signSums(const float* __restrict x, size_t n, double* pos, double* neg,
-                         size_t* nneg, [[maybe_unused]] bool avx2) {
+                         size_t* nneg, [[maybe_unused]] bool avx2, cpu::Double8* squares) {
   cpu::Double8 sp, sn;
   cpu::Bits8 cn = {};
   size_t i = 0, c = 0;
 #if SQZ_CPU_X86
   if (avx2) {
     i = n / 8 * 8;
-    c = signSumRowsAvx2(x, i, sp, sn);
+    c = signSumRowsAvx2(x, i, sp, sn, squares);
   }
 #endif
+  if (squares) QuantNorms::addSquares(x + i, n - i, *squares);
   for (; i + 8 <= n; i += 8) {
     const auto b = reinterpret_cast<cpu::Bits8>(cpu::loadFloat8(x + i));
     const auto side = reinterpret_cast<cpu::Bits8>(reinterpret_cast<cpu::Ints8>(b) >> 31);
@@ -541,33 +698,44 @@ SQZ_INLINE void prefetchNextBlock(const float* x, const Feedback* feedback, size
   }
 }
 
+// The norms' input lanes when the norms are asked for, else null (the scale pass then only
+// scales).
+SQZ_INLINE cpu::Double8* inputSquares(const Feedback* feedback, QuantNorms& norms) {
+  return feedback && feedback->norms ? &norms.in : nullptr;
+}
+
 SQZ_INLINE void int8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                            Feedback* feedback, [[maybe_unused]] bool avx2) {
-  FeedbackLanes lanes;
+  QuantNorms norms;
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
     const size_t len = std::min(block, n - at);
-    prefetchNextBlock(x, feedback, at, len, n);
-    const float scale = int8Scale(maxAbs(x + at, len));
+    if (!(feedback && avx2)) prefetchNextBlock(x, feedback, at, len, n);
+    const float scale =
+        int8Scale(maxAbsAndSquares(x + at, len, avx2, inputSquares(feedback, norms)));
     storeScale(scales, b, scale);
     const float divisor = int8Divisor(scale);
     float* residual = feedback && feedback->residual ? feedback->residual + at : nullptr;
     size_t done = 0;  // the values the AVX2 rows took
+    double codeSq = 0;
 #if SQZ_CPU_X86
     if (feedback && avx2) {
       done = len / 8 * 8;
-      int8RowsAvx2(x + at, done, divisor, scale, codes + at, residual, lanes);
+      codeSq = int8RowsAvx2(x + at, done, divisor, scale, codes + at, residual, aheadOf(len));
     }
 #endif
     for (size_t t0 = done; t0 < len; t0 += kTile) {
       const size_t m = std::min(kTile, len - t0), i = at + t0;
       int8Quantize(x + i, m, divisor, codes + i);
       if (!feedback) continue;
+      codeSq += codeSquares(reinterpret_cast<const int8_t*>(codes + i), m);
+      if (!residual) continue;
       int8Dequant<kStore>(codes + i, m, scale, d, nullptr);
-      lanes.tile(x + i, d, m, residual ? residual + t0 : nullptr);
+      tileResidual(x + i, d, m, residual + t0);
     }
+    if (feedback) norms.addSent(codeSq, scale);
   }
-  if (feedback) lanes.flush(feedback);
+  if (feedback) norms.flush(feedback);
 }
 
 SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
@@ -575,56 +743,67 @@ SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, i
                            Feedback* feedback, [[maybe_unused]] bool avx2) {
   const size_t stride = packedBytes(block, bits);
   const float s = static_cast<float>(levels);
-  FeedbackLanes lanes;
+  QuantNorms norms;
   uint32_t r[kTile];
   int8_t c[kTile];
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
     const size_t len = std::min(block, n - at);
-    prefetchNextBlock(x, feedback, at, len, n);
-    const float norm = l2Norm(x + at, len, avx2);
+    if (!(feedback && avx2)) prefetchNextBlock(x, feedback, at, len, n);
+    double sumSq;
+    const float norm = l2Norm(x + at, len, avx2, &sumSq);
+    norms.inTotal += sumSq;  // the input's squares: the scale's own sum
     storeScale(scales, b, norm);
     const float divisor = qsgdDivisor(norm);
     const float step = qsgdStep(norm, levels);
+    double codeSq = 0;  // the block's levels' squares
     for (size_t t0 = 0; t0 < len; t0 += kTile) {
       const size_t m = std::min(kTile, len - t0), i = at + t0;
       uint8_t* out = codes + b * stride + t0 * bits / 8;
-      fillRandom(key, index0 + i, m, r);
       float* residual = feedback && feedback->residual ? feedback->residual + i : nullptr;
       int8_t* levels8 = bits == 8 ? reinterpret_cast<int8_t*>(out) : c;
       size_t done = 0;
 #if SQZ_CPU_X86
       if (feedback && avx2) {
         done = m / 8 * 8;
-        qsgdRowsAvx2(x + i, r, done, divisor, s, step, levels8, residual, lanes);
+        codeSq += withDraws(key, index0 + i, done, r, [&](auto draws) {
+          return qsgdRowsAvx2(x + i, draws, done, divisor, s, step, levels8, residual,
+                              aheadOf(len));
+        });
       }
 #endif
+      fillRandom(key, index0 + i + done, m - done, r + done);
       qsgdLevels(x + i + done, r + done, m - done, divisor, s, levels8 + done);
       if (bits != 8) packNibbles(c, m, out);
       if (!feedback || done == m) continue;
+      codeSq += codeSquares(levels8 + done, m - done);
+      if (!residual) continue;
       qsgdDequant<kStore>(out + done * bits / 8, m - done, bits, step, d, nullptr);
-      lanes.tile(x + i + done, d, m - done, residual ? residual + done : nullptr);
+      tileResidual(x + i + done, d, m - done, residual + done);
     }
+    if (feedback) norms.addSent(codeSq, step);
   }
-  if (feedback) lanes.flush(feedback);
+  if (feedback) norms.flush(feedback);
 }
 
 SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                              Feedback* feedback, [[maybe_unused]] bool avx2) {
   const size_t stride = packedBytes(block, 1);
-  FeedbackLanes lanes;
+  QuantNorms norms;
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
     const size_t len = std::min(block, n - at);
-    prefetchNextBlock(x, feedback, at, len, n);
+    if (!(feedback && avx2)) prefetchNextBlock(x, feedback, at, len, n);
     double sumPos, sumNeg;
     size_t nneg;
-    signSums(x + at, len, &sumPos, &sumNeg, &nneg, avx2);
+    signSums(x + at, len, &sumPos, &sumNeg, &nneg, avx2, inputSquares(feedback, norms));
     const size_t npos = len - nneg;
     const float pos = onebitMean(sumPos, npos);
     const float neg = onebitMean(sumNeg, nneg);
     storeScale(scales, 2 * b, pos);
     storeScale(scales, 2 * b + 1, neg);
+    norms.addSent(static_cast<double>(npos), pos);  // every value is sent as its side's mean
+    norms.addSent(static_cast<double>(nneg), neg);
     for (size_t t0 = 0; t0 < len; t0 += kTile) {
       const size_t m = std::min(kTile, len - t0), i = at + t0;
       uint8_t* out = codes + b * stride + t0 / 8;
@@ -633,49 +812,55 @@ SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scale
 #if SQZ_CPU_X86
       if (feedback && avx2) {
         done = m / 8 * 8;
-        onebitRowsAvx2(x + i, done, pos, neg, out, residual, lanes);
+        onebitRowsAvx2(x + i, done, pos, neg, out, residual, aheadOf(len));
       }
 #endif
       packSigns(x + i + done, m - done, out + done / 8);
-      if (!feedback || done == m) continue;
+      if (!residual || done == m) continue;
       onebitDequant<kStore>(out + done / 8, m - done, pos, neg, d, nullptr);
-      lanes.tile(x + i + done, d, m - done, residual ? residual + done : nullptr);
+      tileResidual(x + i + done, d, m - done, residual + done);
     }
   }
-  if (feedback) lanes.flush(feedback);
+  if (feedback) norms.flush(feedback);
 }
 
 SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t key,
                                uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
                                [[maybe_unused]] bool avx2) {
   const size_t stride = packedBytes(block, 2);
-  FeedbackLanes lanes;
+  QuantNorms norms;
   uint32_t r[kTile];
   float d[kTile];
   for (size_t b = 0, at = 0; at < n; ++b, at += block) {
     const size_t len = std::min(block, n - at);
-    prefetchNextBlock(x, feedback, at, len, n);
-    const float s = maxAbs(x + at, len);
+    if (!(feedback && avx2)) prefetchNextBlock(x, feedback, at, len, n);
+    const float s = maxAbsAndSquares(x + at, len, avx2, inputSquares(feedback, norms));
     storeScale(scales, b, s);
+    size_t kept = 0;  // values sent as +s or -s
     for (size_t t0 = 0; t0 < len; t0 += kTile) {
       const size_t m = std::min(kTile, len - t0), i = at + t0;
       uint8_t* out = codes + b * stride + t0 / 4;
-      fillRandom(key, index0 + i, m, r);
       float* residual = feedback && feedback->residual ? feedback->residual + i : nullptr;
       size_t done = 0;
 #if SQZ_CPU_X86
       if (feedback && avx2) {
         done = m / 8 * 8;
-        terngradRowsAvx2(x + i, r, done, s, terngradDivisor(s), out, residual, lanes);
+        kept += withDraws(key, index0 + i, done, r, [&](auto draws) {
+          return terngradRowsAvx2(x + i, draws, done, s, terngradDivisor(s), out, residual,
+                                  aheadOf(len));
+        });
       }
 #endif
+      fillRandom(key, index0 + i + done, m - done, r + done);
       ternPack(x + i + done, r + done, m - done, terngradDivisor(s), out + done / 4);
       if (!feedback || done == m) continue;
       ternDequant<kStore>(out + done / 4, m - done, s, d, nullptr);
-      lanes.tile(x + i + done, d, m - done, residual ? residual + done : nullptr);
+      for (size_t t = 0; t < m - done; ++t) kept += d[t] != 0.0f;  // s > 0 where one is kept
+      if (residual) tileResidual(x + i + done, d, m - done, residual + done);
     }
+    norms.addSent(static_cast<double>(kept), s);
   }
-  if (feedback) lanes.flush(feedback);
+  if (feedback) norms.flush(feedback);
 }
 
 }  // namespace

@@ -22,9 +22,10 @@
 // and local are 16-byte aligned, else one thread per value), each value decoded from its block's
 // scale and its code as the CPU decodes it.
 //
-// Feedback norms: each thread sums its values' squares in double, the block's threads combine
-// them and one double atomicAdd per thread block adds them to a two-double device buffer that
-// the host reads after synchronizing: the same sum to rounding, not the CPU's bits.
+// Feedback norms: each thread sums its values' squares in double (the sent ones as the CPU counts
+// them, elementwise.h's sentSquare), the block's threads combine them and one double atomicAdd
+// per thread block adds them to a two-double device buffer that the host reads after
+// synchronizing: the same sums to rounding, not the CPU's bits.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -157,10 +158,17 @@ using EncodeTable = JobTable<EncodeArgs>;
 struct FeedbackAcc {
   double in = 0, sent = 0;
 
-  __device__ __forceinline__ void add(float* residual, size_t i, float x, float decoded) {
+  // A value x sent as decoded, whose square the norms count as sentSq (device/elementwise.h's
+  // sentSquare for int8 and QSGD, as the CPU counts them; 1-bit's and TernGrad's decoded values
+  // are their units exactly).
+  __device__ __forceinline__ void add(float* residual, size_t i, float x, float decoded,
+                                      double sentSq) {
     if (residual) residual[i] = residualAfter(residual[i], x, decoded);
     in += squareOf(x);
-    sent += squareOf(decoded);
+    sent += sentSq;
+  }
+  __device__ __forceinline__ void add(float* residual, size_t i, float x, float decoded) {
+    add(residual, i, x, decoded, squareOf(decoded));
   }
 
   // Every thread of the thread block calls it once, at the end.
@@ -218,7 +226,9 @@ __global__ void __launch_bounds__(kThreads) int8EncodeKernel(EncodeTable t) {
       const float v = x[t];
       const uint8_t code = int8Code(v, divisor);
       c[t] = code;
-      if constexpr (kFeedback) acc.add(a.residual, at + t, v, int8Value(code, scale));
+      if constexpr (kFeedback)
+        acc.add(a.residual, at + t, v, int8Value(code, scale),
+                sentSquare(static_cast<int8_t>(code), scale));
     }
   }
   if constexpr (kFeedback) acc.flush(a.norms);
@@ -244,7 +254,8 @@ __global__ void __launch_bounds__(kThreads) qsgdEncodeKernel(EncodeTable t, int 
         const float v = x[t];
         const int8_t code = qsgdCode(v, draws.at(at + t), divisor, s);
         c[t] = static_cast<uint8_t>(code);
-        if constexpr (kFeedback) acc.add(a.residual, at + t, v, qsgdValue(code, step));
+        if constexpr (kFeedback)
+          acc.add(a.residual, at + t, v, qsgdValue(code, step), sentSquare(code, step));
       }
     } else {
       const size_t bytes = packedBytes(len, 4);
@@ -257,8 +268,10 @@ __global__ void __launch_bounds__(kThreads) qsgdEncodeKernel(EncodeTable t, int 
         const uint8_t byte = packNibblePair(c0, c1);
         c[k] = byte;
         if constexpr (kFeedback) {
-          acc.add(a.residual, at + t, v0, qsgdValue(lowNibbleCode(byte), step));
-          if (second) acc.add(a.residual, at + t + 1, v1, qsgdValue(highNibbleCode(byte), step));
+          const int32_t lo = lowNibbleCode(byte), hi = highNibbleCode(byte);
+          acc.add(a.residual, at + t, v0, qsgdValue(lo, step), sentSquare(lo, step));
+          if (second)
+            acc.add(a.residual, at + t + 1, v1, qsgdValue(hi, step), sentSquare(hi, step));
         }
       }
     }
