@@ -347,7 +347,7 @@ struct FusedPass {
   size_t fedEnd = 0;   // residual written over [0, fedEnd)
   size_t fedHits = 0;  // hits below fedEnd (the first ones in cand, even past cap)
   double fedSq = 0;
-  double hitSq = 0;    // sum x^2 over the hits below fedEnd
+  double hitSq = 0;    // sum x^2 over the hits below fedEnd (where the pass keeps no values)
 };
 
 // One value of the fused pass; false where it stops writing (past cap, or an add that cannot be
@@ -369,7 +369,10 @@ inline bool fuseOne(const float* x, size_t i, uint32_t minKey, uint32_t* cand, f
 }
 
 // The AVX-512 part of the fused pass: whole vectors of 16 from f.fedEnd; returns false where
-// the pass stopped (f.fedEnd is then where; the vector's hits are not taken).
+// the pass stopped (f.fedEnd is then where; the vector's hits are not taken). kValues: the hits'
+// values go to `values`, and f.hitSq is not summed (fixFeedback takes the sent squares from the
+// values then, so two conversions and multiply-adds a vector are spared).
+template <bool kValues>
 __attribute__((target("avx512f,popcnt"))) bool fusedAvx512(const float* x, size_t n,
                                                            uint32_t minKey, uint32_t* cand,
                                                            float* values, size_t cap,
@@ -402,11 +405,11 @@ __attribute__((target("avx512f,popcnt"))) bool fusedAvx512(const float* x, size_
     }
     const __m512i pos = _mm512_add_epi32(lanes, _mm512_set1_epi32(static_cast<int>(i)));
     _mm512_storeu_si512(cand + cnt, _mm512_maskz_compress_epi32(hit, pos));
-    if (values) _mm512_storeu_ps(values + cnt, _mm512_maskz_compress_ps(hit, xv));
+    if constexpr (kValues) _mm512_storeu_ps(values + cnt, _mm512_maskz_compress_ps(hit, xv));
     cnt += hits;
     _mm512_storeu_ps(residual + i, _mm512_mask_blend_ps(hit, sum, rv));
     addSquares(xv, acc0, acc1);
-    addSquares(_mm512_maskz_mov_ps(hit, xv), hit0, hit1);
+    if constexpr (!kValues) addSquares(_mm512_maskz_mov_ps(hit, xv), hit0, hit1);
   }
   f.fedSq += sumOf(acc0, acc1);
   f.hitSq += sumOf(hit0, hit1);
@@ -421,7 +424,8 @@ FusedPass fusedSelect(const float* x, size_t n, uint32_t minKey, uint32_t* cand,
   FusedPass f;
   bool writing = true;
   if (activePath() == SelectPath::kAvx512)
-    writing = fusedAvx512(x, n, minKey, cand, values, cap, residual, f);
+    writing = values ? fusedAvx512<true>(x, n, minKey, cand, values, cap, residual, f)
+                     : fusedAvx512<false>(x, n, minKey, cand, values, cap, residual, f);
   while (writing && f.fedEnd < n)
     if ((writing = fuseOne(x, f.fedEnd, minKey, cand, values, cap, residual, f))) ++f.fedEnd;
   f.fedHits = f.count;
