@@ -1,6 +1,7 @@
 // sqz-machine-limits: the ceilings collective bandwidth is judged against on this machine —
-// single-core memcpy and float32 sum bandwidth, and one TCP stream over loopback. Medians of
-// repeated runs; bounded in time and data. Usage: sqz-machine-limits [-s BYTES[K|M|G]] [-r REPEATS]
+// single-core memcpy and float32 sum bandwidth, an encode with feedback's memory traffic on one
+// core, and one TCP stream over loopback. Medians of repeated runs; bounded in time and data.
+// Usage: sqz-machine-limits [-s BYTES[K|M|G]] [-r REPEATS]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -109,10 +111,28 @@ int main(int argc, char** argv) {
   double sumRate = timeGBps(bytes, repeats, [&] {
     for (size_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
   });
+  // An encode with error feedback's memory traffic without its arithmetic: x read, added to a
+  // residual (read and written back), one byte out per value (int8's and QSGD's codes), over
+  // sqz-codec-bench -s 16M's chunk; GB/s of x. The most such an encode could reach on one core
+  // were its arithmetic free, beside memcpy's figure (the bar codec speeds are held to).
+  const size_t fn = size_t{16} << 20;
+  std::vector<float> fx(fn, 1.0f), fr(fn, 0.0f);
+  std::vector<uint8_t> fc(fn);
+  double feedbackRate = timeGBps(fn * sizeof(float), repeats, [&] {
+    const float* __restrict xs = fx.data();
+    float* __restrict rs = fr.data();
+    uint8_t* __restrict cs = fc.data();
+    for (size_t i = 0; i < fn; ++i) {
+      rs[i] += xs[i];
+      cs[i] = static_cast<uint8_t>(static_cast<int32_t>(xs[i]));
+    }
+  });
   double tcpRate = tcpStream(bytes * 4, repeats);
   std::printf("# sqz-machine-limits: %zu-byte buffers, median of %d\n", bytes, repeats);
   std::printf("%-36s %8.2f GB/s\n", "memcpy, one core", memcpyRate);
   std::printf("%-36s %8.2f GB/s\n", "float32 z = x + y, one core", sumRate);
+  std::printf("%-36s %8.2f GB/s  (%.0f%% of memcpy)\n", "encode-with-feedback traffic, 1 core",
+              feedbackRate, 100 * feedbackRate / memcpyRate);
   std::printf("%-36s %8.2f GB/s\n", "one TCP stream, loopback", tcpRate);
-  return z[n / 2] == 3.0f ? 0 : 1;
+  return z[n / 2] == 3.0f && fc[fn / 2] == 1 ? 0 : 1;
 }
