@@ -7,6 +7,10 @@
 # settings, the same seeds for all.
 #
 #   perf/dgc_real.sh [-b BUILD] [-o OUTDIR] [-s STEPS] [-l LATENCY] [-R ROUNDS] [-r FIRST_ROUND]
+#                    [-S "SPEC ..."]
+#
+# -S replaces the specs below (e.g. GraVAC against static top-k at several CFs:
+# -S "gravac topk:ratio=0.1 topk:ratio=0.025 topk:ratio=0.00625 topk:ratio=0.001").
 #
 # Every run has the learning rate's linear warm-up over the first WARMUP steps (the same
 # schedule for every spec); DGC's sparsity warms up over the same steps (its warmup key: density
@@ -30,7 +34,8 @@ source "$here/lab_rounds.sh"
 build=$repo/build outdir=$repo/perf/results/dgc-real latency=20ms steps=200 rounds=3 first=1
 warmup=40
 
-while getopts "b:o:s:l:R:r:h" opt; do
+chosen=""
+while getopts "b:o:s:l:R:r:S:h" opt; do
   case $opt in
     b) build=$(cd "$OPTARG" && pwd) ;;
     o) outdir=$OPTARG ;;
@@ -38,7 +43,8 @@ while getopts "b:o:s:l:R:r:h" opt; do
     l) latency=$OPTARG ;;
     R) rounds=$OPTARG ;;
     r) first=$OPTARG ;;
-    *) sed -n '2,21p' "$0"; exit 2 ;;
+    S) chosen=$OPTARG ;;
+    *) sed -n '2,27p' "$0"; exit 2 ;;
   esac
 done
 require_python_package dgc_real.sh "$build"
@@ -46,6 +52,7 @@ mkdir -p "$outdir"
 
 specs=(dense "dgc:ratio=0.001,momentum=0.9,clip=2,warmup=$warmup"
        "dgc:ratio=0.01,momentum=0.9,clip=2,warmup=$warmup" topk:ratio=0.001 gravac)
+if [ -n "$chosen" ]; then read -r -a specs <<< "$chosen"; fi
 
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} SQZ_CODEC_AUTO_DENSE=0
 export SQZ_NETPROBE=${SQZ_NETPROBE:-$build/tests/netlab/sqz-netprobe}
