@@ -2,8 +2,9 @@
 // into a lambda, runs either as baseline x86-64 code or inside an AVX2 function, so GCC
 // vectorizes the same plain loops for both targets. Both run the same IEEE operations in the
 // same order (fixed lanes; no FMA but the explicit ones of quantize.cc's rows, which round as
-// the plain operations do), so the results do not depend on the CPU. Used by device/cpu/quantize.cc and handle_kernels.cc; cpuQuantizeAllowAvx2 (quantize.h)
-// turns the AVX2 code off for all of them, for tests and benchmarks.
+// the plain operations do), so the results do not depend on the CPU. Used by
+// device/cpu/quantize.cc and handle_kernels.cc; cpuQuantizeAllowAvx2 (quantize.h) turns the
+// AVX2 code off for all of them, for tests and benchmarks.
 #pragma once
 
 #include <atomic>
