@@ -118,20 +118,15 @@ struct BesideMemcpy {
 BesideMemcpy timeBesideMemcpy(int reps, const std::function<void()>& body,
                               const std::function<void()>& reset, void* dst, const void* src,
                               size_t bytes) {
-  if (reset) reset();
-  body();
-  std::memcpy(dst, src, bytes);
-  std::vector<double> t, m;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
+  std::vector<double> copies;
+  const double seconds = timeIt(reps, body, [&] {  // timeIt's reset runs before every call
+    const auto t0 = Clock::now();
     std::memcpy(dst, src, bytes);
-    m.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    copies.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     if (reset) reset();
-    t0 = Clock::now();
-    body();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return {median(t), median(m)};
+  });
+  copies.erase(copies.begin());  // the one before the untimed call
+  return {seconds, median(copies)};
 }
 
 double gbps(size_t count, double sec) {
