@@ -1,7 +1,9 @@
 // Header validation for data messages (see wire.h).
 #include "base/wire.h"
 
-#include <iterator>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/error.h"
 #include "base/strings.h"
@@ -23,14 +25,31 @@ std::string describeCodec(const WireHeader& h) {
 
 }  // namespace
 
-const char* codecIdName(uint8_t id) {
-  static constexpr const char* kNames[] = {
-      "dense", "fp16", "bf16", "int8", "qsgd", "onebit", "terngrad", "topk", "randk",
-      "threshold", "dgc", "powersgd", "gravac", "accordion",
-  };
-  static_assert(std::size(kNames) == size_t(CodecId::kAccordion) + 1);
-  return id < std::size(kNames) ? kNames[id] : nullptr;
+namespace {
+// Filled before main by the methods' registrations; read-only after.
+const char** codecIdNames() {
+  static const char* names[256] = {};
+  return names;
 }
+}  // namespace
+
+void registerCodecIdName(uint8_t id, const char* name) {
+  const char** names = codecIdNames();
+  for (int other = 0; other < 256; ++other)
+    if (names[other] && std::strcmp(names[other], name) == 0 && other != id) {
+      std::fprintf(stderr, "squeeze: codec method '%s' is registered under ids %d and %d\n",
+                   name, other, int(id));
+      std::abort();
+    }
+  if (names[id] && std::strcmp(names[id], name) != 0) {
+    std::fprintf(stderr, "squeeze: codec methods '%s' and '%s' both have wire id %d; give the "
+                 "new one an unused id\n", names[id], name, int(id));
+    std::abort();
+  }
+  names[id] = name;
+}
+
+const char* codecIdName(uint8_t id) { return codecIdNames()[id]; }
 
 std::string describeCall(const WireHeader& h) {
   if (h.specHash == kRootedAgreementSpec && h.method == 0)

@@ -12,14 +12,12 @@
 
 namespace squeeze {
 
-// The codec methods' ids in a header's codec and method bytes: part of the protocol, named here
-// so that a header mismatch names its codec without this layer knowing codecs.
-// compress/registry.cc registers each method under its id.
-enum class CodecId : uint8_t {
-  kDense, kFp16, kBf16, kInt8, kQsgd, kOnebit, kTerngrad, kTopk, kRandk, kThreshold, kDgc,
-  kPowerSgd, kGravac, kAccordion,
-};
-// The method's name ("topk" for kTopk), or null for a byte no method has.
+// A header's codec and method bytes are a codec method's id: part of the protocol, never reused
+// or renumbered. Each method registers its id and name here from its own file under compress/
+// (compress/codecs.h, CodecRegistration), so that a header mismatch names its codec without this
+// layer knowing codecs. Registering an id or a name twice stops the program at start-up.
+void registerCodecIdName(uint8_t id, const char* name);
+// The method's name ("topk"), or null for a byte no method has.
 const char* codecIdName(uint8_t id);
 
 constexpr uint32_t kWireMagic = 0x57515a53;  // "SZQW" little-endian

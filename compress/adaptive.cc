@@ -39,6 +39,11 @@
 namespace squeeze {
 namespace {
 
+// gravac's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kGravacId = 12;
+// accordion's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kAccordionId = 13;
+
 constexpr size_t kProbeValues = size_t{1} << 17;
 
 enum class Selection { kMagnitude, kRandom };
@@ -159,7 +164,6 @@ std::unique_ptr<CodecHandle> makeBase(const CodecSpec& spec, const std::vector<s
   return handle;
 }
 
-}  // namespace
 
 std::unique_ptr<CodecHandle> makeGravac(const CodecSpec& spec, size_t count, DataType dtype) {
   GravacParams p;
@@ -190,5 +194,16 @@ std::unique_ptr<CodecHandle> makeAccordion(const CodecSpec& spec, size_t count, 
   handle->adopt(spec, std::make_unique<AccordionAdapter>(p));
   return handle;
 }
+
+const CodecRegistration kGravacMethod{
+    {"gravac", kGravacId, "base,cf_min,cf_max,step,window,eps,omega",
+     "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput",
+     true, makeGravac}};
+const CodecRegistration kAccordionMethod{
+    {"accordion", kAccordionId, "base,cf_low,cf_high,interval,eta",
+     "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), "
+     "high CF otherwise",
+     true, makeAccordion}};
+}  // namespace
 
 }  // namespace squeeze

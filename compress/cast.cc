@@ -11,9 +11,14 @@
 namespace squeeze {
 namespace {
 
+// fp16's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kFp16Id = 1;
+// bf16's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kBf16Id = 2;
+
 class CastCodec final : public Codec {
  public:
-  CastCodec(device::Narrow kind, CodecId id) : kind_(kind), id_(uint8_t(id)) {}
+  CastCodec(device::Narrow kind, uint8_t id) : kind_(kind), id_(id) {}
   uint8_t id() const override { return id_; }
   size_t maxEncodedBytes(size_t count, DataType) const override { return count * 2; }
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
@@ -48,13 +53,20 @@ class CastCodec final : public Codec {
   uint8_t id_;
 };
 
-}  // namespace
 
 std::unique_ptr<Codec> makeFp16Codec(const CodecSpec&) {
-  return std::make_unique<CastCodec>(device::Narrow::kHalf, CodecId::kFp16);
+  return std::make_unique<CastCodec>(device::Narrow::kHalf, kFp16Id);
 }
 std::unique_ptr<Codec> makeBf16Codec(const CodecSpec&) {
-  return std::make_unique<CastCodec>(device::Narrow::kBfloat16, CodecId::kBf16);
+  return std::make_unique<CastCodec>(device::Narrow::kBfloat16, kBf16Id);
 }
+
+const CodecRegistration kFp16Method{chunkMethod<makeFp16Codec>(
+    "fp16", kFp16Id, "",
+    "IEEE half on the wire; widen, add, narrow", true)};
+const CodecRegistration kBf16Method{chunkMethod<makeBf16Codec>(
+    "bf16", kBf16Id, "",
+    "bfloat16 on the wire; widen, add, narrow", true)};
+}  // namespace
 
 }  // namespace squeeze

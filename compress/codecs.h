@@ -1,9 +1,12 @@
-// The codec methods' constructors, one per file under compress/, listed in registry.cc. A chunk
-// codec's maker returns its Codec; a method with state or a composite call (DGC, PowerSGD)
-// returns its CodecHandle subclass.
+// The codec methods: each registers itself from its own file under compress/ (a
+// CodecRegistration there), so that a new method is its file and its line in meson.build. A
+// chunk codec's method makes a CodecHandle over one Codec per chunk; a method with state or a
+// composite call (DGC, PowerSGD, the adaptive ones) makes its CodecHandle subclass.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "compress/codec.h"
 #include "compress/handle.h"
@@ -13,34 +16,39 @@ namespace squeeze {
 
 struct CodecMethod {
   const char* name;
-  uint8_t id;            // carried in message headers (base/wire.h CodecId)
+  uint8_t id;            // carried in message headers: part of the protocol (base/wire.h)
   const char* keys;      // keys the method reads, besides ef, min_bytes and auto_dense; an
                          // adaptive method ("base,...") also takes its base's keys
   const char* description;
   bool lossy;            // float32 only, sum/avg, error feedback on by default
   std::unique_ptr<CodecHandle> (*make)(const CodecSpec& spec, size_t count, DataType dtype);
+  // A chunk codec's maker (make is a CodecHandle over it); null for the other methods.
+  std::unique_ptr<Codec> (*makeChunk)(const CodecSpec& spec) = nullptr;
 };
 
+// Adds a method to the table at static initialization: one in each method's file. Its id must
+// be unused (the ids in use: `sqz-info --codecs`); a second method under an id or a name stops
+// the program at start-up with both names.
+struct CodecRegistration {
+  explicit CodecRegistration(const CodecMethod& method);
+};
+
+// A chunk codec's row: MakeChunk's Codec in a CodecHandle.
+template <std::unique_ptr<Codec> (*MakeChunk)(const CodecSpec&)>
+CodecMethod chunkMethod(const char* name, uint8_t id, const char* keys, const char* description,
+                        bool lossy) {
+  return {name, id, keys, description, lossy,
+          [](const CodecSpec& spec, size_t count, DataType dtype) {
+            return std::make_unique<CodecHandle>(spec, count, dtype, MakeChunk(spec));
+          },
+          MakeChunk};
+}
+
+// Every registered method, by id.
 const std::vector<CodecMethod>& codecMethods();
 // The method called `name`, or null.
 const CodecMethod* findCodecMethod(const std::string& name);
-
-// Chunk codecs (cast.cc, int8.cc, qsgd.cc, onebit.cc, terngrad.cc, topk.cc, randk.cc,
-// threshold.cc).
-std::unique_ptr<Codec> makeDenseCodec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeFp16Codec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeBf16Codec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeInt8Codec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeQsgdCodec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeOnebitCodec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeTerngradCodec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeRandkCodec(const CodecSpec& spec);
-std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec);
-std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, DataType dtype);
-std::unique_ptr<CodecHandle> makePowerSgd(const CodecSpec& spec, size_t count, DataType dtype);
-// Adaptive methods around a base sparsifier (adaptive.cc).
-std::unique_ptr<CodecHandle> makeGravac(const CodecSpec& spec, size_t count, DataType dtype);
-std::unique_ptr<CodecHandle> makeAccordion(const CodecSpec& spec, size_t count, DataType dtype);
+// The chunk codec of spec.method (a chunk codec's method: throws kInvalidArgument otherwise).
+std::unique_ptr<Codec> makeChunkCodec(const CodecSpec& spec);
 
 }  // namespace squeeze

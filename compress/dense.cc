@@ -10,9 +10,12 @@
 namespace squeeze {
 namespace {
 
+// dense's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kDenseId = 0;
+
 class DenseCodec final : public Codec {
  public:
-  uint8_t id() const override { return uint8_t(CodecId::kDense); }
+  uint8_t id() const override { return uint8_t(kDenseId); }
   bool rawWire() const override { return true; }
   size_t maxEncodedBytes(size_t count, DataType dtype) const override {
     return count * dataTypeSize(dtype);
@@ -53,6 +56,13 @@ Codec& denseCodec() {
   return codec;
 }
 
+namespace {
+
 std::unique_ptr<Codec> makeDenseCodec(const CodecSpec&) { return std::make_unique<DenseCodec>(); }
+
+const CodecRegistration kDenseMethod{chunkMethod<makeDenseCodec>(
+    "dense", kDenseId, "",
+    "the values themselves: exactly sqzAllReduce", false)};
+}  // namespace
 
 }  // namespace squeeze

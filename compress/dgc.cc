@@ -44,6 +44,9 @@
 namespace squeeze {
 namespace {
 
+// dgc's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kDgcId = 10;
+
 struct DgcParams {
   double ratio, momentum, clip;
   uint64_t warmup;
@@ -125,8 +128,6 @@ class DgcHandle final : public CodecHandle {
   std::vector<float> u_;       // momentum
 };
 
-}  // namespace
-
 std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, DataType dtype) {
   DgcParams p;
   p.ratio = spec.getRatio(0.001);
@@ -138,8 +139,14 @@ std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, 
   if (sample != 0 && sample != 1)
     raise(ErrorCode::kInvalidArgument, "codec dgc: sample = ", sample,
           " must be 1 (DGC's sampled threshold first) or 0 (radix select).");
-  auto topk = std::make_unique<TopkCodec>(CodecId::kDgc, p.ratio, sample == 1);
+  auto topk = std::make_unique<TopkCodec>(kDgcId, p.ratio, sample == 1);
   return std::make_unique<DgcHandle>(spec, count, dtype, std::move(topk), p);
 }
+
+const CodecRegistration kDgcMethod{
+    {"dgc", kDgcId, "ratio,momentum,clip,warmup,sample",
+     "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up",
+     true, makeDgcHandle}};
+}  // namespace
 
 }  // namespace squeeze

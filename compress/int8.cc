@@ -19,9 +19,12 @@
 namespace squeeze {
 namespace {
 
+// int8's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kInt8Id = 3;
+
 class Int8Codec final : public BlockQuantCodec {
  public:
-  explicit Int8Codec(size_t block) : BlockQuantCodec(CodecId::kInt8, block, 0, nullptr, 1) {}
+  explicit Int8Codec(size_t block) : BlockQuantCodec(kInt8Id, block, 0, nullptr, 1) {}
 
  protected:
   device::QuantSetting quantSetting(const ChunkInfo&) const override {
@@ -30,10 +33,14 @@ class Int8Codec final : public BlockQuantCodec {
   size_t codeBytes(size_t n) const override { return n; }
 };
 
-}  // namespace
 
 std::unique_ptr<Codec> makeInt8Codec(const CodecSpec& spec) {
   return std::make_unique<Int8Codec>(static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)));
 }
+
+const CodecRegistration kInt8Method{chunkMethod<makeInt8Codec>(
+    "int8", kInt8Id, "block",
+    "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true)};
+}  // namespace
 
 }  // namespace squeeze

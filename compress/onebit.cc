@@ -26,9 +26,12 @@
 namespace squeeze {
 namespace {
 
+// onebit's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kOnebitId = 5;
+
 class OnebitCodec final : public BlockQuantCodec {
  public:
-  explicit OnebitCodec(size_t block) : BlockQuantCodec(CodecId::kOnebit, block, 0, nullptr, 2) {}
+  explicit OnebitCodec(size_t block) : BlockQuantCodec(kOnebitId, block, 0, nullptr, 2) {}
 
  protected:
   device::QuantSetting quantSetting(const ChunkInfo&) const override {
@@ -37,11 +40,15 @@ class OnebitCodec final : public BlockQuantCodec {
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 1); }
 };
 
-}  // namespace
 
 std::unique_ptr<Codec> makeOnebitCodec(const CodecSpec& spec) {
   return std::make_unique<OnebitCodec>(
       static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)));
 }
+
+const CodecRegistration kOnebitMethod{chunkMethod<makeOnebitCodec>(
+    "onebit", kOnebitId, "block",
+    "1-bit SGD: sign bits with the two side means per column (block)", true)};
+}  // namespace
 
 }  // namespace squeeze

@@ -53,6 +53,9 @@
 namespace squeeze {
 namespace {
 
+// powersgd's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kPowerSgdId = 11;
+
 uint64_t splitmix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -76,7 +79,7 @@ using Clock = SteadyClock;
 class PowerSgdHandle final : public CodecHandle {
  public:
   PowerSgdHandle(const CodecSpec& spec, size_t count, DataType dtype)
-      : CodecHandle(spec, count, dtype, makeDenseCodec(spec)) {
+      : CodecHandle(spec, count, dtype, makeChunkCodec(CodecSpec::parse("dense"))) {
     // The base class turns error feedback off for a raw-wire chunk codec; this method is lossy.
     errorFeedback_ = spec_.get("ef", 1, 0, 1) != 0;
     if (errorFeedback_)
@@ -182,10 +185,14 @@ class PowerSgdHandle final : public CodecHandle {
   size_t pCount_ = 0;     // P: n x r, column panels, in callScratch
 };
 
-}  // namespace
 
 std::unique_ptr<CodecHandle> makePowerSgd(const CodecSpec& spec, size_t count, DataType dtype) {
   return std::make_unique<PowerSgdHandle>(spec, count, dtype);
 }
+
+const CodecRegistration kPowerSgdMethod{
+    {"powersgd", kPowerSgdId, "rank,cols,seed", "low-rank P Q^T by power iteration", true,
+     makePowerSgd}};
+}  // namespace
 
 }  // namespace squeeze

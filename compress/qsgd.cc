@@ -23,10 +23,13 @@
 namespace squeeze {
 namespace {
 
+// qsgd's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kQsgdId = 4;
+
 class QsgdCodec final : public BlockQuantCodec {
  public:
   QsgdCodec(size_t block, int levels, uint64_t seed)
-      : BlockQuantCodec(CodecId::kQsgd, block, static_cast<uint32_t>(levels), "levels", 1),
+      : BlockQuantCodec(kQsgdId, block, static_cast<uint32_t>(levels), "levels", 1),
         levels_(levels), bits_(2 * levels + 1 <= 16 ? 4 : 8), seed_(seed) {}
 
  protected:
@@ -42,12 +45,16 @@ class QsgdCodec final : public BlockQuantCodec {
   uint64_t seed_;
 };
 
-}  // namespace
 
 std::unique_ptr<Codec> makeQsgdCodec(const CodecSpec& spec) {
   return std::make_unique<QsgdCodec>(static_cast<size_t>(spec.getWhole("block", 512, 1, 1 << 24)),
                                      static_cast<int>(spec.getWhole("levels", 16, 1, 127)),
                                      static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53)));
 }
+
+const CodecRegistration kQsgdMethod{chunkMethod<makeQsgdCodec>(
+    "qsgd", kQsgdId, "levels,block,seed",
+    "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true)};
+}  // namespace
 
 }  // namespace squeeze

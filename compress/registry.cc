@@ -1,4 +1,5 @@
-// The table of codec methods: one line registers a method (see codecs.h).
+// The table of codec methods, filled by the methods' registrations (codecs.h), and the checks of
+// a spec against its method.
 #include <algorithm>
 
 #include "base/error.h"
@@ -9,38 +10,23 @@
 namespace squeeze {
 namespace {
 
-template <std::unique_ptr<Codec> (*MakeChunk)(const CodecSpec&)>
-std::unique_ptr<CodecHandle> chunked(const CodecSpec& spec, size_t count, DataType dtype) {
-  return std::make_unique<CodecHandle>(spec, count, dtype, MakeChunk(spec));
-}
-
-// A row of the table: the method's name is its header id's (base/wire.h).
-CodecMethod row(CodecId id, const char* keys, const char* description, bool lossy,
-                decltype(CodecMethod::make) make) {
-  return {codecIdName(uint8_t(id)), uint8_t(id), keys, description, lossy, make};
+// Filled before main by the registrations, in id order; read-only after.
+std::vector<CodecMethod>& table() {
+  static std::vector<CodecMethod> methods;
+  return methods;
 }
 
 }  // namespace
 
-const std::vector<CodecMethod>& codecMethods() {
-  static const std::vector<CodecMethod> table = {
-      row(CodecId::kDense, "", "the values themselves: exactly sqzAllReduce", false, chunked<makeDenseCodec>),
-      row(CodecId::kFp16, "", "IEEE half on the wire; widen, add, narrow", true, chunked<makeFp16Codec>),
-      row(CodecId::kBf16, "", "bfloat16 on the wire; widen, add, narrow", true, chunked<makeBf16Codec>),
-      row(CodecId::kInt8, "block", "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true, chunked<makeInt8Codec>),
-      row(CodecId::kQsgd, "levels,block,seed", "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true, chunked<makeQsgdCodec>),
-      row(CodecId::kOnebit, "block", "1-bit SGD: sign bits with the two side means per column (block)", true, chunked<makeOnebitCodec>),
-      row(CodecId::kTerngrad, "block,seed", "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true, chunked<makeTerngradCodec>),
-      row(CodecId::kTopk, "ratio,sample", "the k largest magnitudes per chunk; re-selected per hop", true, chunked<makeTopkCodec>),
-      row(CodecId::kRandk, "ratio,seed", "k shared random indices per chunk; payloads add exactly", true, chunked<makeRandkCodec>),
-      row(CodecId::kThreshold, "threshold", "every value with |v| >= threshold", true, chunked<makeThresholdCodec>),
-      row(CodecId::kDgc, "ratio,momentum,clip,warmup,sample", "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up", true, makeDgcHandle),
-      row(CodecId::kPowerSgd, "rank,cols,seed", "low-rank P Q^T by power iteration", true, makePowerSgd),
-      row(CodecId::kGravac, "base,cf_min,cf_max,step,window,eps,omega", "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput", true, makeGravac),
-      row(CodecId::kAccordion, "base,cf_low,cf_high,interval,eta", "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), high CF otherwise", true, makeAccordion),
-  };
-  return table;
+CodecRegistration::CodecRegistration(const CodecMethod& method) {
+  registerCodecIdName(method.id, method.name);  // stops on a second id or name
+  std::vector<CodecMethod>& methods = table();
+  auto at = std::find_if(methods.begin(), methods.end(),
+                         [&](const CodecMethod& m) { return m.id > method.id; });
+  methods.insert(at, method);
 }
+
+const std::vector<CodecMethod>& codecMethods() { return table(); }
 
 std::string codecMethodList() {
   std::string out;
@@ -53,6 +39,18 @@ const CodecMethod* findCodecMethod(const std::string& name) {
   for (const auto& m : codecMethods())
     if (name == m.name) return &m;
   return nullptr;
+}
+
+std::unique_ptr<Codec> makeChunkCodec(const CodecSpec& spec) {
+  const CodecMethod* method = findCodecMethod(spec.method);
+  if (!method || !method->makeChunk) {
+    std::string chunked;
+    for (const auto& m : codecMethods())
+      if (m.makeChunk) chunked += strCat(chunked.empty() ? "" : ", ", m.name);
+    raise(ErrorCode::kInvalidArgument, "'", spec.method, "' is not a chunk codec; choose from ",
+          chunked, ".");
+  }
+  return method->makeChunk(spec);
 }
 
 std::unique_ptr<CodecHandle> createCodecHandle(const CodecSpec& spec, size_t count,

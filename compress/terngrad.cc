@@ -21,10 +21,13 @@
 namespace squeeze {
 namespace {
 
+// terngrad's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kTerngradId = 6;
+
 class TerngradCodec final : public BlockQuantCodec {
  public:
   TerngradCodec(size_t block, uint64_t seed)
-      : BlockQuantCodec(CodecId::kTerngrad, block, 0, nullptr, 1), seed_(seed) {}
+      : BlockQuantCodec(kTerngradId, block, 0, nullptr, 1), seed_(seed) {}
 
  protected:
   device::QuantSetting quantSetting(const ChunkInfo& at) const override {
@@ -37,12 +40,16 @@ class TerngradCodec final : public BlockQuantCodec {
   uint64_t seed_;
 };
 
-}  // namespace
 
 std::unique_ptr<Codec> makeTerngradCodec(const CodecSpec& spec) {
   return std::make_unique<TerngradCodec>(
       static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)),
       static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53)));
 }
+
+const CodecRegistration kTerngradMethod{chunkMethod<makeTerngradCodec>(
+    "terngrad", kTerngradId, "block,seed",
+    "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true)};
+}  // namespace
 
 }  // namespace squeeze

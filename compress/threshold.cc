@@ -26,6 +26,9 @@
 namespace squeeze {
 namespace {
 
+// threshold's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kThresholdId = 9;
+
 class ThresholdCodec final : public Codec {
  public:
   explicit ThresholdCodec(double threshold) {
@@ -34,7 +37,7 @@ class ThresholdCodec final : public Codec {
     if (double(t) < threshold) t = std::nextafter(t, std::numeric_limits<float>::infinity());
     minKey_ = std::max<uint32_t>(1, device::magnitudeKey(t));
   }
-  uint8_t id() const override { return uint8_t(CodecId::kThreshold); }
+  uint8_t id() const override { return uint8_t(kThresholdId); }
   size_t maxEncodedBytes(size_t count, DataType) const override {
     return sparse::kHeaderBytes + 4 * count;
   }
@@ -93,7 +96,6 @@ class ThresholdCodec final : public Codec {
   uint32_t minKey_;
 };
 
-}  // namespace
 
 std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec) {
   if (!spec.threshold)
@@ -106,5 +108,10 @@ std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec) {
           "); values with |v| >= threshold are sent.");
   return std::make_unique<ThresholdCodec>(t);
 }
+
+const CodecRegistration kThresholdMethod{chunkMethod<makeThresholdCodec>(
+    "threshold", kThresholdId, "threshold",
+    "every value with |v| >= threshold", true)};
+}  // namespace
 
 }  // namespace squeeze

@@ -31,6 +31,12 @@
 #include "squeeze_config.h"
 
 namespace squeeze {
+namespace {
+
+// topk's wire id (message headers): part of the protocol, never reused or changed.
+constexpr uint8_t kTopkId = 7;
+
+}  // namespace
 
 size_t keepCount(double ratio, size_t count) {
   if (count == 0) return 0;
@@ -241,13 +247,20 @@ size_t TopkCodec::encodeFeedback(const void* src, size_t count, DataType, const 
   return sparse::finishSparse(m, payload, at).bytes;
 }
 
+namespace {
+
 std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
   const double ratio = spec.getRatio(0.01);
   const double sample = spec.get("sample", 0, 0, 1);
   if (sample != 0 && sample != 1)
     raise(ErrorCode::kInvalidArgument, "codec topk: sample = ", sample,
           " must be 0 (radix select) or 1 (DGC's sampled threshold first).");
-  return std::make_unique<TopkCodec>(CodecId::kTopk, ratio, sample == 1);
+  return std::make_unique<TopkCodec>(kTopkId, ratio, sample == 1);
 }
+
+const CodecRegistration kTopkMethod{chunkMethod<makeTopkCodec>(
+    "topk", kTopkId, "ratio,sample",
+    "the k largest magnitudes per chunk; re-selected per hop", true)};
+}  // namespace
 
 }  // namespace squeeze

@@ -76,8 +76,8 @@ void feedback(const View& v, const float* x, size_t count, float* residual, Enco
 class TopkCodec final : public Codec {
  public:
   // id: what the header and errors carry (kTopk, or kDgc when DGC drives it).
-  TopkCodec(CodecId id, double ratio, bool sampled)
-      : id_(uint8_t(id)), ratio_(ratio), sampled_(sampled) {}
+  TopkCodec(uint8_t id, double ratio, bool sampled)
+      : id_(id), ratio_(ratio), sampled_(sampled) {}
   // DGC's warm-up and the adaptive methods change the ratio between calls (never during one).
   bool setRatio(double ratio) override {
     ratio_ = ratio;

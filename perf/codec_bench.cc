@@ -452,7 +452,7 @@ void CodecBench::selectionRow() {
   double topkSec = 0;
   try {
     // The chunk codec alone: a handle would also allocate a 64M-value residual.
-    std::unique_ptr<Codec> codec = makeTopkCodec(CodecSpec::parse(text));
+    std::unique_ptr<Codec> codec = makeChunkCodec(CodecSpec::parse(text));
     // Uninitialized: the bound is the dense fallback (256 MB), the sparse payload ~0.5 MB of it.
     std::unique_ptr<char[]> payload(new char[codec->maxEncodedBytes(n, DataType::kFloat32)]);
     size_t bytes = 0;

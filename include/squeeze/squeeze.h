@@ -402,9 +402,9 @@ typedef struct {
   size_t size;           /**< sizeof(sqzCodecConfig_t), set by the initializer. */
   unsigned int magic;    /**< Set by the initializer. */
   unsigned int version;  /**< SQZ_VERSION_CODE the caller was compiled with. */
-  const char* method;    /**< "dense", "fp16", "bf16", "int8", "qsgd", "onebit", "terngrad",
-                              "topk", "randk", "threshold", "dgc", "powersgd", "gravac",
-                              "accordion". */
+  const char* method;    /**< A codec method: "dense", "fp16", "int8", "topk", "dgc",
+                              "powersgd", "gravac", ...; `sqz-info --codecs` lists every one
+                              with its keys. */
   double ratio;          /**< Sparsifiers: fraction of values sent (key ratio). */
   double levels;         /**< qsgd: quantization levels s (key levels). */
   double block;          /**< Quantizers: values per scale block (key block). */

@@ -219,9 +219,9 @@ TEST(FeedbackKernels, CastFeedbackIsNarrowWidenAndThePass) {
 // The codecs' own encodeFeedback against the generic one of
 // compress/feedback.cc.
 TEST(FeedbackKernels, FusedCodecsEqualTheGenericFeedback) {
-  const CodecSpec spec;
-  std::unique_ptr<Codec> codecs[] = {makeDenseCodec(spec), makeFp16Codec(spec),
-                                     makeBf16Codec(spec)};
+  std::unique_ptr<Codec> codecs[] = {makeChunkCodec(CodecSpec::parse("dense")),
+                                     makeChunkCodec(CodecSpec::parse("fp16")),
+                                     makeChunkCodec(CodecSpec::parse("bf16"))};
   for (auto &codec : codecs)
     for (bool special : {false, true})
       for (size_t n : kCounts) {

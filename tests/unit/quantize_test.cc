@@ -58,13 +58,7 @@ const Case kCases[] = {
 const size_t kCounts[] = {1, 7, 255, 256, 257, 10000};
 
 std::unique_ptr<Codec> makeCodec(const std::string& text) {
-  CodecSpec spec = CodecSpec::parse(text);
-  if (spec.method == "int8") return makeInt8Codec(spec);
-  if (spec.method == "qsgd") return makeQsgdCodec(spec);
-  if (spec.method == "onebit") return makeOnebitCodec(spec);
-  if (spec.method == "terngrad") return makeTerngradCodec(spec);
-  ADD_FAILURE() << "no codec " << text;
-  return nullptr;
+  return makeChunkCodec(CodecSpec::parse(text));
 }
 
 bool stochastic(Kind k) { return k == Kind::kQsgd || k == Kind::kTerngrad; }

@@ -1,16 +1,19 @@
 // Unit tests for base/wire.h: checkHeader accepts what the schedule expects and rejects each
-// kind of difference with the right code and a sentence that names both ranks.
+// kind of difference with the right code and a sentence that names both ranks; the codec ids the
+// methods register stay the shipped ones and cannot collide.
 #include "base/wire.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 
 #include "base/error.h"
 #include "base/types.h"
+#include "compress/codecs.h"
 
 namespace squeeze {
 namespace {
@@ -202,6 +205,30 @@ TEST(WireHeader, LayoutIsFixed) {
   WireHeader h;
   EXPECT_EQ(h.magic, kWireMagic);
   EXPECT_EQ(h.version, kWireVersion);
+}
+
+// The methods register their ids from their own files (compress/codecs.h); the ids are the
+// protocol, so the ones in use stay what they were when they shipped.
+TEST(CodecIds, AreTheProtocols) {
+  const char* shipped[] = {"dense", "fp16",  "bf16",      "int8", "qsgd",     "onebit", "terngrad",
+                           "topk",  "randk", "threshold", "dgc",  "powersgd", "gravac", "accordion"};
+  for (size_t id = 0; id < std::size(shipped); ++id) {
+    ASSERT_NE(codecIdName(uint8_t(id)), nullptr) << id;
+    EXPECT_STREQ(codecIdName(uint8_t(id)), shipped[id]) << id;
+  }
+  EXPECT_EQ(codecIdName(255), nullptr);
+  // The registry holds each method once, in id order, under its header id's name.
+  uint8_t previous = 0;
+  for (const CodecMethod& m : codecMethods()) {
+    EXPECT_STREQ(codecIdName(m.id), m.name);
+    if (&m != &codecMethods().front()) EXPECT_GT(m.id, previous) << m.name;
+    previous = m.id;
+  }
+}
+
+TEST(CodecIdsDeathTest, ASecondMethodUnderAnIdOrANameStopsAtStartUp) {
+  EXPECT_DEATH(registerCodecIdName(7, "mine"), "'topk' and 'mine' both have wire id 7");
+  EXPECT_DEATH(registerCodecIdName(200, "topk"), "'topk' is registered under ids 7 and 200");
 }
 
 }  // namespace
