@@ -1,5 +1,6 @@
-// The frame the block quantizers share (int8, qsgd, onebit, terngrad): the payload layout, its
-// checks, and the Codec calls over the quantizer kernels a codec names (its QuantSetting).
+// The frame the block quantizers share (int8.cc, qsgd.cc, ...: each codec that names a
+// device::QuantKind): the payload layout, its checks, and the Codec calls over the quantizer
+// kernels a codec names (its QuantSetting).
 //
 // Payload (native byte order, any alignment):
 //   uint32 block, uint32 setting     the sender's settings (qsgd: levels; others 0), checked
@@ -28,9 +29,9 @@ class BlockQuantCodec : public Codec {
  public:
   static constexpr size_t kHeaderBytes = 8;
 
-  BlockQuantCodec(CodecId id, size_t block, uint32_t setting, const char* settingName,
+  BlockQuantCodec(uint8_t id, size_t block, uint32_t setting, const char* settingName,
                   size_t scalesPerBlock)
-      : block_(block), id_(uint8_t(id)), setting_(setting), settingName_(settingName),
+      : block_(block), id_(id), setting_(setting), settingName_(settingName),
         scalesPerBlock_(scalesPerBlock) {}
 
   uint8_t id() const override { return id_; }

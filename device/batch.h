@@ -47,7 +47,7 @@ struct QuantDecodeJob {
   float* out;
   const float* local;
 };
-// One job on the CPU (device/cpu/batch.cc): the cpu* kernel of s.kind on the job's chunk.
+// One job on the CPU (device/cpu/quantize.cc): the kernel of s.kind on the job's chunk.
 void cpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback);
 void cpuQuantDecodeJob(const QuantSetting& s, const QuantDecodeJob& job, bool add);
 // narrow: in (float) -> out (uint16_t); widen: in (uint16_t) -> out (float), plus local when

@@ -1,4 +1,4 @@
-// Kernels of the quantizer codecs (compress/int8.cc, qsgd.cc, onebit.cc, terngrad.cc): encode a
+// What the quantizer codecs' kernels share (compress/block_quant.h's codecs): they encode a
 // chunk of float32 values block by block into per-block scales and packed codes, decode them,
 // and the fused dequantize-add that is their combine. The codec files own the payload layout
 // (header, where the two sections sit); these kernels own what is inside the sections:
@@ -107,46 +107,9 @@ struct Feedback {
   double* deviceNorms = nullptr;
 };
 
-// ---- int8: one scale per block (max|v| / 127), 8-bit two's complement codes ------------------
-// code = round_to_nearest_even(v * 127 / max|v|) clamped to [-127, 127]; value = code * scale.
-void cpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                   Feedback* feedback = nullptr);
-void cpuInt8Decode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out);
-// out[i] = local[i] + value[i]; out may alias local.
-void cpuInt8DecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block);
-
-// ---- QSGD: one scale per block (the block's L2 norm), sign * level as `bits`-bit two's
-// complement (bits is 4 when 2 * levels + 1 <= 16, else 8) ------------------------------------
-// level = floor(|v| / norm * levels + u), u uniform in [0, 1) from the counter hash of element
-// index0 + i (drawn as 24 bits, and clamped to levels); value = code * (norm / levels).
-void cpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
-                   uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback = nullptr);
-void cpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
-                   int bits, float* out);
-void cpuQsgdDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                      size_t n, size_t block, int levels, int bits);
-
-// ---- 1-bit: one bit per value, its sign bit (1: negative, -0 included), and two scales per
-// block, the mean of the values whose sign bit is clear and the mean of those whose sign bit is
-// set (0 for an empty side) -------------------------------------------------------------------
-void cpuOnebitEncode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
-                     Feedback* feedback = nullptr);
-void cpuOnebitDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, float* out);
-void cpuOnebitDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                        size_t n, size_t block);
-
-// ---- TernGrad: one scale per block (s = max|v|), 2 bits per value: 0 -> 0, 1 -> +s, 3 -> -s
-// (2, never written, decodes as 0); the value is kept with probability |v| / s, drawn from the
-// counter hash of element index0 + i as 24 bits ---------------------------------------------
-void cpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
-                       void* scales, uint8_t* codes, Feedback* feedback = nullptr);
-void cpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,
-                       float* out);
-void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, const uint8_t* codes,
-                          size_t n, size_t block);
-
-// The CUDA twins run by QuantSetting, one job or a batch: device/batch.h's gpuQuantEncodeJob,
-// gpuQuantEncodeBatch and gpuQuantDecodeBatch (device/cuda/quantize.cu).
+// The kernels themselves run by QuantSetting, one job or a batch: device/batch.h's
+// cpuQuantEncodeJob and cpuQuantDecodeJob (device/cpu/quantize.cc, where each quantizer's codes
+// are described), and their CUDA twins gpuQuantEncodeJob, gpuQuantEncodeBatch and
+// gpuQuantDecodeBatch (device/cuda/quantize.cu).
 
 }  // namespace squeeze::device

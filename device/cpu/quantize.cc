@@ -1,4 +1,6 @@
-// CPU quantizer kernels (see device/quantize.h). Each block is processed in passes over plain
+// CPU quantizer kernels, run by QuantSetting through cpuQuantEncodeJob and cpuQuantDecodeJob
+// (device/batch.h; the layout and the draws: device/quantize.h). What the CUDA stand-in runs
+// for each job of a batch, and what the tests compare a GPU's batch with. Each block is processed in passes over plain
 // arrays that GCC vectorizes at -O2/-O3, once for baseline x86-64 and once for AVX2 (chosen at
 // run time: the counter hash's 32-bit multiplies need it to be fast): a reduction pass for
 // the block's scale (kept in 8 fixed lanes, so the result does not depend on the vector width),
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "device/batch.h"
 #include "device/cpu/dispatch.h"
 #include "device/cpu/quantize_rows.h"
 #include "device/elementwise.h"
@@ -190,7 +193,8 @@ SQZ_INLINE float maxAbsAndSquares(const float* __restrict x, size_t n, [[maybe_u
   return maxAbs(x, n);
 }
 
-// ---- int8 --------------------------------------------------------------------------------
+// ---- int8: one scale per block (max|v| / 127), 8-bit two's complement codes ------------------
+// code = round_to_nearest_even(v * 127 / max|v|) clamped to [-127, 127]; value = code * scale.
 
 SQZ_INLINE void int8Quantize(const float* __restrict x, size_t n, float divisor,
                              uint8_t* __restrict c) {
@@ -211,7 +215,10 @@ SQZ_INLINE void int8Run(const void* scales, const uint8_t* codes, size_t n, size
                    S == kAdd ? local + at : nullptr);
 }
 
-// ---- QSGD --------------------------------------------------------------------------------
+// ---- QSGD: one scale per block (the block's L2 norm), sign * level as `bits`-bit two's
+// complement (bits is 4 when 2 * levels + 1 <= 16, else 8) ------------------------------------
+// level = floor(|v| / norm * levels + u), u uniform in [0, 1) from the counter hash of element
+// index0 + i (drawn as 24 bits, and clamped to levels); value = code * (norm / levels).
 
 // Signed levels of one tile: c[t] = sign(x) * (floor(a) + [u < frac(a)]) with
 // a = min(|x| / norm * s, s); norm is the block's L2 norm, or 1 for an all-zero block.
@@ -252,7 +259,9 @@ SQZ_INLINE void qsgdRun(const void* scales, const uint8_t* codes, size_t n, size
                    S == kAdd ? local + at : nullptr);
 }
 
-// ---- 1-bit -------------------------------------------------------------------------------
+// ---- 1-bit: one bit per value, its sign bit (1: negative, -0 included), and two scales per
+// block, the mean of the values whose sign bit is clear and the mean of those whose sign bit is
+// set (0 for an empty side) -------------------------------------------------------------------
 
 // Sums of the values with the sign bit clear and set, and how many have it set, in 8 double
 // lanes (a float sum could overflow; a double one of at most 2^24 floats cannot), then the lanes
@@ -357,7 +366,9 @@ SQZ_INLINE void onebitRun(const void* scales, const uint8_t* codes, size_t n, si
                      loadScale(scales, 2 * b + 1), out + at, S == kAdd ? local + at : nullptr);
 }
 
-// ---- TernGrad ----------------------------------------------------------------------------
+// ---- TernGrad: one scale per block (s = max|v|), 2 bits per value: 0 -> 0, 1 -> +s, 3 -> -s
+// (2, never written, decodes as 0); the value is kept with probability |v| / s, drawn from the
+// counter hash of element index0 + i as 24 bits ---------------------------------------------
 
 // 2-bit codes of one tile, packed 4 to a byte: 1 (+s) or 3 (-s) with probability |x| / s;
 // s is the block's max |v|, or 1 for an all-zero block.
@@ -579,9 +590,13 @@ SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t 
 }  // namespace
 
 // ---- entry points ------------------------------------------------------------------------
+// Each quantizer's encode, decode and decode-add as the instruction set's code (dispatch), then
+// the one entry device/batch.h declares for all of them: a new quantizer adds its case there.
 
 void cpuQuantizeAllowAvx2(bool allow) { cpu::allowAvx2.store(allow, std::memory_order_relaxed); }
 bool cpuQuantizeUsesAvx2() { return cpu::usesAvx2(); }
+
+namespace {
 
 void cpuInt8Encode(const float* x, size_t n, size_t block, void* scales, uint8_t* codes,
                    Feedback* feedback) {
@@ -660,6 +675,40 @@ void cpuTerngradDecodeAdd(float* out, const float* local, const void* scales, co
         [&]() SQZ_LAMBDA_INLINE { ternRun<kAddInPlace>(scales, codes, n, block, out, nullptr); });
   else
     dispatch([&]() SQZ_LAMBDA_INLINE { ternRun<kAdd>(scales, codes, n, block, out, local); });
+}
+
+}  // namespace
+
+void cpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& j, Feedback* feedback) {
+  switch (s.kind) {
+    case QuantKind::kInt8:
+      return cpuInt8Encode(j.x, j.n, s.block, j.scales, j.codes, feedback);
+    case QuantKind::kQsgd:
+      return cpuQsgdEncode(j.x, j.n, s.block, s.levels, s.bits, s.key, j.index0, j.scales, j.codes,
+                           feedback);
+    case QuantKind::kOnebit:
+      return cpuOnebitEncode(j.x, j.n, s.block, j.scales, j.codes, feedback);
+    case QuantKind::kTerngrad:
+      return cpuTerngradEncode(j.x, j.n, s.block, s.key, j.index0, j.scales, j.codes, feedback);
+  }
+}
+
+void cpuQuantDecodeJob(const QuantSetting& s, const QuantDecodeJob& j, bool add) {
+  switch (s.kind) {
+    case QuantKind::kInt8:
+      return add ? cpuInt8DecodeAdd(j.out, j.local, j.scales, j.codes, j.n, s.block)
+                 : cpuInt8Decode(j.scales, j.codes, j.n, s.block, j.out);
+    case QuantKind::kQsgd:
+      return add ? cpuQsgdDecodeAdd(j.out, j.local, j.scales, j.codes, j.n, s.block, s.levels,
+                                    s.bits)
+                 : cpuQsgdDecode(j.scales, j.codes, j.n, s.block, s.levels, s.bits, j.out);
+    case QuantKind::kOnebit:
+      return add ? cpuOnebitDecodeAdd(j.out, j.local, j.scales, j.codes, j.n, s.block)
+                 : cpuOnebitDecode(j.scales, j.codes, j.n, s.block, j.out);
+    case QuantKind::kTerngrad:
+      return add ? cpuTerngradDecodeAdd(j.out, j.local, j.scales, j.codes, j.n, s.block)
+                 : cpuTerngradDecode(j.scales, j.codes, j.n, s.block, j.out);
+  }
 }
 
 }  // namespace squeeze::device
