@@ -27,12 +27,14 @@ namespace squeeze::device {
 
 // ---- instruction set ----------------------------------------------------------------------
 
-// The kernels run as AVX2 code where the CPU has it and as baseline code otherwise, with the
-// same results bit for bit. For tests and benchmarks: allow(false) forces the baseline code
-// (process-wide; not for use while kernels run on other threads).
-void cpuQuantizeAllowAvx2(bool allow);
-// Whether the AVX2 code runs now.
-bool cpuQuantizeUsesAvx2();
+// The kernels run as AVX2 code where the CPU has it (QSGD's and TernGrad's rows as AVX-512
+// where it has that too) and as baseline code otherwise, with the same results bit for bit.
+enum class CpuIsa { kBaseline, kAvx2, kAvx512 };
+// For tests and benchmarks: the kernels use at most `widest` (process-wide; not for use while
+// kernels run on other threads). kAvx512, the default, lets them use all the CPU has.
+void cpuQuantizeAllowIsa(CpuIsa widest);
+// The widest instruction set the kernels use now (what the CPU has, up to the allowed one).
+CpuIsa cpuQuantizeIsa();
 
 // ---- counter-based random numbers ------------------------------------------------------------
 

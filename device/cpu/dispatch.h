@@ -3,8 +3,9 @@
 // vectorizes the same plain loops for both targets. Both run the same IEEE operations in the
 // same order (fixed lanes; no FMA but the explicit ones of quantize.cc's rows, which round as
 // the plain operations do), so the results do not depend on the CPU. Used by
-// device/cpu/quantize.cc and handle_kernels.cc; cpuQuantizeAllowAvx2 (quantize.h) turns the
-// AVX2 code off for all of them, for tests and benchmarks.
+// device/cpu/quantize.cc and handle_kernels.cc; cpuQuantizeAllowIsa (quantize.h) narrows the
+// code for all of them, for tests and benchmarks. QSGD's and TernGrad's rows also have AVX-512
+// forms (quantize_rows.h), called from the AVX2 code where the CPU has AVX-512 (usesAvx512).
 #pragma once
 
 #include <atomic>
@@ -72,8 +73,9 @@ struct Double8 {
   SQZ_INLINE double at(int j) const { return j < 4 ? lo[j] : hi[j - 4]; }
 };
 
-// Process-wide: cpuQuantizeAllowAvx2(false) forces the baseline code.
-inline std::atomic<bool> allowAvx2{true};
+// Process-wide, the widest instruction set the kernels may use: 0 baseline, 1 AVX2, 2 AVX-512
+// (cpuQuantizeAllowIsa).
+inline std::atomic<int> allowedIsa{2};
 
 // AVX2 with FMA (every AVX2 CPU has it; quantize.cc's rows use both).
 inline bool hasAvx2() {
@@ -84,8 +86,20 @@ inline bool hasAvx2() {
   return false;
 #endif
 }
+// AVX-512 F (the QSGD and TernGrad rows' 16 lanes), on top of AVX2.
+inline bool hasAvx512() {
+#if SQZ_CPU_X86
+  static const bool have = hasAvx2() && __builtin_cpu_supports("avx512f");
+  return have;
+#else
+  return false;
+#endif
+}
 
-inline bool usesAvx2() { return hasAvx2() && allowAvx2.load(std::memory_order_relaxed); }
+inline bool usesAvx2() { return hasAvx2() && allowedIsa.load(std::memory_order_relaxed) >= 1; }
+inline bool usesAvx512() {
+  return hasAvx512() && allowedIsa.load(std::memory_order_relaxed) >= 2;
+}
 
 #if SQZ_CPU_X86
 template <class F>

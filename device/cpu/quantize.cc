@@ -1,25 +1,25 @@
 // CPU quantizer kernels, run by QuantSetting through cpuQuantEncodeJob and cpuQuantDecodeJob
-// (device/batch.h; the layout and the draws: device/quantize.h). What the CUDA stand-in runs
-// for each job of a batch, and what the tests compare a GPU's batch with. Each block is processed in passes over plain
-// arrays that GCC vectorizes at -O2/-O3, once for baseline x86-64 and once for AVX2 (chosen at
-// run time: the counter hash's 32-bit multiplies need it to be fast): a reduction pass for
-// the block's scale (kept in 8 fixed lanes, so the result does not depend on the vector width),
-// which with feedback also adds the input's squares to the norms (QuantNorms), then tiles of
-// kTile values, hot in L1: counter-hash draws into a small buffer, quantize into codes, pack,
-// and for encodeFeedback decode the tile back and update the residual.
-// Where the CPU has AVX2, the whole rows of 8 of encodeFeedback (and the scale passes) run as
-// one fused loop of intrinsics instead (device/cpu/quantize_rows.h), with the same float
-// operations per value, so the same bits; their draws are computed in registers, and they
-// prefetch the next block as they go. The portable passes take the rest.
-// Decode and decode-add share one loop per codec, templated on where the value goes; "add in
-// place" is its own instantiation so that no loop has to guess whether out and local overlap.
-// The 1-bit sign packing and expansion use SSE2 (baseline on x86-64), which GCC does not derive
-// from the plain loops; the portable loops below them give the same bits. Both instruction sets
-// run the same IEEE operations in the same order (the reductions' 8 lanes are fixed; the only
-// FMAs add exact squares, so they round as an add), so payloads and decoded values do not depend
-// on the CPU: mixed hosts agree bit for bit. Each value's math is device/elementwise.h's
-// (int8Code, qsgdCode, ...), which device/cuda/quantize.cu runs too, so the GPU's payloads are
-// these bit for bit as well.
+// (device/batch.h; the layout and the draws: device/quantize.h). What the CUDA stand-in runs for
+// each job of a batch, and what the tests compare a GPU's batch with. Each block is processed in
+// passes over plain arrays that GCC vectorizes at -O2/-O3, once for baseline x86-64 and once for
+// AVX2 (chosen at run time: the counter hash's 32-bit multiplies need it to be fast): a reduction
+// pass for the block's scale (kept in 8 fixed lanes, so the result does not depend on the vector
+// width), which with feedback also adds the input's squares to the norms (QuantNorms), then tiles
+// of kTile values, hot in L1: counter-hash draws into a small buffer, quantize into codes, pack,
+// and for encodeFeedback decode the tile back and update the residual. Where the CPU has AVX2, the
+// whole rows of 8 of encodeFeedback (and the scale passes) run as one fused loop of intrinsics
+// instead (device/cpu/quantize_rows.h; QSGD's and TernGrad's, bound by their arithmetic, as AVX-512
+// rows of 16 where the CPU has it), with the same float operations per value, so the same bits;
+// their draws are computed in registers, and they prefetch the next block as they go. The portable
+// passes take the rest. Decode and decode-add share one loop per codec, templated on where the
+// value goes; "add in place" is its own instantiation so that no loop has to guess whether out and
+// local overlap. The 1-bit sign packing and expansion use SSE2 (baseline on x86-64), which GCC does
+// not derive from the plain loops; the portable loops below them give the same bits. Both
+// instruction sets run the same IEEE operations in the same order (the reductions' 8 lanes are
+// fixed; the only FMAs add exact squares, so they round as an add), so payloads and decoded values
+// do not depend on the CPU: mixed hosts agree bit for bit. Each value's math is
+// device/elementwise.h's (int8Code, qsgdCode, ...), which device/cuda/quantize.cu runs too, so the
+// GPU's payloads are these bit for bit as well.
 #include "device/quantize.h"
 
 #include <algorithm>
@@ -144,14 +144,15 @@ SQZ_INLINE void tileResidual(const float* __restrict x, const float* __restrict 
 
 #if SQZ_CPU_X86
 // Runs rows(draws) with the draws of indices first .. first + len: computed in registers, or
-// from r (filled here) where they cross a multiple of 2^32.
-template <class Rows>
+// from r (filled here) where they cross a multiple of 2^32. Counter and Buffer: the rows' width
+// (DrawCounter and DrawBuffer for AVX2's 8 lanes, the ...16 ones for AVX-512's).
+template <class Counter = DrawCounter, class Buffer = DrawBuffer, class Rows>
 SQZ_INLINE auto withDraws(uint64_t key, uint64_t first, size_t len, uint32_t* r, Rows rows) {
   const uint32_t low = static_cast<uint32_t>(first);
   if (uint64_t{low} + len <= (uint64_t{1} << 32))
-    return rows(DrawCounter{low, counterRunKey(key, first >> 32)});
+    return rows(Counter{low, counterRunKey(key, first >> 32)});
   fillRandom(key, first, len, r);
-  return rows(DrawBuffer{r});
+  return rows(Buffer{r});
 }
 #endif
 
@@ -464,7 +465,8 @@ SQZ_INLINE void int8Encode(const float* x, size_t n, size_t block, void* scales,
 
 SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, int bits,
                            uint64_t key, uint64_t index0, void* scales, uint8_t* codes,
-                           Feedback* feedback, [[maybe_unused]] bool avx2) {
+                           Feedback* feedback, [[maybe_unused]] bool avx2,
+                           [[maybe_unused]] bool avx512) {
   const size_t stride = packedBytes(block, bits);
   const float s = static_cast<float>(levels);
   QuantNorms norms;
@@ -488,12 +490,21 @@ SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, i
       int8_t* levels8 = bits == 8 ? reinterpret_cast<int8_t*>(out) : c;
       size_t done = 0;
 #if SQZ_CPU_X86
-      if (feedback && avx2) {
-        done = m / 8 * 8;
-        codeSq += withDraws(key, index0 + i, done, r, [&](auto draws) {
-          return qsgdRowsAvx2(x + i, draws, done, divisor, s, step, levels8, residual,
-                              aheadOf(len));
+      if (feedback && avx512) {
+        done = m / 16 * 16;
+        codeSq += withDraws<DrawCounter16, DrawBuffer16>(
+            key, index0 + i, done, r, [&](auto draws) {
+              return qsgdRowsAvx512(x + i, draws, done, divisor, s, step, levels8, residual,
+                                    aheadOf(len));
+            });
+      }
+      if (feedback && avx2 && m - done >= 8) {
+        const size_t rows = (m - done) / 8 * 8;
+        codeSq += withDraws(key, index0 + i + done, rows, r + done, [&](auto draws) {
+          return qsgdRowsAvx2(x + i + done, draws, rows, divisor, s, step, levels8 + done,
+                              residual ? residual + done : nullptr, aheadOf(len));
         });
+        done += rows;
       }
 #endif
       fillRandom(key, index0 + i + done, m - done, r + done);
@@ -550,7 +561,7 @@ SQZ_INLINE void onebitEncode(const float* x, size_t n, size_t block, void* scale
 
 SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t key,
                                uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback,
-                               [[maybe_unused]] bool avx2) {
+                               [[maybe_unused]] bool avx2, [[maybe_unused]] bool avx512) {
   const size_t stride = packedBytes(block, 2);
   QuantNorms norms;
   uint32_t r[kTile];
@@ -567,12 +578,21 @@ SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t 
       float* residual = feedback && feedback->residual ? feedback->residual + i : nullptr;
       size_t done = 0;
 #if SQZ_CPU_X86
-      if (feedback && avx2) {
-        done = m / 8 * 8;
-        kept += withDraws(key, index0 + i, done, r, [&](auto draws) {
-          return terngradRowsAvx2(x + i, draws, done, s, terngradDivisor(s), out, residual,
+      if (feedback && avx512) {
+        done = m / 16 * 16;
+        kept += withDraws<DrawCounter16, DrawBuffer16>(key, index0 + i, done, r, [&](auto draws) {
+          return terngradRowsAvx512(x + i, draws, done, s, terngradDivisor(s), out, residual,
+                                    aheadOf(len));
+        });
+      }
+      if (feedback && avx2 && m - done >= 8) {
+        const size_t rows = (m - done) / 8 * 8;
+        kept += withDraws(key, index0 + i + done, rows, r + done, [&](auto draws) {
+          return terngradRowsAvx2(x + i + done, draws, rows, s, terngradDivisor(s),
+                                  out + done / 4, residual ? residual + done : nullptr,
                                   aheadOf(len));
         });
+        done += rows;
       }
 #endif
       fillRandom(key, index0 + i + done, m - done, r + done);
@@ -593,8 +613,12 @@ SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t 
 // Each quantizer's encode, decode and decode-add as the instruction set's code (dispatch), then
 // the one entry device/batch.h declares for all of them: a new quantizer adds its case there.
 
-void cpuQuantizeAllowAvx2(bool allow) { cpu::allowAvx2.store(allow, std::memory_order_relaxed); }
-bool cpuQuantizeUsesAvx2() { return cpu::usesAvx2(); }
+void cpuQuantizeAllowIsa(CpuIsa widest) {
+  cpu::allowedIsa.store(static_cast<int>(widest), std::memory_order_relaxed);
+}
+CpuIsa cpuQuantizeIsa() {
+  return cpu::usesAvx512() ? CpuIsa::kAvx512 : cpu::usesAvx2() ? CpuIsa::kAvx2 : CpuIsa::kBaseline;
+}
 
 namespace {
 
@@ -617,9 +641,9 @@ void cpuInt8DecodeAdd(float* out, const float* local, const void* scales, const 
 
 void cpuQsgdEncode(const float* x, size_t n, size_t block, int levels, int bits, uint64_t key,
                    uint64_t index0, void* scales, uint8_t* codes, Feedback* feedback) {
-  const bool avx2 = cpu::usesAvx2();
+  const bool avx2 = cpu::usesAvx2(), avx512 = cpu::usesAvx512();
   dispatch([&]() SQZ_LAMBDA_INLINE {
-    qsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback, avx2);
+    qsgdEncode(x, n, block, levels, bits, key, index0, scales, codes, feedback, avx2, avx512);
   });
 }
 void cpuQsgdDecode(const void* scales, const uint8_t* codes, size_t n, size_t block, int levels,
@@ -659,9 +683,9 @@ void cpuOnebitDecodeAdd(float* out, const float* local, const void* scales, cons
 
 void cpuTerngradEncode(const float* x, size_t n, size_t block, uint64_t key, uint64_t index0,
                        void* scales, uint8_t* codes, Feedback* feedback) {
-  const bool avx2 = cpu::usesAvx2();
+  const bool avx2 = cpu::usesAvx2(), avx512 = cpu::usesAvx512();
   dispatch([&]() SQZ_LAMBDA_INLINE {
-    terngradEncode(x, n, block, key, index0, scales, codes, feedback, avx2);
+    terngradEncode(x, n, block, key, index0, scales, codes, feedback, avx2, avx512);
   });
 }
 void cpuTerngradDecode(const void* scales, const uint8_t* codes, size_t n, size_t block,

@@ -1,13 +1,14 @@
 // The CPU quantizers' AVX2 rows (device/cpu/quantize.cc, its only includer): an encode with
 // feedback over whole rows of 8 values, codes, decoded values, residual and norms in one loop of
-// intrinsics, and the scale passes' rows. Each row runs the same IEEE operations per value as
-// quantize.cc's portable passes, so the same bits. Private to that file: everything here is in an
-// anonymous namespace.
+// intrinsics, and the scale passes' rows; QSGD's and TernGrad's also over rows of 16 in AVX-512.
+// Each row runs the same IEEE operations per value as quantize.cc's portable passes, so the same
+// bits. Private to that file: everything here is in an anonymous namespace.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "device/cpu/dispatch.h"
 
@@ -304,6 +305,150 @@ SQZ_AVX2_ROWS double qsgdRowsAvx2(const float* x, Draws r, size_t len, float div
     const __m256 codeValue = _mm256_cvtepi32_ps(code);
     const __m256 d = _mm256_mul_ps(codeValue, st);  // qsgdValue
     if (residual) rowResidual(residual, k, xv, d);
+    squares.add(codeValue, k);
+  }
+  return squares.total();
+}
+// ---- AVX-512 rows (QSGD, TernGrad) -----------------------------------------------------------
+// The two quantizers whose rows are bound by their arithmetic (the counter hash's multiplies and
+// the division), not by memory: the same operations per value as their AVX2 rows over 16 lanes,
+// so the same bits (codes, residual; the codes' squares and the kept count are whole numbers,
+// summed exactly in any order). Called from the AVX2 code where the CPU has AVX-512 F
+// (cpu::usesAvx512); the AVX2 rows and the portable passes take the rest of a tile.
+#define SQZ_AVX512 __attribute__((target("avx512f,avx2,fma,bmi2"), always_inline)) inline
+#define SQZ_AVX512_ROWS __attribute__((target("avx512f,avx2,fma,bmi2")))
+
+// v >> n per 32-bit lane. GCC 12's _mm512_srli_epi32 (and its extracts and widening converts)
+// start from an undefined register and warn that it is uninitialized (GCC bug 105593); a vector
+// shift compiles to the same vpsrld.
+typedef uint32_t Lanes16 __attribute__((vector_size(64)));
+SQZ_AVX512 __m512i shiftRight(__m512i v, int n) {
+  return reinterpret_cast<__m512i>(reinterpret_cast<Lanes16>(v) >> n);
+}
+
+// The sum of the codes' squares over rows of 16, as CodeSquares (16 float lanes stay exact for
+// 1024 rows: 1024 * 127^2 < 2^24).
+struct CodeSquares16 {
+  __m512 lanes = {};
+  double sum = 0;
+  SQZ_AVX512 void add(__m512 code, size_t k) {
+    lanes = _mm512_fmadd_ps(code, code, lanes);
+    if ((k & (1024 * 16 - 1)) == 1023 * 16) flush();
+  }
+  SQZ_AVX512 void flush() {
+    alignas(64) float w[16];
+    _mm512_store_ps(w, lanes);
+    for (float f : w) sum += f;  // whole numbers below 2^53: exact in any order
+    lanes = __m512{};
+  }
+  SQZ_AVX512 double total() {
+    flush();
+    return sum;
+  }
+};
+
+// DrawBuffer and DrawCounter, sixteen draws at a time.
+struct DrawBuffer16 {
+  const uint32_t* r;
+  SQZ_AVX512 void start() {}
+  SQZ_AVX512 __m512i next() {
+    const __m512i v = _mm512_loadu_si512(r);
+    r += 16;
+    return v;
+  }
+};
+struct DrawCounter16 {
+  uint32_t low;     // low32(first)
+  uint32_t runKey;  // counterRunKey(key, first >> 32)
+  __m512i scaled = {}, key = {}, ready = {};
+  SQZ_AVX512 void start() {
+    const __m512i index =
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(low)),
+                         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    scaled = _mm512_mullo_epi32(index, _mm512_set1_epi32(static_cast<int>(DrawCounter::kGolden)));
+    key = _mm512_set1_epi32(static_cast<int>(runKey));
+    ready = hashNext();
+  }
+  SQZ_AVX512 __m512i next() {
+    const __m512i v = ready;
+    ready = hashNext();
+    return v;
+  }
+  // mix32(low32(index) * golden ^ runKey), as counterHash (quantize.h)
+  SQZ_AVX512 __m512i hashNext() {
+    __m512i v = _mm512_xor_si512(scaled, key);
+    scaled = _mm512_add_epi32(scaled,
+                              _mm512_set1_epi32(static_cast<int>(16 * DrawCounter::kGolden)));
+    v = _mm512_xor_si512(v, shiftRight(v, 16));
+    v = _mm512_mullo_epi32(v, _mm512_set1_epi32(0x7feb352d));
+    v = _mm512_xor_si512(v, shiftRight(v, 15));
+    v = _mm512_mullo_epi32(v, _mm512_set1_epi32(static_cast<int>(0x846ca68bu)));
+    return _mm512_xor_si512(v, shiftRight(v, 16));
+  }
+};
+
+// uniform24 of sixteen draws.
+SQZ_AVX512 __m512 uniform24Avx512(__m512i r) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(shiftRight(r, 8)), _mm512_set1_ps(0x1p-24f));
+}
+
+// TernGrad over rows of 16 (terngradRowsAvx2's operations): the 2-bit codes of a row are one
+// 32-bit word, bit 2j the kept flag of value j and bit 2j + 1 its sign where kept.
+template <class Draws>
+SQZ_AVX512_ROWS size_t terngradRowsAvx512(const float* x, Draws r, size_t len, float s,
+                                          float divisor, uint8_t* codes, float* residual,
+                                          size_t ahead) {
+  const __m512 div = _mm512_set1_ps(divisor), plus = _mm512_set1_ps(s),
+               minus = _mm512_set1_ps(-s);
+  size_t kept = 0;
+  r.start();
+  for (size_t k = 0; k < len; k += 16) {
+    prefetchRow(x, residual, k, ahead);
+    prefetchRow(x, residual, k + 8, ahead);
+    const __m512 xv = _mm512_loadu_ps(x + k);
+    const __mmask16 keep = _mm512_cmp_ps_mask(
+        uniform24Avx512(r.next()), _mm512_div_ps(_mm512_abs_ps(xv), div), _CMP_LT_OQ);
+    const __mmask16 below = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const uint32_t word = _pdep_u32(keep, 0x55555555u) | _pdep_u32(keep & below, 0xaaaaaaaau);
+    std::memcpy(codes + k / 4, &word, 4);  // little-endian: values 0-3 in the first byte
+    kept += static_cast<size_t>(__builtin_popcount(keep));
+    if (residual) {
+      const __m512 d = _mm512_maskz_mov_ps(keep, _mm512_mask_blend_ps(below, plus, minus));
+      float* rr = residual + k;
+      _mm512_storeu_ps(rr, _mm512_add_ps(_mm512_loadu_ps(rr), _mm512_sub_ps(xv, d)));
+    }
+  }
+  return kept;
+}
+
+// QSGD over rows of 16 (qsgdRowsAvx2's operations).
+template <class Draws>
+SQZ_AVX512_ROWS double qsgdRowsAvx512(const float* x, Draws r, size_t len, float divisor,
+                                      float s, float step, int8_t* c, float* residual,
+                                      size_t ahead) {
+  CodeSquares16 squares;
+  r.start();
+  const __m512 div = _mm512_set1_ps(divisor), sv = _mm512_set1_ps(s), st = _mm512_set1_ps(step);
+  for (size_t k = 0; k < len; k += 16) {
+    prefetchRow(x, residual, k, ahead);
+    prefetchRow(x, residual, k + 8, ahead);
+    const __m512 xv = _mm512_loadu_ps(x + k);
+    __m512 a = _mm512_mul_ps(_mm512_div_ps(_mm512_abs_ps(xv), div), sv);
+    a = _mm512_max_ps(a, _mm512_setzero_ps());  // a >= 0 ? a : 0
+    a = _mm512_min_ps(a, sv);                   // a <= s ? a : s
+    const __m512i whole = _mm512_cvttps_epi32(a);
+    const __m512 frac = _mm512_sub_ps(a, _mm512_cvtepi32_ps(whole));
+    const __mmask16 up = _mm512_cmp_ps_mask(uniform24Avx512(r.next()), frac, _CMP_LT_OQ);
+    const __m512i level = _mm512_mask_add_epi32(whole, up, whole, _mm512_set1_epi32(1));
+    const __mmask16 below = _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512i code = _mm512_mask_sub_epi32(level, below, _mm512_setzero_si512(), level);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(c + k), _mm512_cvtsepi32_epi8(code));
+    const __m512 codeValue = _mm512_cvtepi32_ps(code);
+    if (residual) {
+      const __m512 d = _mm512_mul_ps(codeValue, st);  // qsgdValue
+      float* rr = residual + k;
+      _mm512_storeu_ps(rr, _mm512_add_ps(_mm512_loadu_ps(rr), _mm512_sub_ps(xv, d)));
+    }
     squares.add(codeValue, k);
   }
   return squares.total();

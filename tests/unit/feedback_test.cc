@@ -153,14 +153,18 @@ void expectSame(const Result &got, const Result &want, bool residual, bool norms
 template <class Body>
 void forEachWay(const std::string &what, const std::vector<float> &r0, const Result &want,
                 Body body) {
-  for (bool avx2 : {true, false}) {
-    device::cpuQuantizeAllowAvx2(avx2);
+  using device::CpuIsa;
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kBaseline}) {
+    device::cpuQuantizeAllowIsa(isa);
+    const char* isaName = isa == CpuIsa::kAvx512 ? " avx512"
+                          : isa == CpuIsa::kAvx2 ? " avx2"
+                                                 : " baseline";
     for (int way = 0; way < 3; ++way) {
       const bool residual = way != 2, norms = way != 1;
       Result got{r0};
       body(residual ? got.residual.data() : nullptr, norms ? &got.in : nullptr,
            norms ? &got.sent : nullptr);
-      const std::string how = what + (avx2 ? " avx2" : " baseline") +
+      const std::string how = what + isaName +
                               (residual ? " residual" : "") + (norms ? " norms" : "");
       if (!residual && !r0.empty())  // memcmp of an empty vector's null data() is undefined
         EXPECT_EQ(0, std::memcmp(got.residual.data(), r0.data(), r0.size() * 4))
@@ -169,7 +173,7 @@ void forEachWay(const std::string &what, const std::vector<float> &r0, const Res
       expectSame(got, want, residual, norms, how);
     }
   }
-  device::cpuQuantizeAllowAvx2(true);
+  device::cpuQuantizeAllowIsa(device::CpuIsa::kAvx512);
 }
 
 TEST(FeedbackKernels, PassFollowsTheRule) {

@@ -49,10 +49,12 @@ const Case kCases[] = {
     {"qsgd:levels=7,block=100", Kind::kQsgd, 100, 7},  // 4 bits per value, odd block tails
     {"qsgd:levels=1,block=64,seed=9", Kind::kQsgd, 64, 1},
     {"qsgd:levels=127", Kind::kQsgd, 512, 127},
+    {"qsgd:block=24", Kind::kQsgd, 24, 16},  // a row of 16 (AVX-512), then one of 8 (AVX2)
     {"onebit", Kind::kOnebit, 256, 0},
     {"onebit:block=13", Kind::kOnebit, 13, 0},
     {"terngrad", Kind::kTerngrad, 256, 0},
     {"terngrad:block=6,seed=3", Kind::kTerngrad, 6, 0},
+    {"terngrad:block=40,seed=5", Kind::kTerngrad, 40, 0},  // rows of 16, 16 and 8
 };
 
 const size_t kCounts[] = {1, 7, 255, 256, 257, 10000};
@@ -192,21 +194,23 @@ TEST_P(QuantizeTest, ZerosStayZero) {
 // that rounded to nearest instead would be off by up to w / 2, 8 times the tolerance. A small
 // bias shared by all elements (a Bernoulli probability a few percent low) is caught by the
 // drift: the errors, signed by x and scaled by w, averaged over all N * n draws.
-// Ranks on different CPUs must agree bit for bit: the AVX2 and the baseline kernels give the
-// same payloads, decoded values, sums and residuals.
+// Ranks on different CPUs must agree bit for bit: the AVX-512, AVX2 and baseline kernels give
+// the same payloads, decoded values, sums and residuals.
 TEST_P(QuantizeTest, SameBitsOnEveryInstructionSet) {
+  using device::CpuIsa;
   const Case& c = GetParam();
-  device::cpuQuantizeAllowAvx2(true);
-  if (!device::cpuQuantizeUsesAvx2()) GTEST_SKIP() << "this CPU has no AVX2: one code path";
+  device::cpuQuantizeAllowIsa(CpuIsa::kAvx512);
+  const CpuIsa widest = device::cpuQuantizeIsa();
+  if (widest == CpuIsa::kBaseline) GTEST_SKIP() << "this CPU has no AVX2: one code path";
   auto codec = makeCodec(c.spec);
   struct Run {
     Encoded e;
     std::vector<float> decoded, combined, residual;
   };
   // The second offset puts a multiple of 2^32 inside the chunk, where the draws' run key changes
-  // (the AVX2 rows then take their draws from a buffer instead of computing them).
-  auto run = [&](bool avx2, size_t n, bool special, size_t offset) {
-    device::cpuQuantizeAllowAvx2(avx2);
+  // (the AVX rows then take their draws from a buffer instead of computing them).
+  auto run = [&](CpuIsa isa, size_t n, bool special, size_t offset) {
+    device::cpuQuantizeAllowIsa(isa);
     std::vector<float> x = input(n, 51);
     const std::vector<float> local = input(n, 52);
     if (special) withSpecialValues(x);
@@ -226,16 +230,21 @@ TEST_P(QuantizeTest, SameBitsOnEveryInstructionSet) {
   for (size_t offset : {size_t{1} << 20, (size_t{1} << 32) - 300})
     for (bool special : {false, true})
       for (size_t n : kCounts) {
-        const Run wide = run(true, n, special, offset), base = run(false, n, special, offset);
-        device::cpuQuantizeAllowAvx2(true);
-        const std::string what = std::string(c.spec) + " count=" + std::to_string(n) +
-                                 " offset=" + std::to_string(offset) +
-                                 (special ? " special" : "");
-        EXPECT_EQ(wide.e.payload, base.e.payload) << what;
-        EXPECT_EQ(0, std::memcmp(wide.decoded.data(), base.decoded.data(), n * 4)) << what;
-        EXPECT_EQ(0, std::memcmp(wide.combined.data(), base.combined.data(), n * 4)) << what;
-        EXPECT_EQ(0, std::memcmp(wide.residual.data(), base.residual.data(), n * 4)) << what;
+        const Run base = run(CpuIsa::kBaseline, n, special, offset);
+        for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+          if (isa > widest) continue;
+          const Run wide = run(isa, n, special, offset);
+          const std::string what = std::string(c.spec) + " count=" + std::to_string(n) +
+                                   " offset=" + std::to_string(offset) +
+                                   (special ? " special" : "") +
+                                   (isa == CpuIsa::kAvx512 ? " avx512" : " avx2");
+          EXPECT_EQ(wide.e.payload, base.e.payload) << what;
+          EXPECT_EQ(0, std::memcmp(wide.decoded.data(), base.decoded.data(), n * 4)) << what;
+          EXPECT_EQ(0, std::memcmp(wide.combined.data(), base.combined.data(), n * 4)) << what;
+          EXPECT_EQ(0, std::memcmp(wide.residual.data(), base.residual.data(), n * 4)) << what;
+        }
       }
+  device::cpuQuantizeAllowIsa(CpuIsa::kAvx512);
 }
 
 class StochasticTest : public QuantizeTest {};
