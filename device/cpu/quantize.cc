@@ -144,15 +144,15 @@ SQZ_INLINE void tileResidual(const float* __restrict x, const float* __restrict 
 
 #if SQZ_CPU_X86
 // Runs rows(draws) with the draws of indices first .. first + len: computed in registers, or
-// from r (filled here) where they cross a multiple of 2^32. Counter and Buffer: the rows' width
-// (DrawCounter and DrawBuffer for AVX2's 8 lanes, the ...16 ones for AVX-512's).
-template <class Counter = DrawCounter, class Buffer = DrawBuffer, class Rows>
+// from r (filled here) where they cross a multiple of 2^32; W: the rows' width (8 for AVX2, 16
+// for AVX-512).
+template <int W = 8, class Rows>
 SQZ_INLINE auto withDraws(uint64_t key, uint64_t first, size_t len, uint32_t* r, Rows rows) {
   const uint32_t low = static_cast<uint32_t>(first);
   if (uint64_t{low} + len <= (uint64_t{1} << 32))
-    return rows(Counter{low, counterRunKey(key, first >> 32)});
+    return rows(DrawCounter<W>{low, counterRunKey(key, first >> 32)});
   fillRandom(key, first, len, r);
-  return rows(Buffer{r});
+  return rows(DrawBuffer<W>{r});
 }
 #endif
 
@@ -492,7 +492,7 @@ SQZ_INLINE void qsgdEncode(const float* x, size_t n, size_t block, int levels, i
 #if SQZ_CPU_X86
       if (feedback && avx512) {
         done = m / 16 * 16;
-        codeSq += withDraws<DrawCounter16, DrawBuffer16>(
+        codeSq += withDraws<16>(
             key, index0 + i, done, r, [&](auto draws) {
               return qsgdRowsAvx512(x + i, draws, done, divisor, s, step, levels8, residual,
                                     aheadOf(len));
@@ -580,7 +580,7 @@ SQZ_INLINE void terngradEncode(const float* x, size_t n, size_t block, uint64_t 
 #if SQZ_CPU_X86
       if (feedback && avx512) {
         done = m / 16 * 16;
-        kept += withDraws<DrawCounter16, DrawBuffer16>(key, index0 + i, done, r, [&](auto draws) {
+        kept += withDraws<16>(key, index0 + i, done, r, [&](auto draws) {
           return terngradRowsAvx512(x + i, draws, done, s, terngradDivisor(s), out, residual,
                                     aheadOf(len));
         });

@@ -187,55 +187,70 @@ SQZ_AVX2_ROWS void squareRowsAvx2(const float* x, size_t len, cpu::Double8& lane
   lanes = {s0, s1};
 }
 
-// uniform24 of eight draws.
-SQZ_AVX2 __m256 uniform24Avx2(__m256i r) {
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), _mm256_set1_ps(0x1p-24f));
-}
-
-// Where the rows' draws come from, eight at a time and row after row (next()): a buffer
-// fillRandom filled (DrawBuffer), or computed in registers (DrawCounter: counterHash of indices
-// first, first + 1, ..., which must not cross a multiple of 2^32, where the run key changes).
-// The counter saves the buffer's store and load and keeps low32(index) * golden as a running
-// sum (a multiply's 10-cycle latency less in each draw's chain: the same bits, mod 2^32).
+// Where the rows' draws come from, a row of W at a time (next(), a vector of W uint32 lanes: 8
+// for the AVX2 rows, 16 for the AVX-512 ones): a buffer fillRandom filled (DrawBuffer), or
+// computed in registers (DrawCounter: counterHash of indices first, first + 1, ..., which must
+// not cross a multiple of 2^32, where the run key changes). The counter saves the buffer's store
+// and load and keeps low32(index) * golden as a running sum (a multiply's 10-cycle latency less
+// in each draw's chain: the same bits, mod 2^32). Plain vector operations, so that one
+// definition serves both widths: inlined into a row, they compile to its instruction set.
+template <int W>
+struct DrawLanesOf;
+template <>
+struct DrawLanesOf<8> {
+  typedef uint32_t type __attribute__((vector_size(32)));
+};
+template <>
+struct DrawLanesOf<16> {
+  typedef uint32_t type __attribute__((vector_size(64)));
+};
+template <int W>
+using DrawLanes = typename DrawLanesOf<W>::type;
+template <int W>
 struct DrawBuffer {
   const uint32_t* r;
-  SQZ_AVX2 void start() {}
-  SQZ_AVX2 __m256i next() {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
-    r += 8;
+  SQZ_INLINE void start() {}
+  SQZ_INLINE DrawLanes<W> next() {
+    DrawLanes<W> v;
+    std::memcpy(&v, r, sizeof v);
+    r += W;
     return v;
   }
 };
+template <int W>
 struct DrawCounter {
   uint32_t low;     // low32(first)
   uint32_t runKey;  // counterRunKey(key, first >> 32)
-  // Set by start(): low32(index) * golden of the row after the next, the run key, and the next
-  // row's draws, made a row ahead so that their chain of multiplies overlaps a row's work.
-  __m256i scaled = {}, key = {}, ready = {};
-  SQZ_AVX2 void start() {
-    const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(low)),
-                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    scaled = _mm256_mullo_epi32(index, _mm256_set1_epi32(static_cast<int>(kGolden)));
-    key = _mm256_set1_epi32(static_cast<int>(runKey));
+  // Set by start(): low32(index) * golden of the row after the next, and the next row's draws,
+  // made a row ahead so that their chain of multiplies overlaps a row's work.
+  DrawLanes<W> scaled = {}, ready = {};
+  SQZ_INLINE void start() {
+    for (int j = 0; j < W; ++j) scaled[j] = (low + static_cast<uint32_t>(j)) * kGolden;
     ready = hashNext();
   }
-  SQZ_AVX2 __m256i next() {
-    const __m256i v = ready;
+  SQZ_INLINE DrawLanes<W> next() {
+    const DrawLanes<W> v = ready;
     ready = hashNext();
     return v;
   }
   // mix32(low32(index) * golden ^ runKey), as counterHash (quantize.h)
-  SQZ_AVX2 __m256i hashNext() {
-    __m256i v = _mm256_xor_si256(scaled, key);
-    scaled = _mm256_add_epi32(scaled, _mm256_set1_epi32(static_cast<int>(8 * kGolden)));
-    v = _mm256_xor_si256(v, _mm256_srli_epi32(v, 16));
-    v = _mm256_mullo_epi32(v, _mm256_set1_epi32(0x7feb352d));
-    v = _mm256_xor_si256(v, _mm256_srli_epi32(v, 15));
-    v = _mm256_mullo_epi32(v, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
-    return _mm256_xor_si256(v, _mm256_srli_epi32(v, 16));
+  SQZ_INLINE DrawLanes<W> hashNext() {
+    DrawLanes<W> v = scaled ^ runKey;
+    scaled += W * kGolden;
+    v ^= v >> 16;
+    v *= 0x7feb352du;
+    v ^= v >> 15;
+    v *= 0x846ca68bu;
+    return v ^ (v >> 16);
   }
   static constexpr uint32_t kGolden = 0x9e3779b9u;
 };
+
+// uniform24 of a row's draws.
+SQZ_AVX2 __m256 uniform24Avx2(DrawLanes<8> r) {
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(reinterpret_cast<__m256i>(r >> 8)),
+                       _mm256_set1_ps(0x1p-24f));
+}
 
 SQZ_AVX2 __m256 absAvx2(__m256 x) {
   return _mm256_and_ps(x, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
@@ -318,14 +333,6 @@ SQZ_AVX2_ROWS double qsgdRowsAvx2(const float* x, Draws r, size_t len, float div
 #define SQZ_AVX512 __attribute__((target("avx512f,avx2,fma,bmi2"), always_inline)) inline
 #define SQZ_AVX512_ROWS __attribute__((target("avx512f,avx2,fma,bmi2")))
 
-// v >> n per 32-bit lane. GCC 12's _mm512_srli_epi32 (and its extracts and widening converts)
-// start from an undefined register and warn that it is uninitialized (GCC bug 105593); a vector
-// shift compiles to the same vpsrld.
-typedef uint32_t Lanes16 __attribute__((vector_size(64)));
-SQZ_AVX512 __m512i shiftRight(__m512i v, int n) {
-  return reinterpret_cast<__m512i>(reinterpret_cast<Lanes16>(v) >> n);
-}
-
 // The sum of the codes' squares over rows of 16, as CodeSquares (16 float lanes stay exact for
 // 1024 rows: 1024 * 127^2 < 2^24).
 struct CodeSquares16 {
@@ -347,49 +354,10 @@ struct CodeSquares16 {
   }
 };
 
-// DrawBuffer and DrawCounter, sixteen draws at a time.
-struct DrawBuffer16 {
-  const uint32_t* r;
-  SQZ_AVX512 void start() {}
-  SQZ_AVX512 __m512i next() {
-    const __m512i v = _mm512_loadu_si512(r);
-    r += 16;
-    return v;
-  }
-};
-struct DrawCounter16 {
-  uint32_t low;     // low32(first)
-  uint32_t runKey;  // counterRunKey(key, first >> 32)
-  __m512i scaled = {}, key = {}, ready = {};
-  SQZ_AVX512 void start() {
-    const __m512i index =
-        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(low)),
-                         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    scaled = _mm512_mullo_epi32(index, _mm512_set1_epi32(static_cast<int>(DrawCounter::kGolden)));
-    key = _mm512_set1_epi32(static_cast<int>(runKey));
-    ready = hashNext();
-  }
-  SQZ_AVX512 __m512i next() {
-    const __m512i v = ready;
-    ready = hashNext();
-    return v;
-  }
-  // mix32(low32(index) * golden ^ runKey), as counterHash (quantize.h)
-  SQZ_AVX512 __m512i hashNext() {
-    __m512i v = _mm512_xor_si512(scaled, key);
-    scaled = _mm512_add_epi32(scaled,
-                              _mm512_set1_epi32(static_cast<int>(16 * DrawCounter::kGolden)));
-    v = _mm512_xor_si512(v, shiftRight(v, 16));
-    v = _mm512_mullo_epi32(v, _mm512_set1_epi32(0x7feb352d));
-    v = _mm512_xor_si512(v, shiftRight(v, 15));
-    v = _mm512_mullo_epi32(v, _mm512_set1_epi32(static_cast<int>(0x846ca68bu)));
-    return _mm512_xor_si512(v, shiftRight(v, 16));
-  }
-};
-
 // uniform24 of sixteen draws.
-SQZ_AVX512 __m512 uniform24Avx512(__m512i r) {
-  return _mm512_mul_ps(_mm512_cvtepi32_ps(shiftRight(r, 8)), _mm512_set1_ps(0x1p-24f));
+SQZ_AVX512 __m512 uniform24Avx512(DrawLanes<16> r) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(reinterpret_cast<__m512i>(r >> 8)),
+                       _mm512_set1_ps(0x1p-24f));
 }
 
 // TernGrad over rows of 16 (terngradRowsAvx2's operations): the 2-bit codes of a row are one
