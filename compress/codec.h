@@ -73,8 +73,8 @@ using EncodeNorms = device::Norms;
 class Codec {
  public:
   virtual ~Codec() = default;
-  // Carried in every message header (base/wire.h's CodecId): ranks that use different codecs are
-  // told so.
+  // Carried in every message header (a method's wire id, codecs.h): ranks that use different
+  // codecs are told so.
   virtual uint8_t id() const = 0;
   // The id's name ("topk"): what errors and statistics call the codec.
   const char* name() const { return codecIdName(id()); }

@@ -27,8 +27,8 @@ struct CodecMethod {
 };
 
 // Adds a method to the table at static initialization: one in each method's file. Its id must
-// be unused (the ids in use: `sqz-info --codecs`); a second method under an id or a name stops
-// the program at start-up with both names.
+// be unused (tests/unit/wire_test.cc pins the shipped ones); a second method under an id or a
+// name stops the program at start-up with both names.
 struct CodecRegistration {
   explicit CodecRegistration(const CodecMethod& method);
 };
