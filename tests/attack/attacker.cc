@@ -87,6 +87,10 @@ class Attacker {
   Attacker(pid_t pid, double seconds) : pid_(pid), seconds_(seconds), rng_(randomU64()) {}
 
   int run() {
+    // Said at once (and flushed): a harness may hold its job back until the attacker watches,
+    // since a communicator's setup ports live for milliseconds (exit_test.sh does).
+    std::printf("sqz-attacker: watching pid %ld and its descendants\n", static_cast<long>(pid_));
+    std::fflush(stdout);
     const auto start = std::chrono::steady_clock::now();
     const auto end =
         start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(Seconds(seconds_));

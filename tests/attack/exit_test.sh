@@ -30,7 +30,12 @@ run_once() {  # MODE N
   secret=$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')
   # The ranks in one subshell, whose pid the attacker follows (it attacks the ports of a
   # process's descendants, until that process is gone), and which records each rank's status.
+  # It starts them once the attacker says it watches (at most 10 s on): the ranks' setup ports
+  # live for milliseconds, and an attacker still starting up (ASan, a loaded machine) missed
+  # them all once, attacking nothing.
+  local go="$out/go" i
   (
+    for ((i = 0; i < 1000; ++i)); do [ -e "$go" ] && break; sleep 0.01; done
     pids=()
     # Under ASan, 'return' leaves the communicator to the exit on purpose: that is the
     # program's leak, not Squeeze's, so LeakSanitizer does not judge that mode.
@@ -50,6 +55,11 @@ run_once() {  # MODE N
   local group=$!
   timeout -k 5 90 "$attacker" --pid "$group" --seconds 80 >"$out/attacker" 2>&1 &
   local attacker_pid=$!
+  for ((i = 0; i < 1000; ++i)); do
+    grep -q '^sqz-attacker: watching' "$out/attacker" 2>/dev/null && break
+    sleep 0.01
+  done
+  touch "$go"
   wait "$group"
   wait "$attacker_pid"
   local attacker_rc=$? bad=0
