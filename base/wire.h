@@ -13,9 +13,9 @@
 namespace squeeze {
 
 // A header's codec and method bytes are a codec method's id: part of the protocol, never reused
-// or renumbered. Each method registers its id and name here from its own file under compress/
-// (compress/codecs.h, CodecRegistration), so that a header mismatch names its codec without this
-// layer knowing codecs. Registering an id or a name twice stops the program at start-up.
+// or renumbered. The codec registry (compress/registry.cc) registers each method's id and name
+// here as it loads, so that a header mismatch names its codec without this layer knowing codecs.
+// Registering an id or a name twice stops the program.
 void registerCodecIdName(uint8_t id, const char* name);
 // The method's name ("topk"), or null for a byte no method has.
 const char* codecIdName(uint8_t id);

@@ -164,7 +164,6 @@ std::unique_ptr<CodecHandle> makeBase(const CodecSpec& spec, const std::vector<s
   return handle;
 }
 
-
 std::unique_ptr<CodecHandle> makeGravac(const CodecSpec& spec, size_t count, DataType dtype) {
   GravacParams p;
   p.cfMin = spec.get("cf_min", 10, 1, 1e9);
@@ -195,15 +194,16 @@ std::unique_ptr<CodecHandle> makeAccordion(const CodecSpec& spec, size_t count, 
   return handle;
 }
 
-const CodecRegistration kGravacMethod{
-    {"gravac", kGravacId, "base,cf_min,cf_max,step,window,eps,omega",
-     "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput",
-     true, makeGravac}};
-const CodecRegistration kAccordionMethod{
-    {"accordion", kAccordionId, "base,cf_low,cf_high,interval,eta",
-     "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), "
-     "high CF otherwise",
-     true, makeAccordion}};
 }  // namespace
+
+SQZ_CODEC_METHODS(adaptive) {
+  addCodecMethod({"gravac", kGravacId, "base,cf_min,cf_max,step,window,eps,omega",
+      "GraVAC: the CF of a base sparsifier chosen from its compression gain and step throughput",
+      true, makeGravac});
+  addCodecMethod({"accordion", kAccordionId, "base,cf_low,cf_high,interval,eta",
+      "Accordion: a base sparsifier's low CF in critical regimes (fast-changing gradient norm), "
+      "high CF otherwise",
+      true, makeAccordion});
+}
 
 }  // namespace squeeze

@@ -53,7 +53,6 @@ class CastCodec final : public Codec {
   uint8_t id_;
 };
 
-
 std::unique_ptr<Codec> makeFp16Codec(const CodecSpec&) {
   return std::make_unique<CastCodec>(device::Narrow::kHalf, kFp16Id);
 }
@@ -61,12 +60,15 @@ std::unique_ptr<Codec> makeBf16Codec(const CodecSpec&) {
   return std::make_unique<CastCodec>(device::Narrow::kBfloat16, kBf16Id);
 }
 
-const CodecRegistration kFp16Method{chunkMethod<makeFp16Codec>(
-    "fp16", kFp16Id, "",
-    "IEEE half on the wire; widen, add, narrow", true)};
-const CodecRegistration kBf16Method{chunkMethod<makeBf16Codec>(
-    "bf16", kBf16Id, "",
-    "bfloat16 on the wire; widen, add, narrow", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(cast) {
+  addCodecMethod(chunkMethod<makeFp16Codec>(
+      "fp16", kFp16Id, "",
+      "IEEE half on the wire; widen, add, narrow", true));
+  addCodecMethod(chunkMethod<makeBf16Codec>(
+      "bf16", kBf16Id, "",
+      "bfloat16 on the wire; widen, add, narrow", true));
+}
 
 }  // namespace squeeze

@@ -1,7 +1,8 @@
-// The codec methods: each registers itself from its own file under compress/ (a
-// CodecRegistration there), so that a new method is its file and its line in meson.build. A
-// chunk codec's method makes a CodecHandle over one Codec per chunk; a method with state or a
-// composite call (DGC, PowerSGD, the adaptive ones) makes its CodecHandle subclass.
+// The codec methods: each file under compress/ that has methods registers them
+// (SQZ_CODEC_METHODS), and compress/meson.build's list of those files makes the registry call
+// each, so that a new method is its file and its name in that list. A chunk codec's method
+// makes a CodecHandle over one Codec per chunk; a method with state or a composite call (DGC,
+// PowerSGD, the adaptive ones) makes its CodecHandle subclass.
 #pragma once
 
 #include <memory>
@@ -26,12 +27,14 @@ struct CodecMethod {
   std::unique_ptr<Codec> (*makeChunk)(const CodecSpec& spec) = nullptr;
 };
 
-// Adds a method to the table at static initialization: one in each method's file. Its id must
-// be unused (tests/unit/wire_test.cc pins the shipped ones); a second method under an id or a
-// name stops the program at start-up with both names.
-struct CodecRegistration {
-  explicit CodecRegistration(const CodecMethod& method);
-};
+// Adds a method to the table, from a file's SQZ_CODEC_METHODS body. Its id must be unused
+// (tests/unit/wire_test.cc pins the shipped ones); a second method under an id or a name stops
+// the program when the table is built (at load, or at its first use) with both names.
+void addCodecMethod(const CodecMethod& method);
+// SQZ_CODEC_METHODS(terngrad) { addCodecMethod(...); } in compress/terngrad.cc defines
+// registerCodecMethods_terngrad(), which the registry calls when it builds the table; the list
+// of files it calls is compress/meson.build's codec_method_files.
+#define SQZ_CODEC_METHODS(file) void registerCodecMethods_##file()
 
 // A chunk codec's row: MakeChunk's Codec in a CodecHandle.
 template <std::unique_ptr<Codec> (*MakeChunk)(const CodecSpec&)>

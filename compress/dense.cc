@@ -15,7 +15,7 @@ constexpr uint8_t kDenseId = 0;
 
 class DenseCodec final : public Codec {
  public:
-  uint8_t id() const override { return uint8_t(kDenseId); }
+  uint8_t id() const override { return kDenseId; }
   bool rawWire() const override { return true; }
   size_t maxEncodedBytes(size_t count, DataType dtype) const override {
     return count * dataTypeSize(dtype);
@@ -60,9 +60,12 @@ namespace {
 
 std::unique_ptr<Codec> makeDenseCodec(const CodecSpec&) { return std::make_unique<DenseCodec>(); }
 
-const CodecRegistration kDenseMethod{chunkMethod<makeDenseCodec>(
-    "dense", kDenseId, "",
-    "the values themselves: exactly sqzAllReduce", false)};
 }  // namespace
+
+SQZ_CODEC_METHODS(dense) {
+  addCodecMethod(chunkMethod<makeDenseCodec>(
+      "dense", kDenseId, "",
+      "the values themselves: exactly sqzAllReduce", false));
+}
 
 }  // namespace squeeze

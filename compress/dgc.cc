@@ -143,10 +143,12 @@ std::unique_ptr<CodecHandle> makeDgcHandle(const CodecSpec& spec, size_t count, 
   return std::make_unique<DgcHandle>(spec, count, dtype, std::move(topk), p);
 }
 
-const CodecRegistration kDgcMethod{
-    {"dgc", kDgcId, "ratio,momentum,clip,warmup,sample",
-     "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up",
-     true, makeDgcHandle}};
 }  // namespace
+
+SQZ_CODEC_METHODS(dgc) {
+  addCodecMethod({"dgc", kDgcId, "ratio,momentum,clip,warmup,sample",
+      "Deep Gradient Compression: top-k with momentum correction, clipping, masking, warm-up",
+      true, makeDgcHandle});
+}
 
 }  // namespace squeeze

@@ -33,14 +33,16 @@ class Int8Codec final : public BlockQuantCodec {
   size_t codeBytes(size_t n) const override { return n; }
 };
 
-
 std::unique_ptr<Codec> makeInt8Codec(const CodecSpec& spec) {
   return std::make_unique<Int8Codec>(static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)));
 }
 
-const CodecRegistration kInt8Method{chunkMethod<makeInt8Codec>(
-    "int8", kInt8Id, "block",
-    "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(int8) {
+  addCodecMethod(chunkMethod<makeInt8Codec>(
+      "int8", kInt8Id, "block",
+      "int8 codes with a max|v|/127 scale per block; dequantize, add, requantize", true));
+}
 
 }  // namespace squeeze

@@ -40,15 +40,17 @@ class OnebitCodec final : public BlockQuantCodec {
   size_t codeBytes(size_t n) const override { return device::packedChunkBytes(n, block_, 1); }
 };
 
-
 std::unique_ptr<Codec> makeOnebitCodec(const CodecSpec& spec) {
   return std::make_unique<OnebitCodec>(
       static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)));
 }
 
-const CodecRegistration kOnebitMethod{chunkMethod<makeOnebitCodec>(
-    "onebit", kOnebitId, "block",
-    "1-bit SGD: sign bits with the two side means per column (block)", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(onebit) {
+  addCodecMethod(chunkMethod<makeOnebitCodec>(
+      "onebit", kOnebitId, "block",
+      "1-bit SGD: sign bits with the two side means per column (block)", true));
+}
 
 }  // namespace squeeze

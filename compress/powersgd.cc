@@ -190,9 +190,11 @@ std::unique_ptr<CodecHandle> makePowerSgd(const CodecSpec& spec, size_t count, D
   return std::make_unique<PowerSgdHandle>(spec, count, dtype);
 }
 
-const CodecRegistration kPowerSgdMethod{
-    {"powersgd", kPowerSgdId, "rank,cols,seed", "low-rank P Q^T by power iteration", true,
-     makePowerSgd}};
 }  // namespace
+
+SQZ_CODEC_METHODS(powersgd) {
+  addCodecMethod({"powersgd", kPowerSgdId, "rank,cols,seed",
+      "low-rank P Q^T by power iteration", true, makePowerSgd});
+}
 
 }  // namespace squeeze

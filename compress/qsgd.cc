@@ -45,16 +45,18 @@ class QsgdCodec final : public BlockQuantCodec {
   uint64_t seed_;
 };
 
-
 std::unique_ptr<Codec> makeQsgdCodec(const CodecSpec& spec) {
   return std::make_unique<QsgdCodec>(static_cast<size_t>(spec.getWhole("block", 512, 1, 1 << 24)),
                                      static_cast<int>(spec.getWhole("levels", 16, 1, 127)),
                                      static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53)));
 }
 
-const CodecRegistration kQsgdMethod{chunkMethod<makeQsgdCodec>(
-    "qsgd", kQsgdId, "levels,block,seed",
-    "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(qsgd) {
+  addCodecMethod(chunkMethod<makeQsgdCodec>(
+      "qsgd", kQsgdId, "levels,block,seed",
+      "QSGD: unbiased stochastic rounding to s levels of the block's L2 norm", true));
+}
 
 }  // namespace squeeze

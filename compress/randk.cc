@@ -34,7 +34,7 @@ constexpr uint8_t kRandkId = 8;
 class RandkCodec final : public Codec {
  public:
   RandkCodec(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {}
-  uint8_t id() const override { return uint8_t(kRandkId); }
+  uint8_t id() const override { return kRandkId; }
   bool setRatio(double ratio) override {
     ratio_ = ratio;
     return true;
@@ -94,16 +94,18 @@ class RandkCodec final : public Codec {
   uint64_t seed_;
 };
 
-
 std::unique_ptr<Codec> makeRandkCodec(const CodecSpec& spec) {
   const double ratio = spec.getRatio(0.01);
   const double seed = spec.getWhole("seed", 0, 0, 9007199254740992.0);
   return std::make_unique<RandkCodec>(ratio, static_cast<uint64_t>(seed));
 }
 
-const CodecRegistration kRandkMethod{chunkMethod<makeRandkCodec>(
-    "randk", kRandkId, "ratio,seed",
-    "k shared random indices per chunk; payloads add exactly", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(randk) {
+  addCodecMethod(chunkMethod<makeRandkCodec>(
+      "randk", kRandkId, "ratio,seed",
+      "k shared random indices per chunk; payloads add exactly", true));
+}
 
 }  // namespace squeeze

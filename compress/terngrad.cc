@@ -40,16 +40,18 @@ class TerngradCodec final : public BlockQuantCodec {
   uint64_t seed_;
 };
 
-
 std::unique_ptr<Codec> makeTerngradCodec(const CodecSpec& spec) {
   return std::make_unique<TerngradCodec>(
       static_cast<size_t>(spec.getWhole("block", 256, 1, 1 << 24)),
       static_cast<uint64_t>(spec.getWhole("seed", 0, 0, 0x1p53)));
 }
 
-const CodecRegistration kTerngradMethod{chunkMethod<makeTerngradCodec>(
-    "terngrad", kTerngradId, "block,seed",
-    "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(terngrad) {
+  addCodecMethod(chunkMethod<makeTerngradCodec>(
+      "terngrad", kTerngradId, "block,seed",
+      "TernGrad: unbiased {0, +s, -s} with s = max|v| per block", true));
+}
 
 }  // namespace squeeze

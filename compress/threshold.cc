@@ -37,7 +37,7 @@ class ThresholdCodec final : public Codec {
     if (double(t) < threshold) t = std::nextafter(t, std::numeric_limits<float>::infinity());
     minKey_ = std::max<uint32_t>(1, device::magnitudeKey(t));
   }
-  uint8_t id() const override { return uint8_t(kThresholdId); }
+  uint8_t id() const override { return kThresholdId; }
   size_t maxEncodedBytes(size_t count, DataType) const override {
     return sparse::kHeaderBytes + 4 * count;
   }
@@ -96,7 +96,6 @@ class ThresholdCodec final : public Codec {
   uint32_t minKey_;
 };
 
-
 std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec) {
   if (!spec.threshold)
     raise(ErrorCode::kInvalidArgument,
@@ -109,9 +108,12 @@ std::unique_ptr<Codec> makeThresholdCodec(const CodecSpec& spec) {
   return std::make_unique<ThresholdCodec>(t);
 }
 
-const CodecRegistration kThresholdMethod{chunkMethod<makeThresholdCodec>(
-    "threshold", kThresholdId, "threshold",
-    "every value with |v| >= threshold", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(threshold) {
+  addCodecMethod(chunkMethod<makeThresholdCodec>(
+      "threshold", kThresholdId, "threshold",
+      "every value with |v| >= threshold", true));
+}
 
 }  // namespace squeeze

@@ -258,9 +258,12 @@ std::unique_ptr<Codec> makeTopkCodec(const CodecSpec& spec) {
   return std::make_unique<TopkCodec>(kTopkId, ratio, sample == 1);
 }
 
-const CodecRegistration kTopkMethod{chunkMethod<makeTopkCodec>(
-    "topk", kTopkId, "ratio,sample",
-    "the k largest magnitudes per chunk; re-selected per hop", true)};
 }  // namespace
+
+SQZ_CODEC_METHODS(topk) {
+  addCodecMethod(chunkMethod<makeTopkCodec>(
+      "topk", kTopkId, "ratio,sample",
+      "the k largest magnitudes per chunk; re-selected per hop", true));
+}
 
 }  // namespace squeeze
