@@ -354,6 +354,12 @@ struct CodeSquares16 {
   }
 };
 
+// rowResidual over a row of 16: residual + (x - d).
+SQZ_AVX512 void rowResidualAvx512(float* residual, size_t k, __m512 xv, __m512 d) {
+  float* r = residual + k;
+  _mm512_storeu_ps(r, _mm512_add_ps(_mm512_loadu_ps(r), _mm512_sub_ps(xv, d)));
+}
+
 // uniform24 of sixteen draws.
 SQZ_AVX512 __m512 uniform24Avx512(DrawLanes<16> r) {
   return _mm512_mul_ps(_mm512_cvtepi32_ps(reinterpret_cast<__m512i>(r >> 8)),
@@ -380,11 +386,9 @@ SQZ_AVX512_ROWS size_t terngradRowsAvx512(const float* x, Draws r, size_t len, f
     const uint32_t word = _pdep_u32(keep, 0x55555555u) | _pdep_u32(keep & below, 0xaaaaaaaau);
     std::memcpy(codes + k / 4, &word, 4);  // little-endian: values 0-3 in the first byte
     kept += static_cast<size_t>(__builtin_popcount(keep));
-    if (residual) {
-      const __m512 d = _mm512_maskz_mov_ps(keep, _mm512_mask_blend_ps(below, plus, minus));
-      float* rr = residual + k;
-      _mm512_storeu_ps(rr, _mm512_add_ps(_mm512_loadu_ps(rr), _mm512_sub_ps(xv, d)));
-    }
+    if (residual)  // terngradValue: +s or -s where kept, +0 elsewhere
+      rowResidualAvx512(residual, k, xv,
+                        _mm512_maskz_mov_ps(keep, _mm512_mask_blend_ps(below, plus, minus)));
   }
   return kept;
 }
@@ -412,11 +416,7 @@ SQZ_AVX512_ROWS double qsgdRowsAvx512(const float* x, Draws r, size_t len, float
     const __m512i code = _mm512_mask_sub_epi32(level, below, _mm512_setzero_si512(), level);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(c + k), _mm512_cvtsepi32_epi8(code));
     const __m512 codeValue = _mm512_cvtepi32_ps(code);
-    if (residual) {
-      const __m512 d = _mm512_mul_ps(codeValue, st);  // qsgdValue
-      float* rr = residual + k;
-      _mm512_storeu_ps(rr, _mm512_add_ps(_mm512_loadu_ps(rr), _mm512_sub_ps(xv, d)));
-    }
+    if (residual) rowResidualAvx512(residual, k, xv, _mm512_mul_ps(codeValue, st));  // qsgdValue
     squares.add(codeValue, k);
   }
   return squares.total();
