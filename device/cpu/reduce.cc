@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/error.h"
 #include "device/elementwise.h"
@@ -107,6 +108,30 @@ ReduceFn cpuReduceFn(DataType dtype, RedOp op) {
 
 void cpuDivide(void* buf, size_t n, DataType dtype, int divisor) {
   visitElement(dtype, [&](auto elem) { divideLoop<decltype(elem)>(buf, n, divisor); });
+}
+
+void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
+                    int divisor) {
+  const ReduceFn fn = cpuReduceFn(dtype, op);
+  if (r.error[0] != 0) return;
+  if (const uint32_t q = disagreeingRank(r)) {
+    for (int w = 0; w < kCallWords; ++w) {
+      r.error[1 + w] = r.call[q - 1][w];
+      r.error[1 + kCallWords + w] = r.expect[w];
+    }
+    __atomic_store_n(const_cast<uint32_t*>(r.error), q, __ATOMIC_RELEASE);
+    return;
+  }
+  if (n == 0) return;
+  if (r.nranks == 1) {
+    std::memcpy(out, r.in[0], n * dataTypeSize(dtype));
+  } else {
+    // Pairwise in rank order: each step rounds as reduceElement does, so the bits are those of
+    // one fold per element (the GPU's).
+    fn(out, r.in[0], r.in[1], n);
+    for (int q = 2; q < r.nranks; ++q) fn(out, out, r.in[q], n);
+  }
+  if (divisor > 1) cpuDivide(out, n, dtype, divisor);
 }
 
 }  // namespace squeeze::device

@@ -97,6 +97,60 @@ __global__ void divideKernel(typename Elem::Storage* buf, size_t n, int divisor,
     buf[i] = divideElement<Elem>(buf[i], divisor);
 }
 
+// The stream all-reduce's reduction: thread 0 of each block compares the ranks' call words (a
+// few reads of pinned host memory) and the block reads nothing unless they agree; block 0 says
+// why not. Each element's inputs are folded in rank order and stored once.
+template <class Elem, class Op>
+__global__ void reduceRanksKernel(typename Elem::Storage* out, RankInputs r, size_t n,
+                                  int divisor, Split split) {
+  using T = typename Elem::Storage;
+  constexpr int kCount = Pack<T>::kCount;
+  __shared__ uint32_t stop;
+  if (threadIdx.x == 0) {
+    uint32_t q = r.error[0] != 0 ? kReleased : disagreeingRank(r);
+    if (q != 0 && q != kReleased && blockIdx.x == 0) {
+      for (int w = 0; w < kCallWords; ++w) {
+        r.error[1 + w] = r.call[q - 1][w];
+        r.error[1 + kCallWords + w] = r.expect[w];
+      }
+      __threadfence_system();
+      r.error[0] = q;
+    }
+    stop = q;
+  }
+  __syncthreads();
+  if (stop != 0) return;
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  auto fold = [&](auto load) {
+    auto acc = load(0);
+    for (int q = 1; q < r.nranks; ++q) {
+      const auto x = load(q);
+#pragma unroll
+      for (int k = 0; k < int(sizeof(acc.e) / sizeof(T)); ++k)
+        acc.e[k] = reduceElement<Elem, Op>(acc.e[k], x.e[k]);
+    }
+    if (divisor > 1)
+#pragma unroll
+      for (int k = 0; k < int(sizeof(acc.e) / sizeof(T)); ++k)
+        acc.e[k] = divideElement<Elem>(acc.e[k], divisor);
+    return acc;
+  };
+  T* vo = out + split.head;
+  for (size_t v = first; v < split.vecs; v += stride)
+    storePack(vo, v, fold([&](int q) {
+                return loadPack(static_cast<const T*>(r.in[q]) + split.head, v);
+              }));
+  struct One {
+    T e[1];
+  };
+  auto scalar = [&](size_t i) {
+    out[i] = fold([&](int q) { return One{{static_cast<const T*>(r.in[q])[i]}}; }).e[0];
+  };
+  for (size_t i = first; i < split.head; i += stride) scalar(i);
+  for (size_t i = split.head + split.vecs * kCount + first; i < n; i += stride) scalar(i);
+}
+
 // Threads for a split: one per vector, or one per element when there are no vectors.
 size_t workOf(const Split& s, size_t n) { return s.vecs ? s.vecs : n; }
 
@@ -131,6 +185,28 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
   });
   SQZ_ENFORCE(known, "no division for dtype ", int(dtype));
   cuda::checkLaunch("divideKernel");
+}
+
+void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
+                    int divisor, GpuStream stream) {
+  SQZ_ENFORCE(r.nranks >= 1 && r.nranks <= kMaxReduceRanks, "reduceRanks over ", r.nranks,
+              " ranks");
+  const bool known = visitElement(dtype, [&](auto elem) {
+    using Elem = decltype(elem);
+    using T = typename Elem::Storage;
+    // Vectors only where every input and the output reach a 16-byte boundary together.
+    Split split = splitFor(n, sizeof(T), {out, r.in[0]});
+    for (int q = 1; q < r.nranks; ++q)
+      if (splitFor(n, sizeof(T), {out, r.in[q]}).head != split.head) split = {n, 0};
+    return visitOp(op, [&](auto o) {
+      // Launched even for n == 0: the call words are checked every round.
+      reduceRanksKernel<Elem, decltype(o)><<<gridFor(workOf(split, n)), kThreads, 0, stream>>>(
+          static_cast<T*>(out), r, n, divisor, split);
+      return true;
+    });
+  });
+  SQZ_ENFORCE(known, "no reduction for dtype ", int(dtype), " op ", int(op));
+  cuda::checkLaunch("reduceRanksKernel");
 }
 
 }  // namespace squeeze::device

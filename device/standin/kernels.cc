@@ -104,6 +104,21 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
   enqueue(stream, "gpuDivide", {{"buf", buf, n}}, [=] { cpuDivide(buf, n, dtype, divisor); });
 }
 
+void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
+                    int divisor, GpuStream stream) {
+  SQZ_ENFORCE(r.nranks >= 1 && r.nranks <= kMaxReduceRanks, "reduceRanks over ", r.nranks,
+              " ranks");
+  (void)cpuReduceFn(dtype, op);  // an unknown pair throws here, as on a GPU
+  std::vector<Arg> args = {{"out", out, n},
+                           {"error", const_cast<uint32_t*>(r.error), size_t(kErrorWords)}};
+  for (int q = 0; q < r.nranks; ++q) {
+    args.push_back({"in", r.in[q], n});
+    args.push_back(
+        {"call", const_cast<const uint32_t*>(r.call[q]), size_t(kCallWords)});
+  }
+  enqueue(stream, "gpuReduceRanks", args, [=] { cpuReduceRanks(dtype, op, out, r, n, divisor); });
+}
+
 // ---- batch.h: one quantizer encode ----------------------------------------------------------
 
 void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback,
@@ -114,10 +129,12 @@ void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedbac
             [=](Feedback* fb) { cpuQuantEncodeJob(s, job, fb); });
 }
 
-// ---- launch.cuh ------------------------------------------------------------------------------
+// ---- launch.cuh and kernel_modules.cc --------------------------------------------------------
+
+void loadKernelModules() { standin::loadKernels(); }
 
 void gpuPrepareThread(GpuStream stream) {
-  standin::loadKernels();  // first, as on a GPU (kernel_modules.cc)
+  loadKernelModules();  // first, as on a GPU
   (void)scratchOf<HandleScratch>();
   (void)sparseScratch(stream);
   (void)scratchOf<QuantizeNorms>();
