@@ -5,6 +5,7 @@
 #include "base/strings.h"
 #include "device/call_queue.h"
 #include "device/context.h"
+#include "device/stream_allreduce.h"
 
 namespace squeeze::device {
 namespace {
@@ -37,6 +38,28 @@ bool CallQueue::onProgressThread() const { return false; }
 void CallQueue::drain() {}
 void CallQueue::abort() {}
 void CallQueue::stopThread() {}
+
+struct StreamAllReduce::Cuda {};
+
+bool StreamAllReduce::available(std::string* why) {
+  if (why) *why = "this build of Squeeze has no CUDA support";
+  return false;
+}
+StreamAllReduce::StreamAllReduce(int device, int rank, int nranks, size_t capacity, int,
+                                 std::function<void(const Error&)>)
+    : device_(device), rank_(rank), nranks_(nranks), capacity_(capacity), timeoutMs_(0) {
+  refuse(strCat("rank ", rank_, ": "));
+}
+StreamAllReduce::~StreamAllReduce() = default;
+WindowExport StreamAllReduce::exportWindow() const { return {}; }
+void StreamAllReduce::connect(const std::vector<WindowExport>&, Peers) {}
+void StreamAllReduce::enqueue(GpuStream, const void*, void*, size_t, DataType, RedOp,
+                              const std::string&) {
+  refuse(strCat("rank ", rank_, ": "));
+}
+void StreamAllReduce::release() {}
+void StreamAllReduce::stopWatcher() {}
+uint32_t StreamAllReduce::roundsDone() const { return 0; }
 
 std::unique_ptr<Context> makeCudaContext(int, GpuStream) { refuse(""); }
 

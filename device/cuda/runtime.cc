@@ -114,6 +114,13 @@ bool streamWordOp(StreamValue32Fn fn, const char* name, cudaStream_t stream,
 
 }  // namespace
 
+bool streamWordsAvailable() {
+  static const bool available =
+      driverEntry<StreamValue32Fn>("cuStreamWaitValue32", 11070) != nullptr &&
+      driverEntry<StreamValue32Fn>("cuStreamWriteValue32", 11070) != nullptr;
+  return available;
+}
+
 bool streamWaitWord(cudaStream_t stream, const StreamWord& word, uint32_t value) {
   static const auto wait = driverEntry<StreamValue32Fn>("cuStreamWaitValue32", 11070);
   return streamWordOp(wait, "cuStreamWaitValue32", stream, word, value, CU_STREAM_WAIT_VALUE_GEQ);

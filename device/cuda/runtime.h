@@ -52,6 +52,8 @@ struct StreamWord {
 };
 // The device address of pinned, mapped host memory (cudaHostGetDevicePointer).
 uint64_t devicePointer(const volatile void* pinned);
+// Whether the driver offers the stream memory operations below (the CUDA 11.7+ entry points).
+bool streamWordsAvailable();
 // Makes `stream` wait until word >= value as a wrapping difference ((int32_t)(word - value) >= 0),
 // as cuStreamWaitValue32's GEQ compares. Returns false, enqueuing nothing, when the driver does
 // not offer stream memory operations.

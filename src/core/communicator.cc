@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "algorithms/algorithm.h"
 #include "base/logging.h"
@@ -13,7 +14,9 @@
 #include "core/calibrate.h"
 #include "core/failure_notice.h"
 #include "core/shrink_agreement.h"
+#include "device/reduce.h"
 #include "transports/shm/shm_transport.h"
+#include "transports/shm/window.h"
 
 namespace squeeze {
 namespace {
@@ -219,7 +222,72 @@ void Communicator::setUpDirect() {
            all      ? "on"
            : window ? "off (a peer has no shared-memory window)"
                     : "off (no shared-memory window to every peer)");
+  if (callQueue_) setUpStreamDirect(all ? window : nullptr);
   forgetInitCalls();
+}
+
+static_assert(ShmWindow::kStreamAreaBytes == device::kStreamAreaBytes);
+
+void Communicator::setUpStreamDirect(const std::shared_ptr<ShmWindow>& window) {
+  std::string why;
+  bool able = true;
+  if (!window) {
+    able = false;
+    why = "no shared-memory window to every peer";
+  } else if (nranks_ > device::kMaxReduceRanks) {
+    able = false;
+    why = strCat("more than ", device::kMaxReduceRanks, " ranks");
+  } else if (config_.deviceDirectBytes == 0) {
+    able = false;
+    why = "SQZ_DEVICE_DIRECT_BYTES=0";
+  } else {
+    able = device::StreamAllReduce::available(&why);
+  }
+  std::unique_ptr<device::StreamAllReduce> stream;
+  device::WindowExport mine{};
+  if (able) {
+    try {
+      stream = std::make_unique<device::StreamAllReduce>(
+          config_.device, rank_, nranks_, config_.deviceDirectBytes, config_.timeoutMs,
+          [this](const Error& e) { fail(e); });
+      mine = stream->exportWindow();
+    } catch (const Error& e) {
+      able = false;
+      why = e.what();
+      stream.reset();
+    }
+  }
+  bool on = allReduceByte(able ? 1 : 0, RedOp::kMin) == 1;
+  if (on) {
+    std::vector<uint8_t> all(nranks_ * device::kWindowExportBytes);
+    CollRequest req;
+    req.kind = CollKind::kAllGather;
+    req.sendbuf = mine.data();
+    req.recvbuf = all.data();
+    req.count = device::kWindowExportBytes;
+    req.dtype = DataType::kUint8;
+    run(req, nullptr);
+    std::vector<device::WindowExport> exports(nranks_);
+    for (int q = 0; q < nranks_; ++q)
+      std::memcpy(exports[q].data(), all.data() + q * device::kWindowExportBytes,
+                  device::kWindowExportBytes);
+    device::StreamAllReduce::Peers peers;
+    for (int q = 0; q < nranks_; ++q) peers.areas.push_back(window->streamArea(q));
+    peers.down = [w = window.get()](int q) { return w->peerDown(q); };
+    peers.keepAlive = window;
+    try {
+      stream->connect(exports, std::move(peers));
+    } catch (const Error& e) {
+      able = false;
+      why = e.what();
+    }
+    on = allReduceByte(able ? 1 : 0, RedOp::kMin) == 1;
+  }
+  if (on) streamDirect_ = std::move(stream);
+  SQZ_INFO(kInit, "rank ", rank_, ": dense all-reduces on device buffers run ",
+           on    ? "on the caller's stream alone (stream all-reduce)"
+           : able ? "through the host (a peer cannot run the stream all-reduce)"
+                  : strCat("through the host (", why, ")"));
 }
 
 void Communicator::forgetInitCalls() {
@@ -254,6 +322,7 @@ void Communicator::fail(const Error& e) {
     for (auto& s : peers_.controls) sendFailureNotice(s, e);
   // Peers blocked on us learn at once that this rank is out.
   if (direct_) direct_->shutdown();
+  if (streamDirect_) streamDirect_->release();
   for (auto& c : peers_.conns)
     if (c) c->shutdown();
   for (auto& s : peers_.controls) s.shutdownBoth();
@@ -366,6 +435,7 @@ std::unique_ptr<Communicator> Communicator::grow(int newRanks, const UniqueIdDat
 }
 
 void Communicator::stopThreads() {
+  if (streamDirect_) streamDirect_->stopWatcher();
   if (callQueue_) callQueue_->stopThread();
 }
 
@@ -443,6 +513,20 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
     callQueue().copyOnStream(static_cast<device::GpuStream>(stream), req.recvbuf, req.sendbuf,
                              req.bytes(), what);
     return;
+  }
+  // A dense all-reduce of ranks on one host: on the caller's stream alone.
+  if (streamDirect_ && req.kind == CollKind::kAllReduce && req.count > 0 && !req.codecCall &&
+      (!req.codec || req.codec->rawWire())) {
+    CollRequest probe = req;
+    probe.windowed = true;
+    if (!probe.codec) probe.codec = &denseCodec();
+    // Unless SQZ_ALGO names another algorithm: the alternative is a trip through the host.
+    if (config_.algoSpec.empty() || !tuner_->choose(probe, nranks_).build) {
+      throwIfFailed();
+      streamDirect_->enqueue(static_cast<device::GpuStream>(stream), req.sendbuf, req.recvbuf,
+                             req.count, req.dtype, req.op, what);
+      return;
+    }
   }
   enqueueTask(stream, spansOf(req, rank_, nranks_),
               [this, req](const device::HostCopies& copies) {

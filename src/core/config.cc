@@ -94,6 +94,11 @@ CommConfig CommConfig::fromParams(const Params& p) {
     raise(ErrorCode::kInvalidArgument, "SQZ_DEVICE_STAGING_BYTES=", p.deviceStagingBytes,
           " is out of range; use 64K to 4G.");
   c.deviceStagingBytes = p.deviceStagingBytes;
+  if (p.deviceDirectBytes != 0 &&
+      (p.deviceDirectBytes < 65536 || p.deviceDirectBytes > kMaxShmBufferBytes))
+    raise(ErrorCode::kInvalidArgument, "SQZ_DEVICE_DIRECT_BYTES=", p.deviceDirectBytes,
+          " is out of range; use 0 (off) or 64K to 1G.");
+  c.deviceDirectBytes = p.deviceDirectBytes;
   if (p.shmSingleCopyBytes != 0 &&
       (p.shmSingleCopyBytes < 4096 || p.shmSingleCopyBytes > (1ull << 40)))
     raise(ErrorCode::kInvalidArgument, "SQZ_SHM_SINGLE_COPY_BYTES=", p.shmSingleCopyBytes,

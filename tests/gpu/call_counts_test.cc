@@ -118,12 +118,16 @@ struct Counted {
 };
 
 // Per rank and call, for `count` floats through `spec` ("" for a plain all-reduce).
-Counted countCalls(const char* spec, size_t count, const char* staging = nullptr) {
+// `algo` "direct": a dense call runs as the stream all-reduce, whose rounds are `staging` bytes
+// (SQZ_DEVICE_DIRECT_BYTES) instead of the staging's halves.
+Counted countCalls(const char* spec, size_t count, const char* staging = nullptr,
+                   const char* algo = "ring") {
   constexpr int kRanks = 2, kWarmCalls = 2, kCalls = 3;
   ScopedEnv env;
-  env.set("SQZ_ALGO", "ring");
+  const bool direct = std::string(algo) == "direct";
+  env.set("SQZ_ALGO", algo);
   env.set("SQZ_TUNER_CALIBRATE", "0");
-  if (staging) env.set("SQZ_DEVICE_STAGING_BYTES", staging);
+  if (staging) env.set(direct ? "SQZ_DEVICE_DIRECT_BYTES" : "SQZ_DEVICE_STAGING_BYTES", staging);
   RunOptions opts;
   opts.transports = "shm";
   opts.chunkBytes = 128 << 10;
@@ -132,6 +136,7 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
   uint64_t callerCopies = 0, callerStreamOps = 0;  // both ranks' enqueues (atomics below)
   std::mutex callerMu;
   const Counters progress0 = countersOfThreadsNamed("sqz-progress");
+  const Counters watch0 = countersOfThreadsNamed("sqz-stream-watch");
   bool exact[kRanks] = {true, true};
   RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
     Stream stream;
@@ -185,12 +190,14 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
     if (codec) sqzCodecDestroy(codec);
   });
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
-  const Counters progress = countersOfThreadsNamed("sqz-progress") - progress0;
+  // The library's own threads: the progress threads and the stream all-reduce's watchers.
+  const uint64_t libraryCalls = (countersOfThreadsNamed("sqz-progress") - progress0).apiCalls +
+                                (countersOfThreadsNamed("sqz-stream-watch") - watch0).apiCalls;
   // Both ranks' calls, less the test's own stream synchronizations.
   const uint64_t calls = kRanks * kCalls;
   const Counted k{double(total.launches) / calls, double(total.hostWaits - calls) / calls,
                   double(callerCopies) / calls, double(callerStreamOps) / calls,
-                  double(progress.apiCalls), exact[0] && exact[1],
+                  double(libraryCalls), exact[0] && exact[1],
                   double(total.deviceToHost) / calls, double(total.pageable) / calls,
                   double(total.pointerQueries) / calls,
                   double(total.streamCreations + total.eventCreations) / calls,
@@ -198,7 +205,8 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
   std::printf("  %-30s %8zu floats, staging %-4s: %4.1f launches, %4.1f host waits, %5.1f copies "
               "(%.1f to the host, %.1f pageable), %5.1f stream operations, %.1f pointer queries a "
               "call; progress threads: %.0f CUDA calls\n",
-              *spec ? spec : "(plain)", count, staging ? staging : "16M", k.launches, k.waits,
+              *spec ? spec : direct ? "(plain, stream all-reduce)" : "(plain)", count,
+              staging ? staging : direct ? "8M" : "16M", k.launches, k.waits,
               k.copies, k.toHost, k.pageable, k.streamOps, k.pointerQueries, k.progressCalls);
   return k;
 }
@@ -236,6 +244,36 @@ INSTANTIATE_TEST_SUITE_P(Stand, StagedCallCounts,
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return name;
                          });
+
+// Ranks on one host with a GPU each (here: threads sharing one): a dense all-reduce is the
+// stream all-reduce (device/stream_allreduce.h), a program on the caller's stream alone: one
+// copy into the window, one reduction, word operations, and nothing copied to the host, no host
+// wait, no CUDA call on any thread of the library's. In rounds of the window's size.
+TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
+  for (size_t count : {size_t(1) << 16, size_t(1) << 20}) {
+    const Counted k = countCalls("", count, nullptr, "direct");
+    EXPECT_TRUE(k.exact) << "the stream all-reduce's sum differs from 2x the input";
+    EXPECT_EQ(k.launches, 1) << "one reduction a round";
+    EXPECT_EQ(k.waits, 0) << "a device call made a host thread wait for the device";
+    EXPECT_EQ(k.copies, 1) << "the input into the window, device to device";
+    EXPECT_EQ(k.toHost, 0) << "a stream all-reduce copied to the host";
+    EXPECT_EQ(k.pageable, 0);
+    // Wait for the peer's read of round t - 2, the call's 3 words, published to the peer, wait
+    // for the peer's, consumed to the peer, done.
+    EXPECT_LE(k.streamOps, 8);
+    EXPECT_EQ(k.progressCalls, 0) << "a library thread made a CUDA call";
+    EXPECT_EQ(k.made, 0);
+    EXPECT_EQ(k.allocations, 0);
+    EXPECT_LE(k.pointerQueries, 4);
+  }
+  const Counted k = countCalls("", size_t(1) << 18, "64K", "direct");  // 1 MiB in 64 KiB rounds
+  EXPECT_TRUE(k.exact) << "the sum over rounds differs from 2x the input";
+  EXPECT_EQ(k.copies, 16);
+  EXPECT_EQ(k.launches, 16);
+  EXPECT_EQ(k.toHost, 0);
+  EXPECT_LE(k.streamOps, 16 * 8);
+  EXPECT_EQ(k.progressCalls, 0);
+}
 
 // A call larger than the staging moves in pieces of half of it, a copy and two word operations
 // each way and piece, and is still exact.

@@ -334,6 +334,60 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
   }
 }
 
+// Ranks on one host run a dense device all-reduce as the stream all-reduce
+// (device/stream_allreduce.h), which no host thread checks as it runs: ranks whose calls differ
+// (count within one round, datatype, or counts that take different numbers of rounds) must still
+// end with an error that names both calls, no output written, and no stream held for ever.
+TEST(DeviceStreamSemantics, MismatchedStreamAllReducesFailAndNothingHangs) {
+  struct Case {
+    const char* what;
+    size_t count[2];
+    sqzDataType_t type[2];
+    const char* windowBytes;
+    const char* says;  // in rank 1's error
+  };
+  const Case cases[] = {
+      {"counts", {1000, 2000}, {sqzFloat32, sqzFloat32}, nullptr, "#1 of 1000 float (sum)"},
+      {"datatypes", {1024, 1024}, {sqzFloat32, sqzInt32}, nullptr, "#1 of 1024 float (sum)"},
+      {"rounds", {16384, 65536}, {sqzFloat32, sqzFloat32}, "64K", "#1 of 16384 float (sum)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    ScopedEnv env;
+    env.set("SQZ_TUNER_CALIBRATE", "0");
+    env.set("SQZ_ALGO", "direct");
+    if (c.windowBytes) env.set("SQZ_DEVICE_DIRECT_BYTES", c.windowBytes);
+    RunOptions opts;
+    opts.transports = "shm";
+    opts.timeoutMs = 30000;  // the error comes from the check, not from a timeout
+    RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+      RankStream rankStream;
+      cudaStream_t stream = rankStream.get();
+      const size_t n = c.count[rank];
+      DeviceBytes in(n * 4, stream), out(n * 4, stream);
+      in.upload(std::vector<char>(n * 4, 1));
+      out.upload(std::vector<char>(n * 4, 7));
+      ASSERT_EQ(sqzAllReduce(in.ptr, out.ptr, n, c.type[rank], sqzSum, comm, stream), sqzSuccess)
+          << sqzGetLastError(comm);
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      sqzResult_t async = sqzSuccess;
+      while (async == sqzSuccess && secondsSince(t0) < 10) {
+        EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_LT(secondsSince(t0), 10.0) << "the stream or the error took too long";
+      EXPECT_EQ(async, sqzInvalidUsage);
+      const std::string why = sqzGetLastError(comm);
+      EXPECT_NE(why.find("do not match"), std::string::npos) << why;
+      if (rank == 1) EXPECT_NE(why.find(c.says), std::string::npos) << why;
+      const std::vector<char> got = out.download();
+      EXPECT_EQ(got, std::vector<char>(n * 4, 7)) << "a mismatched call wrote its output";
+    });
+    ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  }
+}
+
 // sqzCommRevoke from another thread releases a stream held by a call whose peer never comes (the
 // call's error names the revoke), and the communicator can then be shrunk: here to every rank,
 // the idle one's healthy communicator included, which then all-reduces on device buffers again.

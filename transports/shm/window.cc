@@ -43,7 +43,7 @@ struct WindowCtl {
   CounterLine closed;
   HeaderLine headers[2];
 };
-static_assert(sizeof(WindowCtl) <= kPageBytes);
+static_assert(sizeof(WindowCtl) <= kPageBytes - ShmWindow::kStreamAreaBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "window counters live in shared memory");
 
 // A set's result buffer holds the largest part a rank owns: ceil(elements / nranks) elements
@@ -129,6 +129,19 @@ uint8_t* ShmWindow::result(int p, int s) const {
 }
 
 WireHeader* ShmWindow::header(int p, int s) const { return &ranks_[p].ctl->headers[s].header; }
+
+uint8_t* ShmWindow::streamArea(int p) const {
+  return reinterpret_cast<uint8_t*>(ranks_[p].ctl) + kPageBytes - kStreamAreaBytes;
+}
+
+bool ShmWindow::peerDown(int p) const {
+  const Rank& r = ranks_[p];
+  if (r.ctl->closed.value.load(std::memory_order_acquire) != 0) return true;
+  if (r.watch.get() < 0) return false;
+  char byte;
+  const ssize_t n = ::recv(r.watch.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 void ShmWindow::publish(WindowCounter c, uint64_t value) {
   ranks_[rank_].ctl->counters[static_cast<int>(c)].value.store(value, std::memory_order_release);

@@ -8,6 +8,7 @@
 //            only the owner writes, each on its own cache line (published, reduced, consumed: the
 //            last round whose step the owner finished; closed), then a WireHeader per buffer set
 //            (the call the set's data belongs to, which readers check before trusting it);
+//            its last 2 KiB are the stream area of device calls (device/stream_allreduce.h);
 //   set s:   input (capacity bytes), then result (capacity / ranks, rounded up, plus one element).
 // The owner publishes a counter with a release store and rings every peer's doorbell; a reader
 // that waits polls for spinUs, yielding the core, then sleeps on its own doorbell.
@@ -90,6 +91,14 @@ class ShmWindow {
   uint8_t* input(int p, int s) const;
   uint8_t* result(int p, int s) const;
   WireHeader* header(int p, int s) const;
+
+  /// The last kStreamAreaBytes of rank p's control page, zero at creation, for the stream
+  /// all-reduce of device buffers (device/stream_allreduce.h), which lays them out.
+  uint8_t* streamArea(int p) const;
+  static constexpr size_t kStreamAreaBytes = 2048;
+  /// Whether rank p shut its window down (it failed or was destroyed) or its process is gone.
+  /// Thread-safe (a system call each time): for watchers other than the call's thread.
+  bool peerDown(int p) const;
 
   /// This rank's counter := value (release), waking every peer that sleeps.
   void publish(WindowCounter c, uint64_t value);

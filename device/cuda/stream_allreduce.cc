@@ -1,0 +1,511 @@
+// StreamAllReduce (see device/stream_allreduce.h) over the CUDA runtime: compiled for the CUDA
+// build and the CUDA stand-in. The stream program is written on the caller's thread; the watcher
+// thread reads and writes host memory only.
+#include "device/stream_allreduce.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "base/logging.h"
+#include "base/strings.h"
+#include "device/cuda/launch.cuh"
+#include "device/cuda/runtime.h"
+#include "device/reduce.h"
+
+namespace squeeze::device {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The stream area's layout (offsets in bytes; every word 32-bit, each on its own cache line).
+constexpr size_t kPageBytes = 4096;
+size_t publishedOff(int q) { return size_t(q) * 128; }
+size_t consumedOff(int q) { return size_t(q) * 128 + 64; }
+size_t callOff(int set) { return 1024 + size_t(set) * 64; }
+constexpr size_t kErrorOff = 1152;
+constexpr size_t kDoneOff = 1216;
+constexpr size_t kDetachedOff = 1280;  // written by the owner's host: it maps no peer window now
+static_assert(kDetachedOff + 64 <= kStreamAreaBytes);
+static_assert(kMaxReduceRanks * 128 <= 1024);
+
+constexpr uint64_t kExportMagic = 0x58454d52'5a515153ull;  // "SQZRMEX"
+
+struct ExportData {
+  uint64_t magic;
+  uint64_t processToken;  // ranks of one process read each other's window by address
+  uint64_t address;
+  uint64_t capacity;
+  int32_t device;
+  int32_t rank;
+  cudaIpcMemHandle_t handle;
+  char busId[16];  // the GPU, as every process names it (ordinals depend on the environment)
+};
+static_assert(sizeof(ExportData) <= kWindowExportBytes);
+
+uint64_t processToken() {
+  static const uint64_t token = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(::getpid());
+  }();
+  return token;
+}
+
+bool reached(uint32_t word, uint32_t value) { return static_cast<int32_t>(word - value) >= 0; }
+
+uint32_t load(const volatile uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+void store(volatile uint32_t* w, uint32_t v) { __atomic_store_n(w, v, __ATOMIC_RELEASE); }
+
+std::string describeCall(const uint32_t* w) {
+  const uint64_t count = w[1] | (uint64_t(w[2] & 0xffff) << 32);
+  const uint32_t dtype = (w[2] >> 16) & 0xff, op = w[2] >> 24;
+  return strCat("#", w[0], " of ", count, " ",
+                dtype < uint32_t(kNumDataTypes) ? dataTypeName(DataType(dtype)) : "?", " (",
+                op < uint32_t(kNumRedOps) ? redOpName(RedOp(op)) : "?", ")");
+}
+
+// What a destroyed StreamAllReduce leaves behind until nothing can use it: cudaFree and
+// cudaHostUnregister may wait for the whole device, which a destroy must not (a peer's stream in
+// this process may be held), so they run when a StreamAllReduce is next made (set-up time).
+struct Parked {
+  int device = -1;
+  void* window = nullptr;
+  std::vector<uint8_t*> areas;  // every rank's stream area (empty: never connected)
+  int rank = 0;
+  uint32_t issued = 0;
+  bool detached = false;
+  std::vector<const char*> opened;  // peers' windows this rank mapped (CUDA IPC)
+  std::vector<void*> registered;
+  std::shared_ptr<const void> keepAlive;
+
+  bool through() const {
+    return areas.empty() ||
+           reached(load(reinterpret_cast<const volatile uint32_t*>(areas[rank] + kDoneOff)),
+                   issued);
+  }
+  // This rank's stream is through: it unmaps the peers' windows and tells them.
+  bool detach() {
+    bool ok = true;
+    for (const char* w : opened)
+      ok &= cudaIpcCloseMemHandle(const_cast<char*>(w)) == cudaSuccess;
+    opened.clear();
+    if (!areas.empty())
+      store(reinterpret_cast<volatile uint32_t*>(areas[rank] + kDetachedOff), 1);
+    detached = true;
+    return ok;
+  }
+  // No peer's stream reads the window any more, and none maps it.
+  bool peersDetached() const {
+    for (size_t q = 0; q < areas.size(); ++q)
+      if (int(q) != rank &&
+          load(reinterpret_cast<const volatile uint32_t*>(areas[q] + kDetachedOff)) == 0)
+        return false;
+    return true;
+  }
+};
+
+std::mutex& graveyardMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<std::unique_ptr<Parked>>& graveyard() {
+  static auto* parked = new std::vector<std::unique_ptr<Parked>>;  // never destroyed: exit runs
+  return *parked;                                                  // no CUDA call
+}
+
+// Frees what destroyed StreamAllReduces left once nothing uses it. Set-up time only.
+void collectParked() {
+  std::lock_guard<std::mutex> lock(graveyardMutex());
+  auto& all = graveyard();
+  for (auto it = all.begin(); it != all.end();) {
+    Parked& p = **it;
+    if (!p.detached && p.through()) (void)p.detach();
+    if (!p.detached || !p.peersDetached()) {
+      ++it;
+      continue;
+    }
+    cuda::DeviceGuard guard(p.device);
+    for (void* page : p.registered) (void)cudaHostUnregister(page);
+    if (p.window) (void)cudaFree(p.window);
+    it = all.erase(it);  // and the mappings with it
+  }
+}
+
+}  // namespace
+
+struct StreamAllReduce::Cuda {
+  void* window = nullptr;                  // this rank's two sets
+  std::vector<const char*> windows;        // every rank's, in this address space
+  std::vector<bool> opened;                // a peer window mapped with cudaIpcOpenMemHandle
+  std::vector<void*> registered;           // pages this rank registered (areas)
+  std::vector<uint64_t> areaDevice;        // every area's device address
+  bool connected = false;
+};
+
+bool StreamAllReduce::available(std::string* why) {
+  if (cuda::streamWordsAvailable()) return true;
+  if (why) *why = "the driver offers no stream memory operations (cuStreamWaitValue32)";
+  return false;
+}
+
+StreamAllReduce::StreamAllReduce(int device, int rank, int nranks, size_t capacity, int timeoutMs,
+                                 std::function<void(const Error&)> fail)
+    : device_(device),
+      rank_(rank),
+      nranks_(nranks),
+      capacity_(std::max<size_t>(capacity / 256 * 256, 256)),
+      timeoutMs_(timeoutMs),
+      fail_(std::move(fail)),
+      cuda_(std::make_unique<Cuda>()) {
+  SQZ_ENFORCE(nranks >= 2 && nranks <= kMaxReduceRanks, "stream all-reduce over ", nranks,
+              " ranks");
+  cuda::DeviceGuard guard(device_);
+  // Its reduction's first launch must not load the kernel while a stream waits on a peer.
+  loadKernelModules();
+  collectParked();
+  cuda::check(cudaMalloc(&cuda_->window, 2 * capacity_),
+              strCat("cudaMalloc of the stream all-reduce's window (2 x ", capacity_,
+                     " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
+}
+
+WindowExport StreamAllReduce::exportWindow() const {
+  ExportData d{};
+  d.magic = kExportMagic;
+  d.processToken = processToken();
+  d.address = reinterpret_cast<uint64_t>(cuda_->window);
+  d.capacity = capacity_;
+  d.device = device_;
+  d.rank = rank_;
+  cuda::DeviceGuard guard(device_);
+  cuda::check(cudaDeviceGetPCIBusId(d.busId, sizeof d.busId, device_), "cudaDeviceGetPCIBusId");
+  cuda::check(cudaIpcGetMemHandle(&d.handle, cuda_->window),
+              "cudaIpcGetMemHandle of the stream all-reduce's window");
+  WindowExport out{};
+  std::memcpy(out.data(), &d, sizeof d);
+  return out;
+}
+
+void StreamAllReduce::connect(const std::vector<WindowExport>& exports, Peers peers) {
+  SQZ_ENFORCE(exports.size() == size_t(nranks_) && peers.areas.size() == size_t(nranks_),
+              "stream all-reduce: ", exports.size(), " exports for ", nranks_, " ranks");
+  cuda::DeviceGuard guard(device_);
+  Cuda& c = *cuda_;
+  c.windows.assign(nranks_, nullptr);
+  c.opened.assign(nranks_, false);
+  size_t capacity = capacity_;
+  for (int q = 0; q < nranks_; ++q) {
+    ExportData d;
+    std::memcpy(&d, exports[q].data(), sizeof d);
+    if (d.magic != kExportMagic || d.rank != q || d.capacity < 256)
+      raise(ErrorCode::kRemote, "rank ", rank_, ": rank ", q, "'s stream all-reduce window "
+            "description is not one (a rank of another build?)");
+    capacity = std::min<size_t>(capacity, d.capacity);
+    if (q == rank_) {
+      c.windows[q] = static_cast<const char*>(c.window);
+      continue;
+    }
+    // The reduction reads every peer's window: its GPU must be this one or one this GPU reads.
+    d.busId[sizeof d.busId - 1] = '\0';
+    int peerDevice = -1;
+    if (cudaDeviceGetByPCIBusId(&peerDevice, d.busId) != cudaSuccess) {
+      (void)cudaGetLastError();
+      raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": rank ", q, "'s GPU (", d.busId,
+            ") is not visible to this process");
+    }
+    if (peerDevice != device_) {
+      int can = 0;
+      cuda::check(cudaDeviceCanAccessPeer(&can, device_, peerDevice), "cudaDeviceCanAccessPeer");
+      if (!can)
+        raise(ErrorCode::kInvalidUsage, "rank ", rank_, ": GPU ", device_, " cannot read GPU ",
+              peerDevice, " (rank ", q, "'s) directly");
+      const cudaError_t rc = cudaDeviceEnablePeerAccess(peerDevice, 0);
+      if (rc == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        cuda::check(rc, "cudaDeviceEnablePeerAccess");
+    }
+    if (d.processToken == processToken()) {
+      // A thread of this process: its window by address (legacy IPC cannot open its own).
+      c.windows[q] = reinterpret_cast<const char*>(d.address);
+    } else {
+      void* p = nullptr;
+      cuda::check(cudaIpcOpenMemHandle(&p, d.handle, cudaIpcMemLazyEnablePeerAccess),
+                  strCat("cudaIpcOpenMemHandle of rank ", q, "'s stream all-reduce window")
+                      .c_str());
+      c.windows[q] = static_cast<const char*>(p);
+      c.opened[q] = true;
+    }
+  }
+  // The smallest capacity of all: every rank splits a call into the same rounds.
+  capacity_ = capacity;
+  c.areaDevice.assign(nranks_, 0);
+  for (int q = 0; q < nranks_; ++q) {
+    uint8_t* area = peers.areas[q];
+    auto* page = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(area) & ~(kPageBytes - 1));
+    SQZ_ENFORCE(area + kStreamAreaBytes <= page + kPageBytes, "a stream area crosses a page");
+    const cudaError_t rc =
+        cudaHostRegister(page, kPageBytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+    if (rc == cudaErrorHostMemoryAlreadyRegistered) {
+      (void)cudaGetLastError();
+    } else {
+      cuda::check(rc, "cudaHostRegister of a stream all-reduce's words");
+      c.registered.push_back(page);
+    }
+    c.areaDevice[q] = cuda::devicePointer(page) + (area - page);
+  }
+  peers_ = std::move(peers);
+  c.connected = true;
+  watcher_ = std::thread([this] { watch(); });
+}
+
+uint32_t StreamAllReduce::roundsDone() const {
+  if (!cuda_->connected) return issued_.load();
+  return load(reinterpret_cast<volatile uint32_t*>(peers_.areas[rank_] + kDoneOff));
+}
+
+void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, size_t count,
+                              DataType dtype, RedOp op, const std::string& what) {
+  SQZ_ENFORCE(cuda_->connected && count > 0, "stream all-reduce: ", what);
+  const size_t esz = dataTypeSize(dtype), per = capacity_ / esz;
+  const Cuda& c = *cuda_;
+  auto word = [&](int owner, size_t off) {
+    return cuda::StreamWord{reinterpret_cast<volatile uint32_t*>(peers_.areas[owner] + off),
+                            c.areaDevice[owner] + off};
+  };
+  auto wait = [&](const cuda::StreamWord& w, uint32_t value) {
+    if (!cuda::streamWaitWord(stream, w, value))
+      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
+  };
+  auto write = [&](const cuda::StreamWord& w, uint32_t value) {
+    if (!cuda::streamWriteWord(stream, w, value))
+      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWriteValue32");
+  };
+  std::unique_ptr<Error> failed;
+  {
+    cuda::DeviceGuard guard(device_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (released_) raise(ErrorCode::kRemote, what, ": the communicator was aborted or failed");
+    const uint64_t call = ++calls_;
+    RankInputs in{};
+    in.nranks = nranks_;
+    in.expect[0] = static_cast<uint32_t>(call);
+    in.expect[1] = static_cast<uint32_t>(count);
+    in.expect[2] = static_cast<uint32_t>((count >> 32) & 0xffff) | uint32_t(dtype) << 16 |
+                   uint32_t(op) << 24;
+    in.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[rank_] + kErrorOff);
+    uint32_t t = issued_.load();
+    try {
+      for (size_t off = 0; off < count; off += per) {
+        const size_t n = std::min(per, count - off);
+        const int s = static_cast<int>(++t & 1);
+        for (int q = 0; q < nranks_; ++q)
+          if (q != rank_) wait(word(rank_, consumedOff(q)), t - 2);
+        char* mine = const_cast<char*>(c.windows[rank_]) + s * capacity_;
+        cuda::check(cudaMemcpyAsync(mine, static_cast<const char*>(send) + off * esz, n * esz,
+                                    cudaMemcpyDeviceToDevice, stream),
+                    strCat(what, ": copying into the window on the caller's stream").c_str());
+        for (int w = 0; w < kCallWords; ++w) write(word(rank_, callOff(s) + 4 * w), in.expect[w]);
+        for (int q = 0; q < nranks_; ++q)
+          if (q != rank_) write(word(q, publishedOff(rank_)), t);
+        for (int q = 0; q < nranks_; ++q)
+          if (q != rank_) wait(word(rank_, publishedOff(q)), t);
+        for (int q = 0; q < nranks_; ++q) {
+          in.in[q] = c.windows[q] + s * capacity_;
+          in.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));
+        }
+        gpuReduceRanks(dtype, op, static_cast<char*>(recv) + off * esz, in, n,
+                       op == RedOp::kAvg ? nranks_ : 1, stream);
+        for (int q = 0; q < nranks_; ++q)
+          if (q != rank_) write(word(q, consumedOff(rank_)), t);
+        write(word(rank_, kDoneOff), t);
+        issued_.store(t);
+      }
+    } catch (const Error& e) {
+      // Part of the round is on the stream: the peers may wait for the rest. The communicator
+      // fails (every rank is told), and release() lets this stream through.
+      issued_.store(t);
+      failed = std::make_unique<Error>(e);
+    }
+  }
+  if (failed) {
+    fail_(*failed);
+    release();
+    throw *failed;
+  }
+  cv_.notify_all();
+}
+
+void StreamAllReduce::release() {
+  released_ = true;
+  if (!cuda_->connected) return;
+  auto* error = reinterpret_cast<volatile uint32_t*>(peers_.areas[rank_] + kErrorOff);
+  uint32_t expected = 0;
+  __atomic_compare_exchange_n(const_cast<uint32_t*>(error), &expected, kReleased, false,
+                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  reassertRelease();
+  cv_.notify_all();
+}
+
+void StreamAllReduce::reassertRelease() {
+  // Past every round issued: a peer's stream may still store an older value over it, so the
+  // watcher stores it again until this rank's stream is through.
+  const uint32_t t = issued_.load();
+  uint8_t* mine = peers_.areas[rank_];
+  for (int q = 0; q < nranks_; ++q) {
+    if (q == rank_) continue;
+    auto* published = reinterpret_cast<volatile uint32_t*>(mine + publishedOff(q));
+    auto* consumed = reinterpret_cast<volatile uint32_t*>(mine + consumedOff(q));
+    if (!reached(load(published), t)) store(published, t);
+    if (!reached(load(consumed), t)) store(consumed, t);
+  }
+}
+
+std::string StreamAllReduce::describeDisagreement() const {
+  const auto* e = reinterpret_cast<const volatile uint32_t*>(peers_.areas[rank_] + kErrorOff);
+  const uint32_t q = load(e) - 1;
+  uint32_t theirs[kCallWords], mine[kCallWords];
+  for (int w = 0; w < kCallWords; ++w) {
+    theirs[w] = e[1 + w];
+    mine[w] = e[1 + kCallWords + w];
+  }
+  return strCat("rank ", rank_, ": the ranks' all-reduces on device buffers do not match: rank ",
+                q, "'s all-reduce ", describeCall(theirs), ", this rank's ", describeCall(mine),
+                ". Every rank must make the same calls, with the same count, datatype and op, "
+                "in the same order. That call's output was not written; destroy the "
+                "communicator.");
+}
+
+void StreamAllReduce::watch() {
+  pthread_setname_np(pthread_self(), "sqz-stream-watch");
+  setLogRank(rank_);
+  const uint8_t* mine = peers_.areas[rank_];
+  auto word = [](const uint8_t* area, size_t off) {
+    return load(reinterpret_cast<const volatile uint32_t*>(area + off));
+  };
+  const int firstPeer = rank_ == 0 ? 1 : 0;
+  // The round this rank's stream is in and when it arrived there: it has written its part of
+  // round t to the peers (their inbox[me].published), so from then on it waits only for them.
+  uint32_t round = 0;
+  Clock::time_point arrived{};
+  bool stalled = false;
+  auto nextLiveness = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const bool pending = !reached(roundsDone(), issued_.load());
+    cv_.wait_for(lock, std::chrono::milliseconds(pending ? 1 : 20));
+    if (stop_) break;
+    if (released_) {
+      reassertRelease();
+      continue;
+    }
+    const uint32_t issued = issued_.load(), done = roundsDone(), t = done + 1;
+    std::unique_ptr<Error> failure;
+    const uint32_t e = word(mine, kErrorOff);
+    // The rounds a peer still owes this stream: its round t, and its read of round t - 2.
+    auto owes = [&](int q) {
+      return !reached(word(mine, publishedOff(q)), t) ||
+             !reached(word(mine, consumedOff(q)), t - 2);
+    };
+    if (e != 0 && e != kReleased && !reported_) {
+      failure = std::make_unique<Error>(ErrorCode::kInvalidUsage, describeDisagreement());
+    } else if (!reached(done, issued)) {
+      if (Clock::now() >= nextLiveness) {
+        nextLiveness = Clock::now() + std::chrono::milliseconds(50);
+        for (int q = 0; q < nranks_ && !failure; ++q)
+          if (q != rank_ && owes(q) && peers_.down(q))
+            failure = std::make_unique<Error>(
+                ErrorCode::kRemote,
+                strCat("rank ", rank_, ": rank ", q, " failed or exited while this rank's stream "
+                       "waits for its part of an all-reduce on device buffers (round ", t,
+                       "); the communicator is failed"));
+      }
+      const bool here = reached(word(peers_.areas[firstPeer], publishedOff(rank_)), t);
+      if (!here || round != t) {
+        round = here ? t : round;
+        arrived = Clock::now();
+        stalled = false;
+      } else if (!failure && !stalled &&
+                 Clock::now() - arrived > std::chrono::milliseconds(timeoutMs_)) {
+        stalled = true;
+        std::string late;
+        for (int q = 0; q < nranks_; ++q)
+          if (q != rank_ && owes(q)) late += strCat(late.empty() ? "" : ", ", q);
+        if (!late.empty())
+          failure = std::make_unique<Error>(
+              ErrorCode::kTimeout,
+              strCat("rank ", rank_, ": an all-reduce on device buffers waited ", timeoutMs_,
+                     " ms (SQZ_TIMEOUT_MS) for rank(s) ", late, " to make the same call (round ",
+                     t, "); the communicator is failed"));
+        else
+          SQZ_WARN(kDevice, "rank ", rank_, ": an all-reduce on device buffers has had every "
+                   "peer's part for ", timeoutMs_, " ms, and its reduction has not finished");
+      }
+    }
+    if (failure) {
+      reported_ = true;
+      lock.unlock();
+      fail_(*failure);  // the communicator releases this stream (release())
+      release();
+      lock.lock();
+    }
+  }
+}
+
+void StreamAllReduce::stopWatcher() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
+}
+
+StreamAllReduce::~StreamAllReduce() {
+  stopWatcher();
+  Cuda& c = *cuda_;
+  auto parked = std::make_unique<Parked>();
+  parked->device = device_;
+  parked->window = c.window;
+  if (c.connected) {
+    // No CUDA call that may wait for the whole device: another rank's stream in this process
+    // may be held (its peers still calling). This rank's own stream gets through first.
+    const int waitMs = std::min(timeoutMs_, 2000);
+    const uint32_t issued = issued_.load();
+    auto through = [&] { return reached(roundsDone(), issued); };
+    auto waitUntil = [&](auto done) {
+      const auto deadline = Clock::now() + std::chrono::milliseconds(waitMs);
+      while (!done() && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      return done();
+    };
+    if (!waitUntil(through)) {
+      release();
+      (void)waitUntil([&] {
+        reassertRelease();
+        return through();
+      });
+    }
+    parked->areas = peers_.areas;
+    parked->rank = rank_;
+    parked->issued = issued;
+    parked->registered = c.registered;
+    for (int q = 0; q < nranks_; ++q)
+      if (c.opened[q]) parked->opened.push_back(c.windows[q]);
+    parked->keepAlive = peers_.keepAlive;
+    if (through()) {
+      if (!parked->detach()) SQZ_INFO(kDevice, "rank ", rank_, ": could not unmap a peer's window");
+    } else {
+      SQZ_INFO(kDevice, "rank ", rank_, ": this rank's stream is not through its last stream "
+               "all-reduce; its window stays until it is");
+    }
+  }
+  std::lock_guard<std::mutex> lock(graveyardMutex());
+  graveyard().push_back(std::move(parked));
+}
+
+}  // namespace squeeze::device

@@ -1,0 +1,135 @@
+// StreamAllReduce: a dense all-reduce on device buffers of ranks that share one host, run as a
+// stream program alone (DESIGN.md, "Memory, streams, threads"): the caller's stream copies, waits
+// on words, reduces and writes words; no progress thread takes part, nothing is copied to the
+// host, and no host thread waits for the device.
+//
+// Each rank owns a window on its GPU (two sets of `capacity` bytes, exported to the peers with
+// CUDA IPC, or by address to ranks that are threads of the same process) and a stream area in
+// host memory every rank maps (the shared-memory window's control page, transports/shm/window.h),
+// registered with CUDA so that streams wait on and write its words:
+//   inbox[q]     published, consumed: the last round rank q's stream made readable in q's window,
+//                and the last round q finished reading from this rank's (written by q's stream);
+//   call[s]      the words that describe this rank's call in set s (RankInputs, device/reduce.h);
+//   error        what this rank's reduction found (device/reduce.h, kErrorWords);
+//   done         the last round this rank's stream finished (for its own host side).
+// Round t (numbered over every call, 32-bit, compared cyclically) uses set s = t % 2:
+//   1. wait until every peer has read round t - 2 from this window (inbox[q].consumed >= t - 2);
+//   2. copy the round's input into set s, write call[s], then each peer's inbox[me].published = t;
+//   3. wait for every peer's round t (inbox[q].published >= t);
+//   4. reduce every rank's set s in rank order into the output (device/reduce.h, gpuReduceRanks:
+//      it first checks every rank's call words and reads nothing if one differs);
+//   5. write each peer's inbox[me].consumed = t, and done = t.
+// Every rank folds the same inputs in the same order (then divides for avg), so every rank ends
+// with the bits the host's direct all-reduce gives (src/core/direct_allreduce.h).
+//
+// The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a
+// disagreement, or a peer that failed or died while this rank's stream waits for it, fails the
+// communicator with the reason; a failed or aborted communicator releases the stream (release():
+// the error word is set, so no later reduction reads a peer's window, and every word it waits on
+// is moved past its rounds), so no stream waits for ever. A stream that is only slow (busy with
+// the caller's own work) is not an error: the watcher warns once after timeoutMs.
+//
+// Thread safety: enqueue may be called from any thread (calls are numbered in enqueue order, which
+// every rank must keep, as with NCCL); release from any thread, any number of times.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/types.h"
+#include "device/hd.h"
+
+namespace squeeze::device {
+
+// Bytes of a rank's stream area (zeroed when the communicator is made).
+constexpr size_t kStreamAreaBytes = 2048;
+// What a rank tells its peers about its window (exportWindow), fixed-size.
+constexpr size_t kWindowExportBytes = 128;
+using WindowExport = std::array<uint8_t, kWindowExportBytes>;
+
+class StreamAllReduce {
+ public:
+  // Whether this build and driver can run it: a CUDA build whose driver offers stream memory
+  // operations. `why` says why not.
+  static bool available(std::string* why);
+
+  // Allocates this rank's window on `device` (set-up: cudaMalloc may wait for the whole device).
+  // `fail` records an error on the communicator (called on the watcher thread); `timeoutMs`
+  // paces the warning about a stream that makes no progress and bounds the wait at destruction.
+  StreamAllReduce(int device, int rank, int nranks, size_t capacity, int timeoutMs,
+                  std::function<void(const Error&)> fail);
+  // Waits (bounded, no CUDA) until this rank's stream is through its rounds and every peer has
+  // read this rank's window, then frees the window; what a stream may still use is left to it.
+  ~StreamAllReduce();
+  StreamAllReduce(const StreamAllReduce&) = delete;
+  StreamAllReduce& operator=(const StreamAllReduce&) = delete;
+
+  WindowExport exportWindow() const;
+
+  // Every rank's stream area as mapped in this process (areas[rank], kStreamAreaBytes each) and
+  // whether a rank failed or its process is gone (no CUDA; any thread).
+  struct Peers {
+    std::vector<uint8_t*> areas;
+    std::function<bool(int)> down;
+    std::shared_ptr<const void> keepAlive;  // the mappings of `areas`
+  };
+  // Opens every peer's window (exports[rank]), registers the stream areas and starts the
+  // watcher. Throws Error(kCuda) or Error(kInvalidUsage) saying why it cannot.
+  void connect(const std::vector<WindowExport>& exports, Peers peers);
+
+  // Bytes a round moves: a call larger than this runs in rounds.
+  size_t capacity() const { return capacity_; }
+
+  // Enqueues count elements' all-reduce on `stream` (null: the legacy default stream); count > 0.
+  // `what` names the call in errors. Throws Error(kCuda) when CUDA refuses an operation (the
+  // communicator is then failed).
+  void enqueue(GpuStream stream, const void* send, void* recv, size_t count, DataType dtype,
+               RedOp op, const std::string& what);
+
+  // The communicator failed or was aborted: no reduction reads a peer's window from now on and
+  // every wait of this rank's stream ends. No CUDA; idempotent.
+  void release();
+
+  // Joins the watcher (no CUDA: may run in an exit handler); a stream that then fails or waits
+  // is no longer watched. Idempotent.
+  void stopWatcher();
+
+  // Rounds enqueued and finished so far (tests, logs).
+  uint32_t roundsIssued() const { return issued_.load(); }
+  uint32_t roundsDone() const;
+
+ private:
+  struct Cuda;  // CUDA types stay in the .cc
+  void watch();
+  void reassertRelease();
+  std::string describeDisagreement() const;
+
+  const int device_;
+  const int rank_;
+  const int nranks_;
+  size_t capacity_;  // agreed at connect: the smallest of every rank's
+  const int timeoutMs_;
+  std::function<void(const Error&)> fail_;
+  std::unique_ptr<Cuda> cuda_;
+  Peers peers_;
+  std::mutex mu_;  // enqueue's numbering; the watcher's sleep
+  std::condition_variable cv_;
+  uint64_t calls_ = 0;
+  std::atomic<uint32_t> issued_{0};
+  std::atomic<bool> released_{false};
+  bool stop_ = false;
+  bool reported_ = false;  // the watcher has failed the communicator
+  std::thread watcher_;
+};
+
+}  // namespace squeeze::device
