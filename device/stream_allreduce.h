@@ -3,24 +3,32 @@
 // on words, reduces and writes words; no progress thread takes part, nothing is copied to the
 // host, and no host thread waits for the device.
 //
-// Each rank owns a window on its GPU (two sets of `capacity` bytes, exported to the peers with
-// CUDA IPC, or by address to ranks that are threads of the same process) and a stream area in
-// host memory every rank maps (the shared-memory window's control page, transports/shm/window.h),
-// registered with CUDA so that streams wait on and write its words:
-//   inbox[q]     published, consumed: the last round rank q's stream made readable in q's window,
-//                and the last round q finished reading from this rank's (written by q's stream);
+// Each rank owns a window on its GPU (two sets, each an input of `capacity` bytes and the result
+// of the part it reduces; exported to the peers with CUDA IPC, or by address to ranks that are
+// threads of the same process) and a stream area in host memory every rank maps (the
+// shared-memory window's control page, transports/shm/window.h), registered with CUDA so that
+// streams wait on and write its words:
+//   inbox[q]     published, reduced, consumed: the last round rank q's stream made its input
+//                readable, made its part's result readable, and finished reading this rank's
+//                window (written by q's stream);
 //   call[s]      the words that describe this rank's call in set s (RankInputs, device/reduce.h);
-//   error        what this rank's reduction found (device/reduce.h, kErrorWords);
+//   error        what this rank's reductions found (device/reduce.h, kErrorWords);
 //   done         the last round this rank's stream finished (for its own host side).
 // Round t (numbered over every call, 32-bit, compared cyclically) uses set s = t % 2:
 //   1. wait until every peer has read round t - 2 from this window (inbox[q].consumed >= t - 2);
-//   2. copy the round's input into set s, write call[s], then each peer's inbox[me].published = t;
-//   3. wait for every peer's round t (inbox[q].published >= t);
-//   4. reduce every rank's set s in rank order into the output (device/reduce.h, gpuReduceRanks:
-//      it first checks every rank's call words and reads nothing if one differs);
-//   5. write each peer's inbox[me].consumed = t, and done = t.
-// Every rank folds the same inputs in the same order (then divides for avg), so every rank ends
-// with the bits the host's direct all-reduce gives (src/core/direct_allreduce.h).
+//   2. copy into set s what the peers read of this rank's input, write call[s], then each
+//      peer's inbox[me].published = t; wait for every peer's round t (inbox[q].published >= t);
+//   3. one shot (calls under 512 KiB): reduce every rank's set s in rank order into the output;
+//      two shots (from 512 KiB): reduce this rank's part (this rank's input read in place) into
+//      its set's result, write each peer's reduced = t, wait for theirs, and copy every part's
+//      result into the output. Every reduction and copy is gpuReduceRanks (device/reduce.h),
+//      which first checks every rank's call words (and the error word) and touches nothing if
+//      one differs;
+//   4. write each peer's inbox[me].consumed = t, and done = t.
+// One shot is the latency path (one wait on the peers); two shots move about 4 n bytes a rank
+// where one moves (3 + ranks) n. Every element is folded in rank order (then divided for avg),
+// so every rank ends with the bits the host's direct all-reduce gives
+// (src/core/direct_allreduce.h).
 //
 // The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a
 // disagreement, or a peer that failed or died while this rank's stream waits for it, fails the

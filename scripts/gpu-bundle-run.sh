@@ -14,9 +14,10 @@
 #     120 s each; dense also with 32) and the squeeze package built against this node's torch
 #     (check/build-python-ext.sh into BUNDLE/python, 240 s), then its torch tests on CUDA tensors
 #     (SQZ_TEST_DEVICE=cuda: test_torch_backend.py and test_hook.py, 180 s each);
-#   phase 2 (up to 120 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats, alone on the
-#     GPU: first every process still alive from an earlier step is stopped (the log and the
-#     summary's "leftovers" row say which);
+#   phase 2 (up to 120 s + 2 x 60 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats,
+#     alone on the GPU: first every process still alive from an earlier step is stopped (the log
+#     and the summary's "leftovers" row say which); then sqz-allreduce-perf -d cuda -b 1K -e 256M
+#     alone, at 1 rank and at 2 (the stream all-reduce);
 #   phase 3 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
 #     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each); beside them one
@@ -85,7 +86,7 @@ write_summary() {
     printf '\n| step | status | s | note |\n|---|---|---|---|\n'
     for f in "$S"/*.row; do [ -e "$f" ] && cat "$f"; done
     if compgen -G "$S/*.perf" >/dev/null; then
-      printf '\n## sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1: the largest size, and the average\n\n'
+      printf '\n## sqz-allreduce-perf -d cuda -b 1K -e 16M (alone: 256M) -f 4 -c 1: the largest size, and the average\n\n'
       printf '| SQZ_TRANSPORT | ranks | codec | busbw out-of-place (GB/s) | busbw in-place (GB/s) |'
       printf ' avg busbw (GB/s) | #wrong | status |\n|---|---|---|---|---|---|---|---|\n'
       cat "$S"/*.perf
@@ -588,14 +589,17 @@ ddp_time() {
 allreduce() {
   local key=$1 tr=$2 n=$3 codec=$4 tag=${4%%:*} limit=45 st note wrong last avg cells
   [ -z "$codec" ] && tag=dense limit=${ALLREDUCE_DENSE_LIMIT:-60}
-  local name="allreduce $tr n=$n $tag$CNAME" log=$L/allreduce-$tr-n$n-$tag$CTAG.log
+  local max=${AR_MAX:-16M} alone=${AR_MAX:+ alone, to $AR_MAX}
+  local name="allreduce $tr n=$n $tag$CNAME$alone"
+  local log=$L/allreduce-$tr-n$n-$tag$CTAG${AR_MAX:+-$AR_MAX}.log
   local envs=(SQZ_TIMEOUT_MS="${BENCH_SQZ_TIMEOUT_MS:-20000}")
   [ "$tr" != default ] && envs+=(SQZ_TRANSPORT="$tr")
   local zopt=()
   [ -n "$codec" ] && zopt=(-z "$codec")
   # No sqzrun --timeout: at the limit the watchdog takes the ranks' backtraces before stopping them.
   run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" -n "$n" \
-    "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e 16M -f 4 -c 1 -J "${log%.log}.json" "${zopt[@]}" || return
+    "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e "$max" -f 4 -c 1 -J "${log%.log}.json" \
+    "${zopt[@]}" || return
   # A table row starts with the size and the count; #wrong is columns 9 (out of place) and
   # 13 (in place); -z adds its columns after them.
   # shellcheck disable=SC2016
@@ -697,6 +701,10 @@ phase1() {
 # ---- phase 2: sqz-codec-bench -d cuda, alone on the GPU -----------------------------------------
 phase2() {
   codec_bench
+  # Alone on the GPU: the one-rank call's latency, and two ranks sharing it (the stream
+  # all-reduce, device/stream_allreduce.h) up to 256 MiB beside the HBM-traffic limit.
+  AR_MAX=256M allreduce 35-alone-n1 default 1 ""
+  AR_MAX=256M allreduce 36-alone-n2 default 2 ""
 }
 
 # ---- phase 3: sqz-allreduce-perf -d cuda ------------------------------------------------------

@@ -25,14 +25,38 @@ using Clock = std::chrono::steady_clock;
 
 // The stream area's layout (offsets in bytes; every word 32-bit, each on its own cache line).
 constexpr size_t kPageBytes = 4096;
-size_t publishedOff(int q) { return size_t(q) * 128; }
-size_t consumedOff(int q) { return size_t(q) * 128 + 64; }
-size_t callOff(int set) { return 1024 + size_t(set) * 64; }
-constexpr size_t kErrorOff = 1152;
-constexpr size_t kDoneOff = 1216;
-constexpr size_t kDetachedOff = 1280;  // written by the owner's host: it maps no peer window now
+size_t publishedOff(int q) { return size_t(q) * 192; }
+size_t consumedOff(int q) { return size_t(q) * 192 + 64; }
+size_t reducedOff(int q) { return size_t(q) * 192 + 128; }
+size_t callOff(int set) { return 1536 + size_t(set) * 64; }
+constexpr size_t kErrorOff = 1664;
+constexpr size_t kDoneOff = 1728;
+constexpr size_t kDetachedOff = 1792;  // written by the owner's host: it maps no peer window now
 static_assert(kDetachedOff + 64 <= kStreamAreaBytes);
-static_assert(kMaxReduceRanks * 128 <= 1024);
+static_assert(kMaxReduceRanks * 192 <= 1536);
+
+// From this many bytes a call is reduced in two shots (each rank reduces its part, then every
+// rank gathers the parts): 4 n bytes of memory traffic a rank at 2 ranks and about that at 8,
+// against (3 + ranks) n for reading every rank's whole input, for one more wait.
+constexpr uint64_t kTwoShotBytes = 512 << 10;
+bool twoShot(uint64_t count, DataType dtype) {
+  return count * dataTypeSize(dtype) >= kTwoShotBytes;
+}
+
+// A window set: the input (capacity bytes), then the result of the part this rank reduces
+// (parts are whole multiples of 64 elements, so at most capacity / ranks + 512 bytes).
+size_t setBytes(size_t capacity, int nranks) {
+  return capacity + (capacity / size_t(nranks) + 512 + 255) / 256 * 256;
+}
+
+// Rank q's part of a round of n elements: [first, last).
+struct Part {
+  size_t first, last;
+};
+Part partOf(int q, int nranks, size_t n) {
+  const size_t per = ((n + nranks - 1) / nranks + 63) / 64 * 64;
+  return {std::min(n, q * per), std::min(n, (q + 1) * per)};
+}
 
 constexpr uint64_t kExportMagic = 0x58454d52'5a515153ull;  // "SQZRMEX"
 
@@ -168,9 +192,9 @@ StreamAllReduce::StreamAllReduce(int device, int rank, int nranks, size_t capaci
   // Its reduction's first launch must not load the kernel while a stream waits on a peer.
   loadKernelModules();
   collectParked();
-  cuda::check(cudaMalloc(&cuda_->window, 2 * capacity_),
-              strCat("cudaMalloc of the stream all-reduce's window (2 x ", capacity_,
-                     " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
+  cuda::check(cudaMalloc(&cuda_->window, 2 * setBytes(capacity_, nranks_)),
+              strCat("cudaMalloc of the stream all-reduce's window (2 x ",
+                     setBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
 }
 
 WindowExport StreamAllReduce::exportWindow() const {
@@ -195,6 +219,7 @@ void StreamAllReduce::connect(const std::vector<WindowExport>& exports, Peers pe
               "stream all-reduce: ", exports.size(), " exports for ", nranks_, " ranks");
   cuda::DeviceGuard guard(device_);
   Cuda& c = *cuda_;
+  peers_ = std::move(peers);  // kept whatever happens: registered pages must stay mapped
   c.windows.assign(nranks_, nullptr);
   c.opened.assign(nranks_, false);
   size_t capacity = capacity_;
@@ -245,20 +270,16 @@ void StreamAllReduce::connect(const std::vector<WindowExport>& exports, Peers pe
   capacity_ = capacity;
   c.areaDevice.assign(nranks_, 0);
   for (int q = 0; q < nranks_; ++q) {
-    uint8_t* area = peers.areas[q];
+    uint8_t* area = peers_.areas[q];
     auto* page = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(area) & ~(kPageBytes - 1));
     SQZ_ENFORCE(area + kStreamAreaBytes <= page + kPageBytes, "a stream area crosses a page");
-    const cudaError_t rc =
-        cudaHostRegister(page, kPageBytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
-    if (rc == cudaErrorHostMemoryAlreadyRegistered) {
-      (void)cudaGetLastError();
-    } else {
-      cuda::check(rc, "cudaHostRegister of a stream all-reduce's words");
-      c.registered.push_back(page);
-    }
+    // Each mapping is this object's own, so nothing else has registered it.
+    cuda::check(
+        cudaHostRegister(page, kPageBytes, cudaHostRegisterPortable | cudaHostRegisterMapped),
+        "cudaHostRegister of a stream all-reduce's words");
+    c.registered.push_back(page);
     c.areaDevice[q] = cuda::devicePointer(page) + (area - page);
   }
-  peers_ = std::move(peers);
   c.connected = true;
   watcher_ = std::thread([this] { watch(); });
 }
@@ -272,19 +293,34 @@ void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, si
                               DataType dtype, RedOp op, const std::string& what) {
   SQZ_ENFORCE(cuda_->connected && count > 0, "stream all-reduce: ", what);
   const size_t esz = dataTypeSize(dtype), per = capacity_ / esz;
+  const size_t set = setBytes(capacity_, nranks_);
+  const bool two = twoShot(count, dtype);
+  const int divisor = op == RedOp::kAvg ? nranks_ : 1;
   const Cuda& c = *cuda_;
   auto word = [&](int owner, size_t off) {
     return cuda::StreamWord{reinterpret_cast<volatile uint32_t*>(peers_.areas[owner] + off),
                             c.areaDevice[owner] + off};
   };
-  auto wait = [&](const cuda::StreamWord& w, uint32_t value) {
-    if (!cuda::streamWaitWord(stream, w, value))
-      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
+  auto wait = [&](size_t (*off)(int), uint32_t value) {  // every peer's word in this rank's area
+    for (int q = 0; q < nranks_; ++q)
+      if (q != rank_ && !cuda::streamWaitWord(stream, word(rank_, off(q)), value))
+        raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
   };
   auto write = [&](const cuda::StreamWord& w, uint32_t value) {
     if (!cuda::streamWriteWord(stream, w, value))
       raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWriteValue32");
   };
+  auto tell = [&](size_t (*off)(int), uint32_t value) {  // this rank's word in every peer's area
+    for (int q = 0; q < nranks_; ++q)
+      if (q != rank_) write(word(q, off(rank_)), value);
+  };
+  auto copy = [&](void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+                strCat(what, ": copying into the window on the caller's stream").c_str());
+  };
+  auto input = [&](int q, int s) { return c.windows[q] + s * set; };
+  auto result = [&](int q, int s) { return c.windows[q] + s * set + capacity_; };
   std::unique_ptr<Error> failed;
   {
     cuda::DeviceGuard guard(device_);
@@ -303,25 +339,42 @@ void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, si
       for (size_t off = 0; off < count; off += per) {
         const size_t n = std::min(per, count - off);
         const int s = static_cast<int>(++t & 1);
-        for (int q = 0; q < nranks_; ++q)
-          if (q != rank_) wait(word(rank_, consumedOff(q)), t - 2);
-        char* mine = const_cast<char*>(c.windows[rank_]) + s * capacity_;
-        cuda::check(cudaMemcpyAsync(mine, static_cast<const char*>(send) + off * esz, n * esz,
-                                    cudaMemcpyDeviceToDevice, stream),
-                    strCat(what, ": copying into the window on the caller's stream").c_str());
+        const char* src = static_cast<const char*>(send) + off * esz;
+        char* dst = static_cast<char*>(recv) + off * esz;
+        const Part mine = two ? partOf(rank_, nranks_, n) : Part{0, 0};
+        wait(consumedOff, t - 2);  // the peers are through with this set's last round
+        // The input the peers read: all of it, or in two shots the parts they reduce.
+        copy(const_cast<char*>(input(rank_, s)), src, (two ? mine.first : n) * esz);
+        if (two)
+          copy(const_cast<char*>(input(rank_, s)) + mine.last * esz, src + mine.last * esz,
+               (n - mine.last) * esz);
         for (int w = 0; w < kCallWords; ++w) write(word(rank_, callOff(s) + 4 * w), in.expect[w]);
+        tell(publishedOff, t);
+        wait(publishedOff, t);
         for (int q = 0; q < nranks_; ++q)
-          if (q != rank_) write(word(q, publishedOff(rank_)), t);
-        for (int q = 0; q < nranks_; ++q)
-          if (q != rank_) wait(word(rank_, publishedOff(q)), t);
-        for (int q = 0; q < nranks_; ++q) {
-          in.in[q] = c.windows[q] + s * capacity_;
           in.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));
+        if (!two) {
+          for (int q = 0; q < nranks_; ++q) in.in[q] = input(q, s);
+          gpuReduceRanks(dtype, op, dst, in, n, divisor, stream);
+        } else {
+          // This rank's part, its own input read where the caller keeps it; then every part.
+          for (int q = 0; q < nranks_; ++q)
+            in.in[q] = (q == rank_ ? src : input(q, s)) + mine.first * esz;
+          gpuReduceRanks(dtype, op, const_cast<char*>(result(rank_, s)), in,
+                         mine.last - mine.first, divisor, stream);
+          tell(reducedOff, t);
+          wait(reducedOff, t);
+          // Copies that check the error word too: a failed round writes no output.
+          RankInputs one = in;
+          one.nranks = 1;
+          one.call[0] = in.call[rank_];
+          for (int q = 0; q < nranks_; ++q) {
+            const Part p = partOf(q, nranks_, n);
+            one.in[0] = result(q, s);
+            gpuReduceRanks(dtype, op, dst + p.first * esz, one, p.last - p.first, 1, stream);
+          }
         }
-        gpuReduceRanks(dtype, op, static_cast<char*>(recv) + off * esz, in, n,
-                       op == RedOp::kAvg ? nranks_ : 1, stream);
-        for (int q = 0; q < nranks_; ++q)
-          if (q != rank_) write(word(q, consumedOff(rank_)), t);
+        tell(consumedOff, t);
         write(word(rank_, kDoneOff), t);
         issued_.store(t);
       }
@@ -360,8 +413,10 @@ void StreamAllReduce::reassertRelease() {
     if (q == rank_) continue;
     auto* published = reinterpret_cast<volatile uint32_t*>(mine + publishedOff(q));
     auto* consumed = reinterpret_cast<volatile uint32_t*>(mine + consumedOff(q));
+    auto* reduced = reinterpret_cast<volatile uint32_t*>(mine + reducedOff(q));
     if (!reached(load(published), t)) store(published, t);
     if (!reached(load(consumed), t)) store(consumed, t);
+    if (!reached(load(reduced), t)) store(reduced, t);
   }
 }
 
@@ -406,10 +461,18 @@ void StreamAllReduce::watch() {
     const uint32_t issued = issued_.load(), done = roundsDone(), t = done + 1;
     std::unique_ptr<Error> failure;
     const uint32_t e = word(mine, kErrorOff);
-    // The rounds a peer still owes this stream: its round t, and its read of round t - 2.
+    // Whether this rank's stream has written its part of round t (each peer's published): from
+    // then on it waits only for the peers, and its call words of round t are written.
+    const bool here = reached(word(peers_.areas[firstPeer], publishedOff(rank_)), t);
+    const uint32_t w1 = word(mine, callOff(t & 1) + 4), w2 = word(mine, callOff(t & 1) + 8);
+    const bool two = here && ((w2 >> 16) & 0xff) < uint32_t(kNumDataTypes) &&
+                     twoShot(w1 | (uint64_t(w2 & 0xffff) << 32), DataType((w2 >> 16) & 0xff));
+    // What a peer still owes this stream: its round t (in two shots, its part too), and its
+    // read of round t - 2.
     auto owes = [&](int q) {
       return !reached(word(mine, publishedOff(q)), t) ||
-             !reached(word(mine, consumedOff(q)), t - 2);
+             !reached(word(mine, consumedOff(q)), t - 2) ||
+             (two && !reached(word(mine, reducedOff(q)), t));
     };
     if (e != 0 && e != kReleased && !reported_) {
       failure = std::make_unique<Error>(ErrorCode::kInvalidUsage, describeDisagreement());
@@ -424,7 +487,6 @@ void StreamAllReduce::watch() {
                        "waits for its part of an all-reduce on device buffers (round ", t,
                        "); the communicator is failed"));
       }
-      const bool here = reached(word(peers_.areas[firstPeer], publishedOff(rank_)), t);
       if (!here || round != t) {
         round = here ? t : round;
         arrived = Clock::now();
@@ -471,6 +533,10 @@ StreamAllReduce::~StreamAllReduce() {
   auto parked = std::make_unique<Parked>();
   parked->device = device_;
   parked->window = c.window;
+  parked->registered = c.registered;
+  parked->keepAlive = peers_.keepAlive;
+  for (size_t q = 0; q < c.opened.size(); ++q)
+    if (c.opened[q]) parked->opened.push_back(c.windows[q]);
   if (c.connected) {
     // No CUDA call that may wait for the whole device: another rank's stream in this process
     // may be held (its peers still calling). This rank's own stream gets through first.
@@ -493,12 +559,9 @@ StreamAllReduce::~StreamAllReduce() {
     parked->areas = peers_.areas;
     parked->rank = rank_;
     parked->issued = issued;
-    parked->registered = c.registered;
-    for (int q = 0; q < nranks_; ++q)
-      if (c.opened[q]) parked->opened.push_back(c.windows[q]);
-    parked->keepAlive = peers_.keepAlive;
     if (through()) {
-      if (!parked->detach()) SQZ_INFO(kDevice, "rank ", rank_, ": could not unmap a peer's window");
+      if (!parked->detach())
+        SQZ_INFO(kDevice, "rank ", rank_, ": could not unmap a peer's stream all-reduce window");
     } else {
       SQZ_INFO(kDevice, "rank ", rank_, ": this rank's stream is not through its last stream "
                "all-reduce; its window stays until it is");

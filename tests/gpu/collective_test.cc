@@ -350,6 +350,11 @@ TEST(DeviceStreamSemantics, MismatchedStreamAllReducesFailAndNothingHangs) {
       {"counts", {1000, 2000}, {sqzFloat32, sqzFloat32}, nullptr, "#1 of 1000 float (sum)"},
       {"datatypes", {1024, 1024}, {sqzFloat32, sqzInt32}, nullptr, "#1 of 1024 float (sum)"},
       {"rounds", {16384, 65536}, {sqzFloat32, sqzFloat32}, "64K", "#1 of 16384 float (sum)"},
+      // From 512 KiB the ranks reduce in two shots, below it in one.
+      {"two shots", {262144, 131072}, {sqzFloat32, sqzFloat32}, nullptr,
+       "#1 of 262144 float (sum)"},
+      {"one shot and two", {65536, 262144}, {sqzFloat32, sqzFloat32}, nullptr,
+       "#1 of 65536 float (sum)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
