@@ -273,8 +273,8 @@ void Communicator::setUpStreamDirect(const std::shared_ptr<ShmWindow>& window) {
                   device::kWindowExportBytes);
     device::StreamAllReduce::Peers peers;
     for (int q = 0; q < nranks_; ++q) peers.areas.push_back(window->streamArea(q));
-    peers.down = [w = window.get()](int q) { return w->peerDown(q); };
-    peers.keepAlive = window;
+    peers.down = [window](int q) { return window->peerDown(q); };
+    peers.keepAlive = window->holdMappings();
     try {
       stream->connect(exports, std::move(peers));
     } catch (const Error& e) {

@@ -134,6 +134,12 @@ uint8_t* ShmWindow::streamArea(int p) const {
   return reinterpret_cast<uint8_t*>(ranks_[p].ctl) + kPageBytes - kStreamAreaBytes;
 }
 
+std::shared_ptr<const void> ShmWindow::holdMappings() const {
+  auto maps = std::make_shared<std::vector<std::shared_ptr<const Mapping>>>();
+  for (const Rank& r : ranks_) maps->push_back(r.map);
+  return maps;
+}
+
 bool ShmWindow::peerDown(int p) const {
   const Rank& r = ranks_[p];
   if (r.ctl->closed.value.load(std::memory_order_acquire) != 0) return true;

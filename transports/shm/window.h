@@ -96,6 +96,10 @@ class ShmWindow {
   /// all-reduce of device buffers (device/stream_allreduce.h), which lays them out.
   uint8_t* streamArea(int p) const;
   static constexpr size_t kStreamAreaBytes = 2048;
+  /// Every rank's segment mapping, held for as long as the result lives (not the window: its
+  /// liveness sockets close with it): for memory registered with CUDA, which must stay mapped
+  /// until it is unregistered.
+  std::shared_ptr<const void> holdMappings() const;
   /// Whether rank p shut its window down (it failed or was destroyed) or its process is gone.
   /// Thread-safe (a system call each time): for watchers other than the call's thread.
   bool peerDown(int p) const;
