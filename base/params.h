@@ -85,11 +85,11 @@ enum class ParamType { kInt, kBytes, kDouble, kString };
     "stream operations each (64K-4G).")                                                         \
   X(deviceDirectBytes, kBytes, "SQZ_DEVICE_DIRECT_BYTES", "8M",                               \
     "Device calls: where every rank shares one host (a shared-memory window, "                 \
-    "SQZ_SHM_DIRECT_BYTES > 0) and there are 2-8 ranks, a dense all-reduce on device buffers "  \
-    "runs on the caller's stream alone (copies, waits on words, one reduction kernel), "       \
-    "reading the peers' windows of two sets of this many bytes of device memory per rank "     \
-    "(CUDA IPC); larger calls move in rounds of this size. 0: off, every device call goes "    \
-    "through SQZ_DEVICE_STAGING_BYTES and the host (64K-1G).")                                 \
+    "SQZ_SHM_DIRECT_BYTES > 0) and there are 2-8 ranks, the dense collectives on device "      \
+    "buffers run on the caller's stream alone (copies, waits on words, a check and the "       \
+    "reduction kernels), reading the peers' windows of two sets of this many bytes of device " \
+    "memory per rank (CUDA IPC); larger calls move in rounds of this size. 0: off, every "     \
+    "device call goes through SQZ_DEVICE_STAGING_BYTES and the host (64K-1G).")                \
   X(algo, kString, "SQZ_ALGO", "",                                                             \
     "Force algorithms: 'ring', or per collective and size, 'allreduce:0-64K=rhd,64K-inf=ring'." \
     " Empty: the tuner's cost model decides.")                                                 \

@@ -5,7 +5,7 @@
 #include "base/strings.h"
 #include "device/call_queue.h"
 #include "device/context.h"
-#include "device/stream_allreduce.h"
+#include "device/stream_collectives.h"
 
 namespace squeeze::device {
 namespace {
@@ -39,27 +39,27 @@ void CallQueue::drain() {}
 void CallQueue::abort() {}
 void CallQueue::stopThread() {}
 
-struct StreamAllReduce::Cuda {};
+struct StreamCollectives::Cuda {};
 
-bool StreamAllReduce::available(std::string* why) {
+bool StreamCollectives::available(std::string* why) {
   if (why) *why = "this build of Squeeze has no CUDA support";
   return false;
 }
-StreamAllReduce::StreamAllReduce(int device, int rank, int nranks, size_t capacity, int,
-                                 std::function<void(const Error&)>)
+StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t capacity, int,
+                                     std::function<void(const Error&)>)
     : device_(device), rank_(rank), nranks_(nranks), capacity_(capacity), timeoutMs_(0) {
   refuse(strCat("rank ", rank_, ": "));
 }
-StreamAllReduce::~StreamAllReduce() = default;
-WindowExport StreamAllReduce::exportWindow() const { return {}; }
-void StreamAllReduce::connect(const std::vector<WindowExport>&, Peers) {}
-void StreamAllReduce::enqueue(GpuStream, const void*, void*, size_t, DataType, RedOp,
-                              const std::string&) {
+StreamCollectives::~StreamCollectives() = default;
+WindowExport StreamCollectives::exportWindow() const { return {}; }
+void StreamCollectives::connect(const std::vector<WindowExport>&, Peers) {}
+bool StreamCollectives::runs(CollKind) { return false; }
+void StreamCollectives::enqueue(GpuStream, const CollRequest&, const std::string&) {
   refuse(strCat("rank ", rank_, ": "));
 }
-void StreamAllReduce::release() {}
-void StreamAllReduce::stopWatcher() {}
-uint32_t StreamAllReduce::roundsDone() const { return 0; }
+void StreamCollectives::release() {}
+void StreamCollectives::stopWatcher() {}
+uint32_t StreamCollectives::roundsDone() const { return 0; }
 
 std::unique_ptr<Context> makeCudaContext(int, GpuStream) { refuse(""); }
 

@@ -26,38 +26,48 @@ void cpuDivide(void* buf, size_t n, DataType dtype, int divisor);
 // Whether this CPU (and OS) runs AVX with the F16C conversions: picks the float16 kernels.
 bool cpuHasF16c();
 
-// ---- the stream all-reduce's reduction (device/stream_allreduce.h) ---------------------------
-// Every rank's buffer of one round, in rank order, with the words each rank published to
-// describe its call: the reduction first compares every rank's words with its own, and reads
-// no buffer unless all agree (a rank in another call, or a call of another size, type or op,
-// would otherwise be summed in silently).
+// ---- the stream collectives' check and reduction (device/stream_collectives.h) -----------------
+// A round first checks the words each rank published to describe its call against this rank's
+// (one small kernel, which reads them from host memory), and leaves its verdict in device memory;
+// the reductions and copies of the round read only the verdict and touch nothing unless every
+// rank agrees (a rank in another call, or a call of another size, type, op or root, would
+// otherwise be summed in silently).
 constexpr int kMaxReduceRanks = 8;
-constexpr int kCallWords = 3;
-// What reduceRanks leaves in error[0]: 0 while every round agreed; q + 1 where rank q's words
-// differed (error[1..3] then hold them, error[4..6] this rank's); kReleased where the host
-// released the stream (a failed communicator), so no later round reads a peer's buffer.
+constexpr int kCallWords = 4;
+// What the check leaves in error[0] and in the verdict: 0 while every round agreed; q + 1 where
+// rank q's words differed (error[1..4] then hold them, error[5..8] this rank's); kReleased where
+// the host released the stream (a failed communicator), so no later round reads a peer's buffer.
 constexpr uint32_t kReleased = 0xffffffffu;
-constexpr int kErrorWords = 8;
-struct RankInputs {
-  const void* in[kMaxReduceRanks];
+constexpr int kErrorWords = 1 + 2 * kCallWords;
+struct CallCheck {
   const volatile uint32_t* call[kMaxReduceRanks];  // kCallWords each (pinned, mapped memory)
   uint32_t expect[kCallWords];
-  volatile uint32_t* error;  // kErrorWords (pinned, mapped memory)
+  volatile uint32_t* error;  // kErrorWords (pinned, mapped memory), sticky
   int nranks;
 };
 
 // The rank whose call words differ from `expect` (its index + 1), or 0. Written once for both
 // backends.
-SQZ_HD inline uint32_t disagreeingRank(const RankInputs& r) {
-  for (int q = 0; q < r.nranks; ++q)
+SQZ_HD inline uint32_t disagreeingRank(const CallCheck& c) {
+  for (int q = 0; q < c.nranks; ++q)
     for (int w = 0; w < kCallWords; ++w)
-      if (r.call[q][w] != r.expect[w]) return static_cast<uint32_t>(q) + 1;
+      if (c.call[q][w] != c.expect[w]) return static_cast<uint32_t>(q) + 1;
   return 0;
 }
 
-// out[i] = in[0][i] op in[1][i] op ... op in[nranks - 1][i] (then / divisor when divisor > 1),
-// unless error[0] is set or the call words disagree (then out is untouched and error says why).
-// out may not overlap an input.
+// Unless error[0] is already set: compares every rank's words, and where one differs writes its
+// words, this rank's and then error[0]. *verdict (device memory) = error[0] afterwards.
+void cpuCheckCalls(const CallCheck& c, uint32_t* verdict);
+
+// The inputs of a reduction (nranks of them, folded in index order) and the round's verdict.
+struct RankInputs {
+  const void* in[kMaxReduceRanks];
+  int nranks;
+  const uint32_t* verdict;  // device memory; the reduction runs only where it is 0
+};
+
+// out[i] = in[0][i] op in[1][i] op ... op in[nranks - 1][i] (then / divisor when divisor > 1);
+// with one input, a copy. Nothing when *verdict != 0. out may not overlap an input.
 void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor);
 
@@ -72,6 +82,8 @@ void gpuReduce(DataType dtype, RedOp op, void* out, const void* a, const void* b
                GpuStream stream);
 // cpuDivide's buf[i] / divisor.
 void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream stream);
+// cpuCheckCalls, one block.
+void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream);
 // cpuReduceRanks in one pass: each element's inputs folded in rank order, one store.
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor, GpuStream stream);

@@ -702,7 +702,7 @@ phase1() {
 phase2() {
   codec_bench
   # Alone on the GPU: the one-rank call's latency, and two ranks sharing it (the stream
-  # all-reduce, device/stream_allreduce.h) up to 256 MiB beside the HBM-traffic limit.
+  # all-reduce, device/stream_collectives.h) up to 256 MiB beside the HBM-traffic limit.
   AR_MAX=256M allreduce 35-alone-n1 default 1 ""
   AR_MAX=256M allreduce 36-alone-n2 default 2 ""
 }

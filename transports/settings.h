@@ -25,7 +25,7 @@ struct TransportSettings {
   int device = -1;
   size_t cudaIpcBufferBytes = 8 << 20;  // SQZ_CUDA_IPC_BUFFER_BYTES
   size_t deviceStagingBytes = 16 << 20;  // SQZ_DEVICE_STAGING_BYTES (device/call_queue.h)
-  size_t deviceDirectBytes = 8 << 20;    // SQZ_DEVICE_DIRECT_BYTES (device/stream_allreduce.h)
+  size_t deviceDirectBytes = 8 << 20;    // SQZ_DEVICE_DIRECT_BYTES (device/stream_collectives.h)
   size_t shmSingleCopyBytes = 0;        // SQZ_SHM_SINGLE_COPY_BYTES (0: never)
   size_t shmDirectBytes = 1 << 20;      // SQZ_SHM_DIRECT_BYTES: window capacity (0: no window)
   std::string ibHca;                    // SQZ_IB_HCA ("" or device[:port])

@@ -110,19 +110,23 @@ void cpuDivide(void* buf, size_t n, DataType dtype, int divisor) {
   visitElement(dtype, [&](auto elem) { divideLoop<decltype(elem)>(buf, n, divisor); });
 }
 
+void cpuCheckCalls(const CallCheck& c, uint32_t* verdict) {
+  if (c.error[0] == 0) {
+    if (const uint32_t q = disagreeingRank(c)) {
+      for (int w = 0; w < kCallWords; ++w) {
+        c.error[1 + w] = c.call[q - 1][w];
+        c.error[1 + kCallWords + w] = c.expect[w];
+      }
+      __atomic_store_n(const_cast<uint32_t*>(c.error), q, __ATOMIC_RELEASE);
+    }
+  }
+  *verdict = c.error[0];
+}
+
 void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor) {
   const ReduceFn fn = cpuReduceFn(dtype, op);
-  if (r.error[0] != 0) return;
-  if (const uint32_t q = disagreeingRank(r)) {
-    for (int w = 0; w < kCallWords; ++w) {
-      r.error[1 + w] = r.call[q - 1][w];
-      r.error[1 + kCallWords + w] = r.expect[w];
-    }
-    __atomic_store_n(const_cast<uint32_t*>(r.error), q, __ATOMIC_RELEASE);
-    return;
-  }
-  if (n == 0) return;
+  if (*r.verdict != 0 || n == 0) return;
   if (r.nranks == 1) {
     std::memcpy(out, r.in[0], n * dataTypeSize(dtype));
   } else {

@@ -97,29 +97,37 @@ __global__ void divideKernel(typename Elem::Storage* buf, size_t n, int divisor,
     buf[i] = divideElement<Elem>(buf[i], divisor);
 }
 
-// The stream all-reduce's reduction: thread 0 of each block compares the ranks' call words (a
-// few reads of pinned host memory) and the block reads nothing unless they agree; block 0 says
-// why not. Each element's inputs are folded in rank order and stored once.
+// The stream collectives' check: one warp, a word a lane (kMaxReduceRanks x kCallWords = 32),
+// then lane 0 writes what differed and the verdict.
+__global__ void checkCallsKernel(CallCheck c, uint32_t* verdict) {
+  const int lane = threadIdx.x, q = lane / kCallWords, w = lane % kCallWords;
+  const uint32_t before = c.error[0];
+  const bool differs = before == 0 && q < c.nranks && c.call[q][w] != c.expect[w];
+  const unsigned mask = __ballot_sync(0xffffffffu, differs);
+  if (lane != 0) return;
+  uint32_t result = before;
+  if (mask != 0) {
+    const uint32_t rank = static_cast<uint32_t>(__ffs(mask) - 1) / kCallWords;
+    for (int k = 0; k < kCallWords; ++k) {
+      c.error[1 + k] = c.call[rank][k];
+      c.error[1 + kCallWords + k] = c.expect[k];
+    }
+    __threadfence_system();
+    c.error[0] = rank + 1;
+    result = rank + 1;
+  }
+  *verdict = result;
+}
+static_assert(kMaxReduceRanks * kCallWords <= 32, "one warp checks every word");
+
+// The stream collectives' reduction (and, with one input, their copy): each element's inputs
+// folded in rank order and stored once, unless the round's check found something.
 template <class Elem, class Op>
 __global__ void reduceRanksKernel(typename Elem::Storage* out, RankInputs r, size_t n,
                                   int divisor, Split split) {
   using T = typename Elem::Storage;
   constexpr int kCount = Pack<T>::kCount;
-  __shared__ uint32_t stop;
-  if (threadIdx.x == 0) {
-    uint32_t q = r.error[0] != 0 ? kReleased : disagreeingRank(r);
-    if (q != 0 && q != kReleased && blockIdx.x == 0) {
-      for (int w = 0; w < kCallWords; ++w) {
-        r.error[1 + w] = r.call[q - 1][w];
-        r.error[1 + kCallWords + w] = r.expect[w];
-      }
-      __threadfence_system();
-      r.error[0] = q;
-    }
-    stop = q;
-  }
-  __syncthreads();
-  if (stop != 0) return;
+  if (*r.verdict != 0) return;
   const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   auto fold = [&](auto load) {
@@ -187,10 +195,18 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
   cuda::checkLaunch("divideKernel");
 }
 
+void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream) {
+  SQZ_ENFORCE(c.nranks >= 1 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
+              " ranks");
+  checkCallsKernel<<<1, 32, 0, stream>>>(c, verdict);
+  cuda::checkLaunch("checkCallsKernel");
+}
+
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor, GpuStream stream) {
   SQZ_ENFORCE(r.nranks >= 1 && r.nranks <= kMaxReduceRanks, "reduceRanks over ", r.nranks,
               " ranks");
+  if (n == 0) return;
   const bool known = visitElement(dtype, [&](auto elem) {
     using Elem = decltype(elem);
     using T = typename Elem::Storage;
@@ -199,7 +215,6 @@ void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
     for (int q = 1; q < r.nranks; ++q)
       if (splitFor(n, sizeof(T), {out, r.in[q]}).head != split.head) split = {n, 0};
     return visitOp(op, [&](auto o) {
-      // Launched even for n == 0: the call words are checked every round.
       reduceRanksKernel<Elem, decltype(o)><<<gridFor(workOf(split, n)), kThreads, 0, stream>>>(
           static_cast<T*>(out), r, n, divisor, split);
       return true;

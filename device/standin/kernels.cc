@@ -104,18 +104,24 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
   enqueue(stream, "gpuDivide", {{"buf", buf, n}}, [=] { cpuDivide(buf, n, dtype, divisor); });
 }
 
+void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream) {
+  SQZ_ENFORCE(c.nranks >= 1 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
+              " ranks");
+  std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
+                           {"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)}};
+  for (int q = 0; q < c.nranks; ++q)
+    args.push_back({"call", const_cast<const uint32_t*>(c.call[q]), size_t(kCallWords)});
+  enqueue(stream, "gpuCheckCalls", args, [=] { cpuCheckCalls(c, verdict); });
+}
+
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor, GpuStream stream) {
   SQZ_ENFORCE(r.nranks >= 1 && r.nranks <= kMaxReduceRanks, "reduceRanks over ", r.nranks,
               " ranks");
   (void)cpuReduceFn(dtype, op);  // an unknown pair throws here, as on a GPU
-  std::vector<Arg> args = {{"out", out, n},
-                           {"error", const_cast<uint32_t*>(r.error), size_t(kErrorWords)}};
-  for (int q = 0; q < r.nranks; ++q) {
-    args.push_back({"in", r.in[q], n});
-    args.push_back(
-        {"call", const_cast<const uint32_t*>(r.call[q]), size_t(kCallWords)});
-  }
+  if (n == 0) return;
+  std::vector<Arg> args = {{"out", out, n}, {"verdict", r.verdict, size_t(1)}};
+  for (int q = 0; q < r.nranks; ++q) args.push_back({"in", r.in[q], n});
   enqueue(stream, "gpuReduceRanks", args, [=] { cpuReduceRanks(dtype, op, out, r, n, divisor); });
 }
 

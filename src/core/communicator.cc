@@ -222,13 +222,13 @@ void Communicator::setUpDirect() {
            all      ? "on"
            : window ? "off (a peer has no shared-memory window)"
                     : "off (no shared-memory window to every peer)");
-  if (callQueue_) setUpStreamDirect(all ? window : nullptr);
+  if (callQueue_) setUpStreamCollectives(all ? window : nullptr);
   forgetInitCalls();
 }
 
 static_assert(ShmWindow::kStreamAreaBytes == device::kStreamAreaBytes);
 
-void Communicator::setUpStreamDirect(const std::shared_ptr<ShmWindow>& window) {
+void Communicator::setUpStreamCollectives(const std::shared_ptr<ShmWindow>& window) {
   std::string why;
   bool able = true;
   if (!window) {
@@ -241,13 +241,13 @@ void Communicator::setUpStreamDirect(const std::shared_ptr<ShmWindow>& window) {
     able = false;
     why = "SQZ_DEVICE_DIRECT_BYTES=0";
   } else {
-    able = device::StreamAllReduce::available(&why);
+    able = device::StreamCollectives::available(&why);
   }
-  std::unique_ptr<device::StreamAllReduce> stream;
+  std::unique_ptr<device::StreamCollectives> stream;
   device::WindowExport mine{};
   if (able) {
     try {
-      stream = std::make_unique<device::StreamAllReduce>(
+      stream = std::make_unique<device::StreamCollectives>(
           config_.device, rank_, nranks_, config_.deviceDirectBytes, config_.timeoutMs,
           [this](const Error& e) { fail(e); });
       mine = stream->exportWindow();
@@ -271,7 +271,7 @@ void Communicator::setUpStreamDirect(const std::shared_ptr<ShmWindow>& window) {
     for (int q = 0; q < nranks_; ++q)
       std::memcpy(exports[q].data(), all.data() + q * device::kWindowExportBytes,
                   device::kWindowExportBytes);
-    device::StreamAllReduce::Peers peers;
+    device::StreamCollectives::Peers peers;
     for (int q = 0; q < nranks_; ++q) peers.areas.push_back(window->streamArea(q));
     peers.down = [window](int q) { return window->peerDown(q); };
     peers.keepAlive = window->holdMappings();
@@ -283,10 +283,10 @@ void Communicator::setUpStreamDirect(const std::shared_ptr<ShmWindow>& window) {
     }
     on = allReduceByte(able ? 1 : 0, RedOp::kMin) == 1;
   }
-  if (on) streamDirect_ = std::move(stream);
-  SQZ_INFO(kInit, "rank ", rank_, ": dense all-reduces on device buffers run ",
-           on    ? "on the caller's stream alone (stream all-reduce)"
-           : able ? "through the host (a peer cannot run the stream all-reduce)"
+  if (on) streamColls_ = std::move(stream);
+  SQZ_INFO(kInit, "rank ", rank_, ": dense collectives on device buffers run ",
+           on    ? "on the caller's stream alone (stream collectives)"
+           : able ? "through the host (a peer cannot run the stream collectives)"
                   : strCat("through the host (", why, ")"));
 }
 
@@ -322,7 +322,7 @@ void Communicator::fail(const Error& e) {
     for (auto& s : peers_.controls) sendFailureNotice(s, e);
   // Peers blocked on us learn at once that this rank is out.
   if (direct_) direct_->shutdown();
-  if (streamDirect_) streamDirect_->release();
+  if (streamColls_) streamColls_->release();
   for (auto& c : peers_.conns)
     if (c) c->shutdown();
   for (auto& s : peers_.controls) s.shutdownBoth();
@@ -435,7 +435,7 @@ std::unique_ptr<Communicator> Communicator::grow(int newRanks, const UniqueIdDat
 }
 
 void Communicator::stopThreads() {
-  if (streamDirect_) streamDirect_->stopWatcher();
+  if (streamColls_) streamColls_->stopWatcher();
   if (callQueue_) callQueue_->stopThread();
 }
 
@@ -514,17 +514,18 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
                              req.bytes(), what);
     return;
   }
-  // A dense all-reduce of ranks on one host: on the caller's stream alone.
-  if (streamDirect_ && req.kind == CollKind::kAllReduce && req.count > 0 && !req.codecCall &&
-      (!req.codec || req.codec->rawWire())) {
+  // A dense collective of ranks on one host: on the caller's stream alone. Unless SQZ_ALGO
+  // forces the algorithms (an all-reduce: unless it names another than direct), since the
+  // alternative is a trip through the host.
+  if (streamColls_ && device::StreamCollectives::runs(req.kind) && req.count > 0 &&
+      !req.codecCall && (!req.codec || req.codec->rawWire())) {
     CollRequest probe = req;
     probe.windowed = true;
     if (!probe.codec) probe.codec = &denseCodec();
-    // Unless SQZ_ALGO names another algorithm: the alternative is a trip through the host.
-    if (config_.algoSpec.empty() || !tuner_->choose(probe, nranks_).build) {
+    if (config_.algoSpec.empty() ||
+        (req.kind == CollKind::kAllReduce && !tuner_->choose(probe, nranks_).build)) {
       throwIfFailed();
-      streamDirect_->enqueue(static_cast<device::GpuStream>(stream), req.sendbuf, req.recvbuf,
-                             req.count, req.dtype, req.op, what);
+      streamColls_->enqueue(static_cast<device::GpuStream>(stream), req, what);
       return;
     }
   }

@@ -22,7 +22,7 @@
 #include "compress/codec_comm.h"
 #include "core/config.h"
 #include "core/direct_allreduce.h"
-#include "device/stream_allreduce.h"
+#include "device/stream_collectives.h"
 #include "core/encode_pool.h"
 #include "core/executor.h"
 #include "core/peer_setup.h"
@@ -132,10 +132,10 @@ class Communicator final : public CodecComm {
   // The direct all-reduce, when every rank has a complete shared-memory window (one small
   // all-reduce agrees on it, so that all use it or none). Collective; leaves no trace.
   void setUpDirect();
-  // The stream all-reduce of device buffers over `window` (device/stream_allreduce.h), when
+  // The stream all-reduce of device buffers over `window` (device/stream_collectives.h), when
   // every rank has a GPU, the window and a driver for it (agreed like the direct all-reduce).
   // Collective; leaves no trace.
-  void setUpStreamDirect(const std::shared_ptr<ShmWindow>& window);
+  void setUpStreamCollectives(const std::shared_ptr<ShmWindow>& window);
   // Init's own calls (the tuner's measurement, the direct agreement, the device barrier) leave
   // no trace: the first user call is call 0, and the traffic count at close is the user's.
   void forgetInitCalls();
@@ -179,7 +179,7 @@ class Communicator final : public CodecComm {
   std::unique_ptr<device::Context> hostCtx_;  // host calls' execution context
   std::unique_ptr<EncodePool> encodePool_;    // SQZ_ENCODE_THREADS > 1: made at the first use
   // Dense all-reduces on device buffers of ranks on one host: on the caller's stream alone.
-  std::unique_ptr<device::StreamAllReduce> streamDirect_;
+  std::unique_ptr<device::StreamCollectives> streamColls_;
   // Device communicators (config().device >= 0), made at init: the queue of device calls. The
   // last member: it is destroyed first, while what its progress thread uses still exists.
   std::unique_ptr<device::CallQueue> callQueue_;

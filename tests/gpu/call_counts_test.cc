@@ -118,7 +118,7 @@ struct Counted {
 };
 
 // Per rank and call, for `count` floats through `spec` ("" for a plain all-reduce).
-// `algo` "direct": a dense call runs as the stream all-reduce, whose rounds are `staging` bytes
+// `algo` "direct": a dense call runs as a stream collective, whose rounds are `staging` bytes
 // (SQZ_DEVICE_DIRECT_BYTES) instead of the staging's halves.
 Counted countCalls(const char* spec, size_t count, const char* staging = nullptr,
                    const char* algo = "ring") {
@@ -190,7 +190,7 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
     if (codec) sqzCodecDestroy(codec);
   });
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
-  // The library's own threads: the progress threads and the stream all-reduce's watchers.
+  // The library's own threads: the progress threads and the stream collectives' watchers.
   const uint64_t libraryCalls = (countersOfThreadsNamed("sqz-progress") - progress0).apiCalls +
                                 (countersOfThreadsNamed("sqz-stream-watch") - watch0).apiCalls;
   // Both ranks' calls, less the test's own stream synchronizations.
@@ -205,7 +205,7 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
   std::printf("  %-30s %8zu floats, staging %-4s: %4.1f launches, %4.1f host waits, %5.1f copies "
               "(%.1f to the host, %.1f pageable), %5.1f stream operations, %.1f pointer queries a "
               "call; progress threads: %.0f CUDA calls\n",
-              *spec ? spec : direct ? "(plain, stream all-reduce)" : "(plain)", count,
+              *spec ? spec : direct ? "(plain, stream collective)" : "(plain)", count,
               staging ? staging : direct ? "8M" : "16M", k.launches, k.waits,
               k.copies, k.toHost, k.pageable, k.streamOps, k.pointerQueries, k.progressCalls);
   return k;
@@ -245,31 +245,32 @@ INSTANTIATE_TEST_SUITE_P(Stand, StagedCallCounts,
                            return name;
                          });
 
-// Ranks on one host with a GPU each (here: threads sharing one): a dense all-reduce is the
-// stream all-reduce (device/stream_allreduce.h), a program on the caller's stream alone: copies
+// Ranks on one host with a GPU each (here: threads sharing one): a dense all-reduce is a stream
+// collective (device/stream_collectives.h), a program on the caller's stream alone: copies
 // into the window, reductions, word operations, and nothing copied to the host, no host wait,
-// no CUDA call on any thread of the library's. Below 512 KiB one shot: one copy and one
-// reduction of every rank's input; from it two: the copy of the peer's part, the reduction of
-// this rank's part and a checked copy of each part into the output. In rounds of the window.
+// no CUDA call on any thread of the library's. A round checks the ranks' call words (one small
+// kernel); below 512 KiB one shot: one copy and one reduction of every rank's input; from it
+// two: the copy of the peer's part, the reduction of this rank's part and a copy of each part
+// into the output. In rounds of the window.
 TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
   struct Expect {
     size_t count;
     const char* window;
     double launches, copies, streamOps;
   };
-  // Stream operations a round: wait for the peer's read of round t - 2, the call's 3 words,
-  // published to the peer, wait for the peer's, (two shots: reduced to the peer, wait for the
-  // peer's,) consumed to the peer, done.
-  const Expect cases[] = {{size_t(1) << 16, nullptr, 1, 1, 8},
-                          {size_t(1) << 20, nullptr, 3, 1, 10},
-                          {size_t(1) << 18, "64K", 16 * 3, 16, 16 * 10}};  // 1 MiB, 16 rounds
+  // Stream operations a round: wait for the peer's read of round t - 2, the call's 4 words (in
+  // a call's first two rounds), published to the peer, wait for the peer's, (two shots: reduced
+  // to the peer, wait for the peer's,) consumed to the peer, done.
+  const Expect cases[] = {{size_t(1) << 16, nullptr, 2, 1, 9},
+                          {size_t(1) << 20, nullptr, 4, 1, 11},
+                          {size_t(1) << 18, "64K", 16 * 4, 16, 16 * 7 + 2 * 4}};  // 16 rounds
   for (const Expect& e : cases) {
     const Counted k = countCalls("", e.count, e.window, "direct");
-    EXPECT_TRUE(k.exact) << e.count << ": the stream all-reduce's sum differs from 2x the input";
+    EXPECT_TRUE(k.exact) << e.count << ": the stream collective's sum differs from 2x the input";
     EXPECT_EQ(k.launches, e.launches) << e.count;
     EXPECT_EQ(k.waits, 0) << e.count << ": a device call made a host thread wait for the device";
     EXPECT_EQ(k.copies, e.copies) << e.count << ": device to device, into the window";
-    EXPECT_EQ(k.toHost, 0) << e.count << ": a stream all-reduce copied to the host";
+    EXPECT_EQ(k.toHost, 0) << e.count << ": a stream collective copied to the host";
     EXPECT_EQ(k.pageable, 0);
     EXPECT_LE(k.streamOps, e.streamOps) << e.count;
     EXPECT_EQ(k.progressCalls, 0) << e.count << ": a library thread made a CUDA call";

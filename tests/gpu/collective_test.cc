@@ -204,6 +204,84 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceCollectives,
                                   std::to_string(info.param.nranks);
                          });
 
+// The stream collectives (ranks on one host: device/stream_collectives.h) against the host path,
+// byte for byte: every collective, out of place and in place (NCCL's conventions: a broadcast's
+// or reduce's buffers equal, an all-gather's input at the rank's block of the output, a
+// reduce-scatter's output at the rank's block of the input), in several rounds of a 64 KiB
+// window, int32 and float32 (sum, avg, max), at 3 ranks.
+TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
+  ScopedEnv env;
+  env.set("SQZ_DEVICE_DIRECT_BYTES", "64K");
+  RunOptions opts;
+  opts.transports = "shm";
+  const int n = 3;
+  RunResult run = runRanks(n, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    const size_t count = 40001;  // 156 KiB a rank: 3 rounds, and 8 for the block collectives
+    for (sqzDataType_t t : {sqzInt32, sqzFloat32})
+      for (sqzRedOp_t op : {sqzSum, sqzAvg, sqzMax})
+        for (bool inPlace : {false, true}) {
+          const size_t esz = typeSize(t), all = count * n;
+          const std::vector<char> in = exactInput(t, op, rank, all);
+          const int root = 1;
+          // send and recv as offsets into one buffer of `size` elements (in place: overlapping).
+          struct Shape {
+            const char* name;
+            size_t size, sendAt, recvAt, sendElems, recvElems;
+            std::function<sqzResult_t(const void*, void*, void*)> call;
+          };
+          const size_t block = size_t(rank) * count;
+          std::vector<Shape> shapes = {
+              {"broadcast", inPlace ? count : 2 * count, 0, inPlace ? 0 : count, count, count,
+               [&](const void* s, void* r, void* st) {
+                 return sqzBroadcast(s, r, count, t, root, comm, st);
+               }},
+              {"reduce", inPlace ? count : 2 * count, 0, inPlace ? 0 : count, count, count,
+               [&](const void* s, void* r, void* st) {
+                 return sqzReduce(s, r, count, t, op, root, comm, st);
+               }},
+              {"allgather", inPlace ? all : all + count, inPlace ? block : all, 0, count, all,
+               [&](const void* s, void* r, void* st) {
+                 return sqzAllGather(s, r, count, t, comm, st);
+               }},
+              {"reducescatter", inPlace ? all : all + count, 0, inPlace ? block : all, all, count,
+               [&](const void* s, void* r, void* st) {
+                 return sqzReduceScatter(s, r, count, t, op, comm, st);
+               }},
+          };
+          if (!inPlace)
+            shapes.push_back({"alltoall", 2 * all, 0, all, all, all,
+                              [&](const void* s, void* r, void* st) {
+                                return sqzAlltoAll(s, r, count, t, comm, st);
+                              }});
+          for (const Shape& c : shapes) {
+            const std::string what = std::string(c.name) + (inPlace ? " in place " : " ") +
+                                     "type " + std::to_string(t) + " op " + std::to_string(op);
+            std::vector<char> host(c.size * esz, 0);
+            std::memcpy(host.data() + c.sendAt * esz, in.data(), c.sendElems * esz);
+            const std::vector<char> start = host;
+            ASSERT_EQ(c.call(host.data() + c.sendAt * esz, host.data() + c.recvAt * esz, nullptr),
+                      sqzSuccess) << what << ": " << sqzGetLastError(comm);
+            DeviceBytes dev(host.size(), stream);
+            dev.upload(start);
+            char* base = static_cast<char*>(dev.ptr);
+            ASSERT_EQ(c.call(base + c.sendAt * esz, base + c.recvAt * esz, stream), sqzSuccess)
+                << what << ": " << sqzGetLastError(comm);
+            ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << what;
+            const std::vector<char> got = dev.download();
+            // What the call defines: its output (a reduce's at the root only).
+            const bool defined = std::string(c.name) != "reduce" || rank == root;
+            if (defined)
+              EXPECT_EQ(std::memcmp(got.data() + c.recvAt * esz, host.data() + c.recvAt * esz,
+                                    c.recvElems * esz), 0)
+                  << "rank " << rank << ": " << what;
+          }
+        }
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 void CUDART_CB sleepOnStream(void* ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
 }
@@ -334,11 +412,11 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
   }
 }
 
-// Ranks on one host run a dense device all-reduce as the stream all-reduce
-// (device/stream_allreduce.h), which no host thread checks as it runs: ranks whose calls differ
+// Ranks on one host run a dense device all-reduce as a stream collective
+// (device/stream_collectives.h), which no host thread checks as it runs: ranks whose calls differ
 // (count within one round, datatype, or counts that take different numbers of rounds) must still
 // end with an error that names both calls, no output written, and no stream held for ever.
-TEST(DeviceStreamSemantics, MismatchedStreamAllReducesFailAndNothingHangs) {
+TEST(DeviceStreamSemantics, MismatchedAllReducesFailAndNothingHangs) {
   struct Case {
     const char* what;
     size_t count[2];
@@ -388,6 +466,47 @@ TEST(DeviceStreamSemantics, MismatchedStreamAllReducesFailAndNothingHangs) {
       if (rank == 1) EXPECT_NE(why.find(c.says), std::string::npos) << why;
       const std::vector<char> got = out.download();
       EXPECT_EQ(got, std::vector<char>(n * 4, 7)) << "a mismatched call wrote its output";
+    });
+    ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  }
+}
+
+// The same for the other stream collectives: a broadcast whose ranks name different roots, and
+// ranks in different collectives of the same size, end with the error and nothing written.
+TEST(DeviceStreamSemantics, MismatchedRootsAndCollectivesFail) {
+  const size_t n = 4096;
+  for (bool roots : {true, false}) {
+    SCOPED_TRACE(roots ? "roots" : "collectives");
+    ScopedEnv env;
+    env.set("SQZ_TUNER_CALIBRATE", "0");
+    RunOptions opts;
+    opts.transports = "shm";
+    RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+      RankStream rankStream;
+      cudaStream_t stream = rankStream.get();
+      DeviceBytes in(n * 4, stream), out(2 * n * 4, stream);
+      in.upload(std::vector<char>(n * 4, 1));
+      out.upload(std::vector<char>(2 * n * 4, 7));
+      const sqzResult_t rc =
+          roots ? sqzBroadcast(in.ptr, out.ptr, n, sqzFloat32, rank, comm, stream)
+          : rank == 0 ? sqzAllGather(in.ptr, out.ptr, n, sqzFloat32, comm, stream)
+                      : sqzAllReduce(in.ptr, out.ptr, n, sqzFloat32, sqzSum, comm, stream);
+      ASSERT_EQ(rc, sqzSuccess) << sqzGetLastError(comm);
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      sqzResult_t async = sqzSuccess;
+      while (async == sqzSuccess && secondsSince(t0) < 10) {
+        EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(async, sqzInvalidUsage);
+      const std::string why = sqzGetLastError(comm);
+      EXPECT_NE(why.find("do not match"), std::string::npos) << why;
+      if (rank == 1)
+        EXPECT_NE(why.find(roots ? "broadcast #1 of 4096 float, root 0" : "allgather #1"),
+                  std::string::npos)
+            << why;
+      EXPECT_EQ(out.download(), std::vector<char>(2 * n * 4, 7)) << "a mismatched call wrote";
     });
     ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
   }

@@ -11,7 +11,7 @@
 //     codes, decode, decode-add (out of place and in place), and encodeFeedback's residual;
 //     its norms only to rounding (the GPU sums them in another order);
 //   - pinned, mapped host memory as kernel operands (unified addressing);
-//   - gpuReduceRanks at 2, 5 and 8 ranks, and its check of the ranks' call words.
+//   - gpuReduceRanks at 1, 2, 5 and 8 ranks, and gpuCheckCalls on the ranks' call words.
 // NaN payloads are the one documented exception: x86 and CUDA make different default NaNs
 // (and the CPU's F16C path quiets NaNs differently), so two NaNs of the element type count as
 // equal. main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
@@ -256,120 +256,145 @@ TEST(GpuReduce, PinnedHostOperands) {
              "pinned");
 }
 
-// gpuReduceRanks (the stream all-reduce's reduction) against cpuReduceRanks and against the
-// pairwise fold in rank order it is defined as: every datatype and op at 2, 5 and 8 ranks, inputs
-// aligned and misaligned (vectors, or element by element), avg divided by the ranks; then the
-// call-word check: a rank whose words differ, and a released stream, leave the output untouched
-// and the error word saying so.
-struct RanksRun {
-  std::vector<unsigned char> out;
-  uint32_t error[kErrorWords];
-};
+// gpuReduceRanks (the stream collectives' reduction and copy) against cpuReduceRanks and
+// against the pairwise fold in rank order it is defined as: every datatype and op at 1 (a copy),
+// 2, 5 and 8 ranks, inputs aligned and misaligned (vectors, or element by element), avg divided by
+// the ranks; it runs only where the verdict is 0. gpuCheckCalls against cpuCheckCalls: agreeing
+// words, a rank whose words differ (the lowest such rank is named, with both ranks' words), a
+// released stream, and an error already there (sticky).
+constexpr uint32_t kVerdictUnset = 0x5a5a5a5a;
 
-// Runs the reduction of `inputs` on the GPU, rank q's input at element offset offsets[q], with
-// `words` as every rank's call words and `expect` as this rank's; error[0] starts as `error0`.
-RanksRun runRanksOnGpu(DataType t, RedOp op, const std::vector<std::vector<unsigned char>>& inputs,
-                       const std::vector<size_t>& offsets, size_t n,
-                       const std::vector<std::array<uint32_t, kCallWords>>& words,
-                       const uint32_t (&expect)[kCallWords], uint32_t error0, int divisor) {
+std::vector<unsigned char> runRanksOnGpu(DataType t, RedOp op,
+                                         const std::vector<std::vector<unsigned char>>& inputs,
+                                         const std::vector<size_t>& offsets, size_t n,
+                                         uint32_t verdict, int divisor) {
   const size_t size = dataTypeSize(t);
-  const int ranks = static_cast<int>(inputs.size());
   cuda::Stream stream;
   std::vector<std::unique_ptr<Dev>> dev;
-  cuda::PinnedBuffer pinned((ranks + 1) * 64);
-  auto* slots = static_cast<uint32_t*>(pinned.data());
   RankInputs r{};
-  r.nranks = ranks;
-  for (int q = 0; q < ranks; ++q) {
+  r.nranks = static_cast<int>(inputs.size());
+  for (size_t q = 0; q < inputs.size(); ++q) {
     dev.push_back(std::make_unique<Dev>(inputs[q].data(), n * size, offsets[q] * size));
     r.in[q] = dev.back()->at(offsets[q] * size);
-    std::memcpy(slots + 16 * (q + 1), words[q].data(), sizeof(expect));
-    r.call[q] = slots + 16 * (q + 1);
   }
-  std::memcpy(r.expect, expect, sizeof(expect));
-  std::memset(slots, 0, 64);
-  slots[0] = error0;
-  r.error = slots;
+  Dev v(&verdict, sizeof verdict);
+  r.verdict = reinterpret_cast<const uint32_t*>(v.at(0));
   const std::vector<unsigned char> sentinel(n * size, 0x5a);
   Dev out(sentinel.data(), sentinel.size());
   gpuReduceRanks(t, op, out.at(0), r, n, divisor, stream.get());
   stream.synchronize("gpuReduceRanks");
-  RanksRun run;
-  run.out = out.get(n * size);
-  std::memcpy(run.error, slots, sizeof(run.error));
-  return run;
+  return out.get(n * size);
 }
 
 TEST(GpuReduce, RanksFoldInRankOrderLikeTheCpu) {
-  const std::array<uint32_t, kCallWords> words = {7, 1000, 0x00030100};
-  const uint32_t expect[kCallWords] = {7, 1000, 0x00030100};
   for (DataType t : kAllTypes) {
     const size_t size = dataTypeSize(t);
-    for (int ranks : {2, 5, 8}) {
+    for (int ranks : {1, 2, 5, 8}) {
       for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(1000), (size_t(1) << 16) + 3}) {
         std::vector<std::vector<unsigned char>> inputs;
         for (int q = 0; q < ranks; ++q) inputs.push_back(randomElements(t, n, 40 + 7 * q + n));
         for (RedOp op : kAllOps) {
           const int divisor = op == RedOp::kAvg ? ranks : 1;
           // The definition: a pairwise fold in rank order, then avg's division.
-          std::vector<unsigned char> want(n * size);
-          if (n) {
-            cpuReduceFn(t, op)(want.data(), inputs[0].data(), inputs[1].data(), n);
-            for (int q = 2; q < ranks; ++q)
-              cpuReduceFn(t, op)(want.data(), want.data(), inputs[q].data(), n);
-            if (divisor > 1) cpuDivide(want.data(), n, t, divisor);
-          }
+          std::vector<unsigned char> want = inputs[0];
+          for (int q = 1; q < ranks && n; ++q)
+            cpuReduceFn(t, op)(want.data(), want.data(), inputs[q].data(), n);
+          if (divisor > 1 && n) cpuDivide(want.data(), n, t, divisor);
           // The CPU twin gives it.
+          const uint32_t ok = 0;
           RankInputs host{};
-          uint32_t hostError[kErrorWords] = {};
           host.nranks = ranks;
-          for (int q = 0; q < ranks; ++q) {
-            host.in[q] = inputs[q].data();
-            host.call[q] = words.data();
-          }
-          std::memcpy(host.expect, expect, sizeof(expect));
-          host.error = hostError;
+          host.verdict = &ok;
+          for (int q = 0; q < ranks; ++q) host.in[q] = inputs[q].data();
           std::vector<unsigned char> twin(n * size);
           cpuReduceRanks(t, op, twin.data(), host, n, divisor);
           const std::string what = name(t, op, n) + " ranks=" + std::to_string(ranks);
           expectSame(t, want.data(), twin.data(), n, what + " (cpu twin)");
-          EXPECT_EQ(hostError[0], 0u) << what;
           // The GPU, aligned and with one input misaligned (element by element).
           for (size_t skew : {size_t(0), size_t(1)}) {
             std::vector<size_t> offsets(ranks, 0);
             offsets[ranks - 1] = skew;
-            const RanksRun got = runRanksOnGpu(t, op, inputs, offsets, n,
-                                               std::vector(ranks, words), expect, 0, divisor);
-            expectSame(t, want.data(), got.out.data(), n,
-                       what + " skew " + std::to_string(skew));
-            EXPECT_EQ(got.error[0], 0u) << what;
+            const auto got = runRanksOnGpu(t, op, inputs, offsets, n, 0, divisor);
+            expectSame(t, want.data(), got.data(), n, what + " skew " + std::to_string(skew));
           }
         }
       }
     }
   }
-}
-
-TEST(GpuReduce, RanksReadNothingWhenACallDiffersOrTheStreamIsReleased) {
+  // A verdict other than 0 (a disagreement, a released stream): nothing is read or written.
   const size_t n = 4099;
   const std::vector<std::vector<unsigned char>> inputs = {
-      randomElements(DataType::kFloat32, n, 1), randomElements(DataType::kFloat32, n, 2),
-      randomElements(DataType::kFloat32, n, 3)};
-  const uint32_t expect[kCallWords] = {3, uint32_t(n), 0x00070000};
-  std::vector<std::array<uint32_t, kCallWords>> words(3, {3, uint32_t(n), 0x00070000});
-  words[2][1] = 2 * n;  // rank 2 passed another count
-  const std::vector<unsigned char> untouched(n * 4, 0x5a);
-  const RanksRun bad = runRanksOnGpu(DataType::kFloat32, RedOp::kSum, inputs, {0, 0, 0}, n,
-                                     words, expect, 0, 1);
-  EXPECT_EQ(bad.out, untouched) << "a reduction over a disagreeing rank wrote its output";
-  EXPECT_EQ(bad.error[0], 3u) << "rank 2 + 1";
-  EXPECT_EQ(bad.error[2], 2 * n) << "rank 2's count";
-  EXPECT_EQ(bad.error[5], n) << "this rank's count";
-  words[2][1] = uint32_t(n);
-  const RanksRun released = runRanksOnGpu(DataType::kFloat32, RedOp::kSum, inputs, {0, 0, 0},
-                                          n, words, expect, kReleased, 1);
-  EXPECT_EQ(released.out, untouched) << "a released stream's reduction read its inputs";
-  EXPECT_EQ(released.error[0], kReleased);
+      randomElements(DataType::kFloat32, n, 1), randomElements(DataType::kFloat32, n, 2)};
+  for (uint32_t verdict : {2u, kReleased})
+    EXPECT_EQ(runRanksOnGpu(DataType::kFloat32, RedOp::kSum, inputs, {0, 0}, n, verdict, 1),
+              std::vector<unsigned char>(n * 4, 0x5a))
+        << "verdict " << verdict << ": the reduction wrote its output";
+}
+
+// Runs the check on the GPU and on the CPU from the same words and error word; both must leave
+// the same error words and verdict.
+struct CheckResult {
+  std::vector<uint32_t> error;
+  uint32_t verdict;
+};
+CheckResult checkOn(bool gpu, const std::vector<std::array<uint32_t, kCallWords>>& words,
+                    const std::array<uint32_t, kCallWords>& expect, uint32_t error0) {
+  cuda::PinnedBuffer pinned((kMaxReduceRanks + 1) * 64);
+  auto* slots = static_cast<uint32_t*>(pinned.data());
+  std::memset(slots, 0, (kMaxReduceRanks + 1) * 64);
+  CallCheck c{};
+  c.nranks = static_cast<int>(words.size());
+  for (int q = 0; q < c.nranks; ++q) {
+    std::memcpy(slots + 16 * (q + 1), words[q].data(), sizeof(words[q]));
+    c.call[q] = slots + 16 * (q + 1);
+  }
+  std::memcpy(c.expect, expect.data(), sizeof(c.expect));
+  slots[0] = error0;
+  c.error = slots;
+  CheckResult r;
+  if (gpu) {
+    cuda::Stream stream;
+    const uint32_t unset = kVerdictUnset;
+    Dev v(&unset, sizeof unset);
+    gpuCheckCalls(c, reinterpret_cast<uint32_t*>(v.at(0)), stream.get());
+    stream.synchronize("gpuCheckCalls");
+    r.verdict = v.get<uint32_t>(1)[0];
+  } else {
+    r.verdict = kVerdictUnset;
+    cpuCheckCalls(c, &r.verdict);
+  }
+  r.error.assign(slots, slots + kErrorWords);
+  return r;
+}
+
+TEST(GpuReduce, CallCheckNamesTheFirstRankThatDiffers) {
+  const std::array<uint32_t, kCallWords> mine = {3, 4099, 0x00070000, 1};
+  struct Case {
+    const char* what;
+    int ranks;
+    int differs[2];  // ranks whose count differs (-1: none)
+    uint32_t error0;
+    uint32_t verdict;
+  };
+  const Case cases[] = {{"all agree", 8, {-1, -1}, 0, 0},
+                        {"rank 2 and 6 differ", 8, {2, 6}, 0, 3},
+                        {"rank 0 differs", 2, {0, -1}, 0, 1},
+                        {"released", 4, {-1, -1}, kReleased, kReleased},
+                        {"an earlier error stays", 4, {1, -1}, 4, 4}};
+  for (const Case& k : cases) {
+    std::vector<std::array<uint32_t, kCallWords>> words(k.ranks, mine);
+    for (int q : k.differs)
+      if (q >= 0) words[q][1] = 2 * 4099 + q;
+    const CheckResult cpu = checkOn(false, words, mine, k.error0);
+    const CheckResult gpu = checkOn(true, words, mine, k.error0);
+    EXPECT_EQ(cpu.verdict, k.verdict) << k.what;
+    EXPECT_EQ(gpu.verdict, k.verdict) << k.what;
+    EXPECT_EQ(gpu.error, cpu.error) << k.what;
+    if (k.error0 == 0 && k.verdict != 0) {
+      EXPECT_EQ(cpu.error[2], words[k.verdict - 1][1]) << k.what << ": that rank's count";
+      EXPECT_EQ(cpu.error[2 + kCallWords], mine[1]) << k.what << ": this rank's count";
+    }
+  }
 }
 
 // ---- casts -----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 //            only the owner writes, each on its own cache line (published, reduced, consumed: the
 //            last round whose step the owner finished; closed), then a WireHeader per buffer set
 //            (the call the set's data belongs to, which readers check before trusting it);
-//            its last 2 KiB are the stream area of device calls (device/stream_allreduce.h);
+//            its last 2 KiB are the stream area of device calls (device/stream_collectives.h);
 //   set s:   input (capacity bytes), then result (capacity / ranks, rounded up, plus one element).
 // The owner publishes a counter with a release store and rings every peer's doorbell; a reader
 // that waits polls for spinUs, yielding the core, then sleeps on its own doorbell.
@@ -93,7 +93,7 @@ class ShmWindow {
   WireHeader* header(int p, int s) const;
 
   /// The last kStreamAreaBytes of rank p's control page, zero at creation, for the stream
-  /// all-reduce of device buffers (device/stream_allreduce.h), which lays them out.
+  /// all-reduce of device buffers (device/stream_collectives.h), which lays them out.
   uint8_t* streamArea(int p) const;
   static constexpr size_t kStreamAreaBytes = 2048;
   /// Every rank's segment mapping, held for as long as the result lives (not the window: its

@@ -1,41 +1,47 @@
-// StreamAllReduce: a dense all-reduce on device buffers of ranks that share one host, run as a
-// stream program alone (DESIGN.md, "Memory, streams, threads"): the caller's stream copies, waits
-// on words, reduces and writes words; no progress thread takes part, nothing is copied to the
-// host, and no host thread waits for the device.
+// StreamCollectives: the dense collectives on device buffers of ranks that share one host, run
+// as stream programs alone (DESIGN.md, "Memory, streams, threads"): the caller's stream copies,
+// waits on words, checks, reduces and writes words; no progress thread takes part, nothing is
+// copied to the host, and no host thread waits for the device. All-reduce, broadcast, reduce,
+// all-gather, reduce-scatter and all-to-all.
 //
 // Each rank owns a window on its GPU (two sets, each an input of `capacity` bytes and the result
-// of the part it reduces; exported to the peers with CUDA IPC, or by address to ranks that are
-// threads of the same process) and a stream area in host memory every rank maps (the
-// shared-memory window's control page, transports/shm/window.h), registered with CUDA so that
-// streams wait on and write its words:
+// of the part it reduces, then the round's verdict; exported to the peers with CUDA IPC, or by
+// address to ranks that are threads of the same process) and a stream area in host memory every
+// rank maps (the shared-memory window's control page, transports/shm/window.h), registered with
+// CUDA so that streams wait on and write its words:
 //   inbox[q]     published, reduced, consumed: the last round rank q's stream made its input
 //                readable, made its part's result readable, and finished reading this rank's
 //                window (written by q's stream);
-//   call[s]      the words that describe this rank's call in set s (RankInputs, device/reduce.h);
-//   error        what this rank's reductions found (device/reduce.h, kErrorWords);
+//   call[s]      the words that describe this rank's call in set s (CallCheck, device/reduce.h):
+//                its number, count, datatype, op, collective and root;
+//   error        what this rank's checks found (device/reduce.h, kErrorWords);
 //   done         the last round this rank's stream finished (for its own host side).
 // Round t (numbered over every call, 32-bit, compared cyclically) uses set s = t % 2:
 //   1. wait until every peer has read round t - 2 from this window (inbox[q].consumed >= t - 2);
 //   2. copy into set s what the peers read of this rank's input, write call[s], then each
 //      peer's inbox[me].published = t; wait for every peer's round t (inbox[q].published >= t);
-//   3. one shot (calls under 512 KiB): reduce every rank's set s in rank order into the output;
-//      two shots (from 512 KiB): reduce this rank's part (this rank's input read in place) into
-//      its set's result, write each peer's reduced = t, wait for theirs, and copy every part's
-//      result into the output. Every reduction and copy is gpuReduceRanks (device/reduce.h),
-//      which first checks every rank's call words (and the error word) and touches nothing if
-//      one differs;
-//   4. write each peer's inbox[me].consumed = t, and done = t.
-// One shot is the latency path (one wait on the peers); two shots move about 4 n bytes a rank
-// where one moves (3 + ranks) n. Every element is folded in rank order (then divided for avg),
-// so every rank ends with the bits the host's direct all-reduce gives
-// (src/core/direct_allreduce.h).
+//   3. check every rank's call words (gpuCheckCalls): the verdict, and the error word where one
+//      differs; every reduction and copy below is gpuReduceRanks (device/reduce.h), which reads
+//      the verdict and touches nothing unless all agree;
+//   4. the collective's own step, reading the peers' sets:
+//        all-reduce, one shot (under 512 KiB): fold every rank's set in rank order into the
+//          output; two shots (from 512 KiB): fold this rank's part (its own input read in place)
+//          into its set's result, write each peer's reduced = t, wait for theirs, and copy every
+//          part's result into the output: about 4 n bytes of memory traffic a rank where one
+//          shot moves (3 + ranks) n;
+//        reduce: the root folds every set; broadcast: every rank copies the root's set;
+//        all-gather: every rank copies every set; reduce-scatter: every rank folds its block of
+//          every set; all-to-all: every rank copies its block of every set;
+//   5. write each peer's inbox[me].consumed = t, and done = t.
+// Every element is folded in rank order (then divided for avg), so every rank ends with the bits
+// the host's direct all-reduce gives (src/core/direct_allreduce.h).
 //
 // The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a
-// disagreement, or a peer that failed or died while this rank's stream waits for it, fails the
-// communicator with the reason; a failed or aborted communicator releases the stream (release():
-// the error word is set, so no later reduction reads a peer's window, and every word it waits on
-// is moved past its rounds), so no stream waits for ever. A stream that is only slow (busy with
-// the caller's own work) is not an error: the watcher warns once after timeoutMs.
+// disagreement, or a peer that failed, died or stayed away past timeoutMs while this rank's
+// stream waits for it, fails the communicator with the reason; a failed or aborted communicator
+// releases the stream (release(): the error word is set, so no later round reads a peer's
+// window, and every word it waits on is moved past its rounds), so no stream waits for ever.
+// A stream that is only slow (busy with the caller's own work) is not an error.
 //
 // Thread safety: enqueue may be called from any thread (calls are numbered in enqueue order, which
 // every rank must keep, as with NCCL); release from any thread, any number of times.
@@ -65,7 +71,7 @@ constexpr size_t kStreamAreaBytes = 2048;
 constexpr size_t kWindowExportBytes = 128;
 using WindowExport = std::array<uint8_t, kWindowExportBytes>;
 
-class StreamAllReduce {
+class StreamCollectives {
  public:
   // Whether this build and driver can run it: a CUDA build whose driver offers stream memory
   // operations. `why` says why not.
@@ -74,13 +80,13 @@ class StreamAllReduce {
   // Allocates this rank's window on `device` (set-up: cudaMalloc may wait for the whole device).
   // `fail` records an error on the communicator (called on the watcher thread); `timeoutMs`
   // paces the warning about a stream that makes no progress and bounds the wait at destruction.
-  StreamAllReduce(int device, int rank, int nranks, size_t capacity, int timeoutMs,
+  StreamCollectives(int device, int rank, int nranks, size_t capacity, int timeoutMs,
                   std::function<void(const Error&)> fail);
   // Waits (bounded, no CUDA) until this rank's stream is through its rounds and every peer has
   // read this rank's window, then frees the window; what a stream may still use is left to it.
-  ~StreamAllReduce();
-  StreamAllReduce(const StreamAllReduce&) = delete;
-  StreamAllReduce& operator=(const StreamAllReduce&) = delete;
+  ~StreamCollectives();
+  StreamCollectives(const StreamCollectives&) = delete;
+  StreamCollectives& operator=(const StreamCollectives&) = delete;
 
   WindowExport exportWindow() const;
 
@@ -98,11 +104,13 @@ class StreamAllReduce {
   // Bytes a round moves: a call larger than this runs in rounds.
   size_t capacity() const { return capacity_; }
 
-  // Enqueues count elements' all-reduce on `stream` (null: the legacy default stream); count > 0.
-  // `what` names the call in errors. Throws Error(kCuda) when CUDA refuses an operation (the
-  // communicator is then failed).
-  void enqueue(GpuStream stream, const void* send, void* recv, size_t count, DataType dtype,
-               RedOp op, const std::string& what);
+  // Whether `kind` runs here (the collectives above; not send/receive).
+  static bool runs(CollKind kind);
+  // Enqueues one collective on `stream` (null: the legacy default stream): req's kind, buffers
+  // (device memory), count (> 0, as CollRequest counts it), datatype, op and root. `what` names
+  // the call in errors. Throws Error(kCuda) when CUDA refuses an operation (the communicator is
+  // then failed).
+  void enqueue(GpuStream stream, const CollRequest& req, const std::string& what);
 
   // The communicator failed or was aborted: no reduction reads a peer's window from now on and
   // every wait of this rank's stream ends. No CUDA; idempotent.

@@ -1,12 +1,13 @@
-// StreamAllReduce (see device/stream_allreduce.h) over the CUDA runtime: compiled for the CUDA
+// StreamCollectives (see device/stream_collectives.h) over the CUDA runtime: compiled for the CUDA
 // build and the CUDA stand-in. The stream program is written on the caller's thread; the watcher
 // thread reads and writes host memory only.
-#include "device/stream_allreduce.h"
+#include "device/stream_collectives.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -44,9 +45,16 @@ bool twoShot(uint64_t count, DataType dtype) {
 }
 
 // A window set: the input (capacity bytes), then the result of the part this rank reduces
-// (parts are whole multiples of 64 elements, so at most capacity / ranks + 512 bytes).
+// (parts are whole multiples of 64 elements, so at most capacity / ranks + 512 bytes). After the
+// two sets, the verdict of this rank's current round (device/reduce.h).
 size_t setBytes(size_t capacity, int nranks) {
   return capacity + (capacity / size_t(nranks) + 512 + 255) / 256 * 256;
+}
+size_t windowBytes(size_t capacity, int nranks) { return 2 * setBytes(capacity, nranks) + 256; }
+
+// The call words' fourth: the collective and its root (0 where it has none).
+uint32_t kindWord(CollKind kind, int root) {
+  return uint32_t(kind) | uint32_t(root) << 8;
 }
 
 // Rank q's part of a round of n elements: [first, last).
@@ -87,15 +95,25 @@ void store(volatile uint32_t* w, uint32_t v) { __atomic_store_n(w, v, __ATOMIC_R
 
 std::string describeCall(const uint32_t* w) {
   const uint64_t count = w[1] | (uint64_t(w[2] & 0xffff) << 32);
-  const uint32_t dtype = (w[2] >> 16) & 0xff, op = w[2] >> 24;
-  return strCat("#", w[0], " of ", count, " ",
-                dtype < uint32_t(kNumDataTypes) ? dataTypeName(DataType(dtype)) : "?", " (",
-                op < uint32_t(kNumRedOps) ? redOpName(RedOp(op)) : "?", ")");
+  const uint32_t dtype = (w[2] >> 16) & 0xff, op = w[2] >> 24, kind = w[3] & 0xff;
+  const bool rooted = kind == uint32_t(CollKind::kBroadcast) || kind == uint32_t(CollKind::kReduce);
+  const bool reduces = kind == uint32_t(CollKind::kAllReduce) ||
+                       kind == uint32_t(CollKind::kReduce) ||
+                       kind == uint32_t(CollKind::kReduceScatter);
+  const bool known =
+      kind >= uint32_t(CollKind::kAllReduce) && kind <= uint32_t(CollKind::kAlltoAll);
+  return strCat(known ? collKindName(CollKind(kind)) : "?", " #",
+                w[0], " of ", count, " ",
+                dtype < uint32_t(kNumDataTypes) ? dataTypeName(DataType(dtype)) : "?",
+                reduces ? strCat(" (", op < uint32_t(kNumRedOps) ? redOpName(RedOp(op)) : "?",
+                                 ")")
+                        : std::string(),
+                rooted ? strCat(", root ", w[3] >> 8) : std::string());
 }
 
-// What a destroyed StreamAllReduce leaves behind until nothing can use it: cudaFree and
+// What a destroyed StreamCollectives leaves behind until nothing can use it: cudaFree and
 // cudaHostUnregister may wait for the whole device, which a destroy must not (a peer's stream in
-// this process may be held), so they run when a StreamAllReduce is next made (set-up time).
+// this process may be held), so they run when a StreamCollectives is next made (set-up time).
 struct Parked {
   int device = -1;
   void* window = nullptr;
@@ -142,7 +160,7 @@ std::vector<std::unique_ptr<Parked>>& graveyard() {
   return *parked;                                                  // no CUDA call
 }
 
-// Frees what destroyed StreamAllReduces left once nothing uses it. Set-up time only.
+// Frees what destroyed StreamCollectives left once nothing uses it. Set-up time only.
 void collectParked() {
   std::lock_guard<std::mutex> lock(graveyardMutex());
   auto& all = graveyard();
@@ -162,7 +180,7 @@ void collectParked() {
 
 }  // namespace
 
-struct StreamAllReduce::Cuda {
+struct StreamCollectives::Cuda {
   void* window = nullptr;                  // this rank's two sets
   std::vector<const char*> windows;        // every rank's, in this address space
   std::vector<bool> opened;                // a peer window mapped with cudaIpcOpenMemHandle
@@ -171,14 +189,14 @@ struct StreamAllReduce::Cuda {
   bool connected = false;
 };
 
-bool StreamAllReduce::available(std::string* why) {
+bool StreamCollectives::available(std::string* why) {
   if (cuda::streamWordsAvailable()) return true;
   if (why) *why = "the driver offers no stream memory operations (cuStreamWaitValue32)";
   return false;
 }
 
-StreamAllReduce::StreamAllReduce(int device, int rank, int nranks, size_t capacity, int timeoutMs,
-                                 std::function<void(const Error&)> fail)
+StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t capacity,
+                                     int timeoutMs, std::function<void(const Error&)> fail)
     : device_(device),
       rank_(rank),
       nranks_(nranks),
@@ -192,12 +210,12 @@ StreamAllReduce::StreamAllReduce(int device, int rank, int nranks, size_t capaci
   // Its reduction's first launch must not load the kernel while a stream waits on a peer.
   loadKernelModules();
   collectParked();
-  cuda::check(cudaMalloc(&cuda_->window, 2 * setBytes(capacity_, nranks_)),
-              strCat("cudaMalloc of the stream all-reduce's window (2 x ",
-                     setBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
+  cuda::check(cudaMalloc(&cuda_->window, windowBytes(capacity_, nranks_)),
+              strCat("cudaMalloc of the stream collectives' window (",
+                     windowBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
 }
 
-WindowExport StreamAllReduce::exportWindow() const {
+WindowExport StreamCollectives::exportWindow() const {
   ExportData d{};
   d.magic = kExportMagic;
   d.processToken = processToken();
@@ -214,7 +232,7 @@ WindowExport StreamAllReduce::exportWindow() const {
   return out;
 }
 
-void StreamAllReduce::connect(const std::vector<WindowExport>& exports, Peers peers) {
+void StreamCollectives::connect(const std::vector<WindowExport>& exports, Peers peers) {
   SQZ_ENFORCE(exports.size() == size_t(nranks_) && peers.areas.size() == size_t(nranks_),
               "stream all-reduce: ", exports.size(), " exports for ", nranks_, " ranks");
   cuda::DeviceGuard guard(device_);
@@ -284,18 +302,34 @@ void StreamAllReduce::connect(const std::vector<WindowExport>& exports, Peers pe
   watcher_ = std::thread([this] { watch(); });
 }
 
-uint32_t StreamAllReduce::roundsDone() const {
+uint32_t StreamCollectives::roundsDone() const {
   if (!cuda_->connected) return issued_.load();
   return load(reinterpret_cast<volatile uint32_t*>(peers_.areas[rank_] + kDoneOff));
 }
 
-void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, size_t count,
-                              DataType dtype, RedOp op, const std::string& what) {
-  SQZ_ENFORCE(cuda_->connected && count > 0, "stream all-reduce: ", what);
-  const size_t esz = dataTypeSize(dtype), per = capacity_ / esz;
+bool StreamCollectives::runs(CollKind kind) {
+  return kind >= CollKind::kAllReduce && kind <= CollKind::kAlltoAll;
+}
+
+void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
+                                const std::string& what) {
+  SQZ_ENFORCE(cuda_->connected && req.count > 0 && runs(req.kind), "stream collective: ", what);
+  const CollKind kind = req.kind;
+  const DataType dtype = req.dtype;
+  const size_t esz = dataTypeSize(dtype), count = req.count;
   const size_t set = setBytes(capacity_, nranks_);
-  const bool two = twoShot(count, dtype);
+  const bool blocks = kind == CollKind::kReduceScatter || kind == CollKind::kAlltoAll;
+  // Elements a round moves of each rank's input (of each block, for the block collectives).
+  const size_t per = capacity_ / esz / (blocks ? nranks_ : 1);
+  const bool rooted = kind == CollKind::kBroadcast || kind == CollKind::kReduce;
+  const bool reduces =
+      kind == CollKind::kAllReduce || kind == CollKind::kReduce || kind == CollKind::kReduceScatter;
+  const bool two = kind == CollKind::kAllReduce && twoShot(count, dtype);
+  const RedOp op = reduces ? req.op : RedOp::kSum;
+  const int root = rooted ? req.root : 0, me = rank_;
   const int divisor = op == RedOp::kAvg ? nranks_ : 1;
+  const char* send = static_cast<const char*>(req.sendbuf);
+  char* recv = static_cast<char*>(req.recvbuf);
   const Cuda& c = *cuda_;
   auto word = [&](int owner, size_t off) {
     return cuda::StreamWord{reinterpret_cast<volatile uint32_t*>(peers_.areas[owner] + off),
@@ -303,7 +337,7 @@ void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, si
   };
   auto wait = [&](size_t (*off)(int), uint32_t value) {  // every peer's word in this rank's area
     for (int q = 0; q < nranks_; ++q)
-      if (q != rank_ && !cuda::streamWaitWord(stream, word(rank_, off(q)), value))
+      if (q != me && !cuda::streamWaitWord(stream, word(me, off(q)), value))
         raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
   };
   auto write = [&](const cuda::StreamWord& w, uint32_t value) {
@@ -312,70 +346,125 @@ void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, si
   };
   auto tell = [&](size_t (*off)(int), uint32_t value) {  // this rank's word in every peer's area
     for (int q = 0; q < nranks_; ++q)
-      if (q != rank_) write(word(q, off(rank_)), value);
+      if (q != me) write(word(q, off(me)), value);
   };
-  auto copy = [&](void* dst, const void* src, size_t bytes) {
-    if (bytes == 0) return;
-    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+  auto copy = [&](void* dst, const void* src, size_t elems) {
+    if (elems == 0 || dst == src) return;
+    cuda::check(cudaMemcpyAsync(dst, src, elems * esz, cudaMemcpyDeviceToDevice, stream),
                 strCat(what, ": copying into the window on the caller's stream").c_str());
   };
-  auto input = [&](int q, int s) { return c.windows[q] + s * set; };
-  auto result = [&](int q, int s) { return c.windows[q] + s * set + capacity_; };
+  auto input = [&](int q, int s) { return const_cast<char*>(c.windows[q]) + s * set; };
+  auto result = [&](int q, int s) { return input(q, s) + capacity_; };
+  uint32_t* verdict = reinterpret_cast<uint32_t*>(const_cast<char*>(c.windows[me]) + 2 * set);
+  // Folds `ranks` inputs (one: a copy) into out, if the round's verdict allows.
+  auto fold = [&](char* out, std::initializer_list<const char*> ins, size_t elems, int div) {
+    if (ins.size() == 1 && *ins.begin() == out) return;  // a copy onto itself
+    RankInputs r{};
+    r.verdict = verdict;
+    for (const char* in : ins) r.in[r.nranks++] = in;
+    gpuReduceRanks(dtype, op, out, r, elems, div, stream);
+  };
+  auto foldAll = [&](char* out, auto inputOf, size_t elems) {  // every rank's, in rank order
+    RankInputs r{};
+    r.verdict = verdict;
+    r.nranks = nranks_;
+    for (int q = 0; q < nranks_; ++q) r.in[q] = inputOf(q);
+    gpuReduceRanks(dtype, op, out, r, elems, divisor, stream);
+  };
   std::unique_ptr<Error> failed;
   {
     cuda::DeviceGuard guard(device_);
     std::lock_guard<std::mutex> lock(mu_);
     if (released_) raise(ErrorCode::kRemote, what, ": the communicator was aborted or failed");
     const uint64_t call = ++calls_;
-    RankInputs in{};
-    in.nranks = nranks_;
-    in.expect[0] = static_cast<uint32_t>(call);
-    in.expect[1] = static_cast<uint32_t>(count);
-    in.expect[2] = static_cast<uint32_t>((count >> 32) & 0xffff) | uint32_t(dtype) << 16 |
-                   uint32_t(op) << 24;
-    in.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[rank_] + kErrorOff);
+    CallCheck check{};
+    check.nranks = nranks_;
+    check.expect[0] = static_cast<uint32_t>(call);
+    check.expect[1] = static_cast<uint32_t>(count);
+    check.expect[2] = static_cast<uint32_t>((count >> 32) & 0xffff) | uint32_t(dtype) << 16 |
+                      uint32_t(op) << 24;
+    check.expect[3] = kindWord(kind, root);
+    check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kErrorOff);
     uint32_t t = issued_.load();
     try {
       for (size_t off = 0; off < count; off += per) {
         const size_t n = std::min(per, count - off);
         const int s = static_cast<int>(++t & 1);
-        const char* src = static_cast<const char*>(send) + off * esz;
-        char* dst = static_cast<char*>(recv) + off * esz;
-        const Part mine = two ? partOf(rank_, nranks_, n) : Part{0, 0};
+        const Part mine = two ? partOf(me, nranks_, n) : Part{0, 0};
         wait(consumedOff, t - 2);  // the peers are through with this set's last round
-        // The input the peers read: all of it, or in two shots the parts they reduce.
-        copy(const_cast<char*>(input(rank_, s)), src, (two ? mine.first : n) * esz);
-        if (two)
-          copy(const_cast<char*>(input(rank_, s)) + mine.last * esz, src + mine.last * esz,
-               (n - mine.last) * esz);
-        for (int w = 0; w < kCallWords; ++w) write(word(rank_, callOff(s) + 4 * w), in.expect[w]);
+        // What the peers read of this rank's input.
+        switch (kind) {
+          case CollKind::kAllReduce:
+            copy(input(me, s), send + off * esz, two ? mine.first : n);
+            if (two) copy(input(me, s) + mine.last * esz, send + (off + mine.last) * esz,
+                          n - mine.last);
+            break;
+          case CollKind::kBroadcast:
+            if (me == root) copy(input(me, s), send + off * esz, n);
+            break;
+          case CollKind::kReduce:
+          case CollKind::kAllGather:
+            copy(input(me, s), send + off * esz, n);
+            break;
+          case CollKind::kReduceScatter:  // block q of each rank's input goes to rank q
+            // This rank's own block too: in place, the output is that block, which the fold
+            // must not read while it writes it.
+            for (int q = 0; q < nranks_; ++q)
+              copy(input(me, s) + q * per * esz, send + (q * count + off) * esz, n);
+            break;
+          default:  // all-to-all: block q of each rank's input goes to rank q
+            for (int q = 0; q < nranks_; ++q)
+              if (q != me) copy(input(me, s) + q * per * esz, send + (q * count + off) * esz, n);
+        }
+        // The call's words in set s (from its third round on, the set already holds them).
+        if (off < 2 * per)
+          for (int w = 0; w < kCallWords; ++w)
+            write(word(me, callOff(s) + 4 * w), check.expect[w]);
         tell(publishedOff, t);
         wait(publishedOff, t);
         for (int q = 0; q < nranks_; ++q)
-          in.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));
-        if (!two) {
-          for (int q = 0; q < nranks_; ++q) in.in[q] = input(q, s);
-          gpuReduceRanks(dtype, op, dst, in, n, divisor, stream);
-        } else {
-          // This rank's part, its own input read where the caller keeps it; then every part.
-          for (int q = 0; q < nranks_; ++q)
-            in.in[q] = (q == rank_ ? src : input(q, s)) + mine.first * esz;
-          gpuReduceRanks(dtype, op, const_cast<char*>(result(rank_, s)), in,
-                         mine.last - mine.first, divisor, stream);
-          tell(reducedOff, t);
-          wait(reducedOff, t);
-          // Copies that check the error word too: a failed round writes no output.
-          RankInputs one = in;
-          one.nranks = 1;
-          one.call[0] = in.call[rank_];
-          for (int q = 0; q < nranks_; ++q) {
-            const Part p = partOf(q, nranks_, n);
-            one.in[0] = result(q, s);
-            gpuReduceRanks(dtype, op, dst + p.first * esz, one, p.last - p.first, 1, stream);
-          }
+          check.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));
+        gpuCheckCalls(check, verdict, stream);
+        switch (kind) {
+          case CollKind::kAllReduce:
+            if (!two) {
+              foldAll(recv + off * esz, [&](int q) { return input(q, s); }, n);
+              break;
+            }
+            // This rank's part, its own input read in place; then every rank's part.
+            foldAll(result(me, s),
+                    [&](int q) {
+                      return (q == me ? send + off * esz : input(q, s)) + mine.first * esz;
+                    },
+                    mine.last - mine.first);
+            tell(reducedOff, t);
+            wait(reducedOff, t);
+            for (int q = 0; q < nranks_; ++q) {
+              const Part p = partOf(q, nranks_, n);
+              fold(recv + (off + p.first) * esz, {result(q, s)}, p.last - p.first, 1);
+            }
+            break;
+          case CollKind::kBroadcast:
+            fold(recv + off * esz, {me == root ? send + off * esz : input(root, s)}, n, 1);
+            break;
+          case CollKind::kReduce:
+            if (me == root) foldAll(recv + off * esz, [&](int q) { return input(q, s); }, n);
+            break;
+          case CollKind::kAllGather:
+            for (int q = 0; q < nranks_; ++q)
+              fold(recv + (q * count + off) * esz, {input(q, s)}, n, 1);
+            break;
+          case CollKind::kReduceScatter:
+            foldAll(recv + off * esz, [&](int q) { return input(q, s) + me * per * esz; }, n);
+            break;
+          default:  // all-to-all
+            for (int q = 0; q < nranks_; ++q)
+              fold(recv + (q * count + off) * esz,
+                   {q == me ? send + (me * count + off) * esz : input(q, s) + me * per * esz}, n,
+                   1);
         }
         tell(consumedOff, t);
-        write(word(rank_, kDoneOff), t);
+        write(word(me, kDoneOff), t);
         issued_.store(t);
       }
     } catch (const Error& e) {
@@ -393,7 +482,7 @@ void StreamAllReduce::enqueue(GpuStream stream, const void* send, void* recv, si
   cv_.notify_all();
 }
 
-void StreamAllReduce::release() {
+void StreamCollectives::release() {
   released_ = true;
   if (!cuda_->connected) return;
   auto* error = reinterpret_cast<volatile uint32_t*>(peers_.areas[rank_] + kErrorOff);
@@ -404,7 +493,7 @@ void StreamAllReduce::release() {
   cv_.notify_all();
 }
 
-void StreamAllReduce::reassertRelease() {
+void StreamCollectives::reassertRelease() {
   // Past every round issued: a peer's stream may still store an older value over it, so the
   // watcher stores it again until this rank's stream is through.
   const uint32_t t = issued_.load();
@@ -420,7 +509,7 @@ void StreamAllReduce::reassertRelease() {
   }
 }
 
-std::string StreamAllReduce::describeDisagreement() const {
+std::string StreamCollectives::describeDisagreement() const {
   const auto* e = reinterpret_cast<const volatile uint32_t*>(peers_.areas[rank_] + kErrorOff);
   const uint32_t q = load(e) - 1;
   uint32_t theirs[kCallWords], mine[kCallWords];
@@ -428,14 +517,14 @@ std::string StreamAllReduce::describeDisagreement() const {
     theirs[w] = e[1 + w];
     mine[w] = e[1 + kCallWords + w];
   }
-  return strCat("rank ", rank_, ": the ranks' all-reduces on device buffers do not match: rank ",
-                q, "'s all-reduce ", describeCall(theirs), ", this rank's ", describeCall(mine),
-                ". Every rank must make the same calls, with the same count, datatype and op, "
-                "in the same order. That call's output was not written; destroy the "
+  return strCat("rank ", rank_, ": the ranks' collectives on device buffers do not match: rank ",
+                q, "'s is ", describeCall(theirs), ", this rank's ", describeCall(mine),
+                ". Every rank must make the same calls, with the same count, datatype, op and "
+                "root, in the same order. That call's output was not written; destroy the "
                 "communicator.");
 }
 
-void StreamAllReduce::watch() {
+void StreamCollectives::watch() {
   pthread_setname_np(pthread_self(), "sqz-stream-watch");
   setLogRank(rank_);
   const uint8_t* mine = peers_.areas[rank_];
@@ -464,8 +553,10 @@ void StreamAllReduce::watch() {
     // Whether this rank's stream has written its part of round t (each peer's published): from
     // then on it waits only for the peers, and its call words of round t are written.
     const bool here = reached(word(peers_.areas[firstPeer], publishedOff(rank_)), t);
-    const uint32_t w1 = word(mine, callOff(t & 1) + 4), w2 = word(mine, callOff(t & 1) + 8);
-    const bool two = here && ((w2 >> 16) & 0xff) < uint32_t(kNumDataTypes) &&
+    const uint32_t w1 = word(mine, callOff(t & 1) + 4), w2 = word(mine, callOff(t & 1) + 8),
+                   w3 = word(mine, callOff(t & 1) + 12);
+    const bool two = here && (w3 & 0xff) == uint32_t(CollKind::kAllReduce) &&
+                     ((w2 >> 16) & 0xff) < uint32_t(kNumDataTypes) &&
                      twoShot(w1 | (uint64_t(w2 & 0xffff) << 32), DataType((w2 >> 16) & 0xff));
     // What a peer still owes this stream: its round t (in two shots, its part too), and its
     // read of round t - 2.
@@ -518,7 +609,7 @@ void StreamAllReduce::watch() {
   }
 }
 
-void StreamAllReduce::stopWatcher() {
+void StreamCollectives::stopWatcher() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -527,7 +618,7 @@ void StreamAllReduce::stopWatcher() {
   if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
 }
 
-StreamAllReduce::~StreamAllReduce() {
+StreamCollectives::~StreamCollectives() {
   stopWatcher();
   Cuda& c = *cuda_;
   auto parked = std::make_unique<Parked>();
