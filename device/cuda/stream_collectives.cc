@@ -387,6 +387,10 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
     check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kErrorOff);
     uint32_t t = issued_.load();
     try {
+      // The calls before, on any stream, are through: rounds run in their numbers' order (the
+      // verdict and done are one word each), as every rank numbers them.
+      if (!cuda::streamWaitWord(stream, word(me, kDoneOff), t))
+        raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
       for (size_t off = 0; off < count; off += per) {
         const size_t n = std::min(per, count - off);
         const int s = static_cast<int>(++t & 1);

@@ -312,6 +312,44 @@ TEST(DeviceStreamSemantics, CallReturnsBeforeTheStreamReachesIt) {
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
+// Calls on two streams of one communicator run in the order they were made, as every rank
+// numbers them: a call on a stream held back by earlier work is not overtaken by the next call
+// on another stream (ranks on one host: the stream collectives), and both are exact.
+TEST(DeviceStreamSemantics, CallsOnTwoStreamsKeepTheirOrder) {
+  RunOptions opts;
+  opts.transports = "shm";
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream first, second;
+    const size_t count = 4096;
+    const std::vector<char> in = exactInput(sqzFloat32, sqzSum, rank, count);
+    DeviceBytes a(in.size(), first.get()), b(in.size(), second.get());
+    a.upload(in);
+    b.upload(in);
+    static int delayMs = 300;
+    cudaLaunchHostFunc(first.get(), sleepOnStream, &delayMs);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(sqzAllReduce(a.ptr, a.ptr, count, sqzFloat32, sqzSum, comm, first.get()),
+                sqzSuccess) << sqzGetLastError(comm);
+      ASSERT_EQ(sqzAllReduce(b.ptr, b.ptr, count, sqzFloat32, sqzSum, comm, second.get()),
+                sqzSuccess) << sqzGetLastError(comm);
+    }
+    EXPECT_EQ(cudaStreamSynchronize(second.get()), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(first.get()), cudaSuccess);
+    // Three all-reduces of 2 ranks: 4 x the first one.
+    std::vector<char> once(in.size()), expect(in.size());
+    for (size_t i = 0; i < count; ++i) storeExactResult(sqzFloat32, sqzSum, 2, i, once.data());
+    const auto* o = reinterpret_cast<const float*>(once.data());
+    auto* e = reinterpret_cast<float*>(expect.data());
+    for (size_t i = 0; i < count; ++i) e[i] = 4 * o[i];
+    EXPECT_EQ(a.download(), expect);
+    EXPECT_EQ(b.download(), expect);
+    sqzResult_t async = sqzSuccess;
+    EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+    EXPECT_EQ(async, sqzSuccess) << sqzGetLastError(comm);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 // A peer that is gone fails the enqueued call on the progress thread: the stream is released
 // (no hang), the error is the communicator's async error, and the next call fails with it.
 TEST(DeviceStreamSemantics, AFailedEnqueuedCallIsAnAsyncError) {
