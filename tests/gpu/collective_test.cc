@@ -450,6 +450,23 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
   }
 }
 
+// After calls whose ranks disagree: the stream gets through, and the communicator's async error
+// (within 10 s) is the disagreement; returns its message.
+std::string mismatchError(sqzComm_t comm, cudaStream_t stream) {
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  sqzResult_t async = sqzSuccess;
+  while (async == sqzSuccess && secondsSince(t0) < 10) {
+    EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_LT(secondsSince(t0), 10.0) << "the stream or the error took too long";
+  EXPECT_EQ(async, sqzInvalidUsage);
+  const std::string why = sqzGetLastError(comm);
+  EXPECT_NE(why.find("do not match"), std::string::npos) << why;
+  return why;
+}
+
 // Ranks on one host run a dense device all-reduce as a stream collective
 // (device/stream_collectives.h), which no host thread checks as it runs: ranks whose calls differ
 // (count within one round, datatype, or counts that take different numbers of rounds) must still
@@ -490,17 +507,7 @@ TEST(DeviceStreamSemantics, MismatchedAllReducesFailAndNothingHangs) {
       out.upload(std::vector<char>(n * 4, 7));
       ASSERT_EQ(sqzAllReduce(in.ptr, out.ptr, n, c.type[rank], sqzSum, comm, stream), sqzSuccess)
           << sqzGetLastError(comm);
-      const auto t0 = std::chrono::steady_clock::now();
-      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      sqzResult_t async = sqzSuccess;
-      while (async == sqzSuccess && secondsSince(t0) < 10) {
-        EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      EXPECT_LT(secondsSince(t0), 10.0) << "the stream or the error took too long";
-      EXPECT_EQ(async, sqzInvalidUsage);
-      const std::string why = sqzGetLastError(comm);
-      EXPECT_NE(why.find("do not match"), std::string::npos) << why;
+      const std::string why = mismatchError(comm, stream);
       if (rank == 1) EXPECT_NE(why.find(c.says), std::string::npos) << why;
       const std::vector<char> got = out.download();
       EXPECT_EQ(got, std::vector<char>(n * 4, 7)) << "a mismatched call wrote its output";
@@ -530,16 +537,7 @@ TEST(DeviceStreamSemantics, MismatchedRootsAndCollectivesFail) {
           : rank == 0 ? sqzAllGather(in.ptr, out.ptr, n, sqzFloat32, comm, stream)
                       : sqzAllReduce(in.ptr, out.ptr, n, sqzFloat32, sqzSum, comm, stream);
       ASSERT_EQ(rc, sqzSuccess) << sqzGetLastError(comm);
-      const auto t0 = std::chrono::steady_clock::now();
-      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      sqzResult_t async = sqzSuccess;
-      while (async == sqzSuccess && secondsSince(t0) < 10) {
-        EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      EXPECT_EQ(async, sqzInvalidUsage);
-      const std::string why = sqzGetLastError(comm);
-      EXPECT_NE(why.find("do not match"), std::string::npos) << why;
+      const std::string why = mismatchError(comm, stream);
       if (rank == 1)
         EXPECT_NE(why.find(roots ? "broadcast #1 of 4096 float, root 0" : "allgather #1"),
                   std::string::npos)
