@@ -204,7 +204,7 @@ StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t ca
       timeoutMs_(timeoutMs),
       fail_(std::move(fail)),
       cuda_(std::make_unique<Cuda>()) {
-  SQZ_ENFORCE(nranks >= 2 && nranks <= kMaxReduceRanks, "stream all-reduce over ", nranks,
+  SQZ_ENFORCE(nranks >= 2 && nranks <= kMaxReduceRanks, "stream collectives over ", nranks,
               " ranks");
   cuda::DeviceGuard guard(device_);
   // Its reduction's first launch must not load the kernel while a stream waits on a peer.
@@ -226,7 +226,7 @@ WindowExport StreamCollectives::exportWindow() const {
   cuda::DeviceGuard guard(device_);
   cuda::check(cudaDeviceGetPCIBusId(d.busId, sizeof d.busId, device_), "cudaDeviceGetPCIBusId");
   cuda::check(cudaIpcGetMemHandle(&d.handle, cuda_->window),
-              "cudaIpcGetMemHandle of the stream all-reduce's window");
+              "cudaIpcGetMemHandle of the stream collectives' window");
   WindowExport out{};
   std::memcpy(out.data(), &d, sizeof d);
   return out;
@@ -234,7 +234,7 @@ WindowExport StreamCollectives::exportWindow() const {
 
 void StreamCollectives::connect(const std::vector<WindowExport>& exports, Peers peers) {
   SQZ_ENFORCE(exports.size() == size_t(nranks_) && peers.areas.size() == size_t(nranks_),
-              "stream all-reduce: ", exports.size(), " exports for ", nranks_, " ranks");
+              "stream collectives: ", exports.size(), " exports for ", nranks_, " ranks");
   cuda::DeviceGuard guard(device_);
   Cuda& c = *cuda_;
   peers_ = std::move(peers);  // kept whatever happens: registered pages must stay mapped
@@ -245,7 +245,7 @@ void StreamCollectives::connect(const std::vector<WindowExport>& exports, Peers 
     ExportData d;
     std::memcpy(&d, exports[q].data(), sizeof d);
     if (d.magic != kExportMagic || d.rank != q || d.capacity < 256)
-      raise(ErrorCode::kRemote, "rank ", rank_, ": rank ", q, "'s stream all-reduce window "
+      raise(ErrorCode::kRemote, "rank ", rank_, ": rank ", q, "'s stream collectives' window "
             "description is not one (a rank of another build?)");
     capacity = std::min<size_t>(capacity, d.capacity);
     if (q == rank_) {
@@ -278,7 +278,7 @@ void StreamCollectives::connect(const std::vector<WindowExport>& exports, Peers 
     } else {
       void* p = nullptr;
       cuda::check(cudaIpcOpenMemHandle(&p, d.handle, cudaIpcMemLazyEnablePeerAccess),
-                  strCat("cudaIpcOpenMemHandle of rank ", q, "'s stream all-reduce window")
+                  strCat("cudaIpcOpenMemHandle of rank ", q, "'s stream collectives' window")
                       .c_str());
       c.windows[q] = static_cast<const char*>(p);
       c.opened[q] = true;
@@ -294,7 +294,7 @@ void StreamCollectives::connect(const std::vector<WindowExport>& exports, Peers 
     // Each mapping is this object's own, so nothing else has registered it.
     cuda::check(
         cudaHostRegister(page, kPageBytes, cudaHostRegisterPortable | cudaHostRegisterMapped),
-        "cudaHostRegister of a stream all-reduce's words");
+        "cudaHostRegister of the stream collectives' words");
     c.registered.push_back(page);
     c.areaDevice[q] = cuda::devicePointer(page) + (area - page);
   }
@@ -579,7 +579,7 @@ void StreamCollectives::watch() {
             failure = std::make_unique<Error>(
                 ErrorCode::kRemote,
                 strCat("rank ", rank_, ": rank ", q, " failed or exited while this rank's stream "
-                       "waits for its part of an all-reduce on device buffers (round ", t,
+                       "waits for its part of a collective on device buffers (round ", t,
                        "); the communicator is failed"));
       }
       if (!here || round != t) {
@@ -595,11 +595,11 @@ void StreamCollectives::watch() {
         if (!late.empty())
           failure = std::make_unique<Error>(
               ErrorCode::kTimeout,
-              strCat("rank ", rank_, ": an all-reduce on device buffers waited ", timeoutMs_,
+              strCat("rank ", rank_, ": a collective on device buffers waited ", timeoutMs_,
                      " ms (SQZ_TIMEOUT_MS) for rank(s) ", late, " to make the same call (round ",
                      t, "); the communicator is failed"));
         else
-          SQZ_WARN(kDevice, "rank ", rank_, ": an all-reduce on device buffers has had every "
+          SQZ_WARN(kDevice, "rank ", rank_, ": a collective on device buffers has had every "
                    "peer's part for ", timeoutMs_, " ms, and its reduction has not finished");
       }
     }
@@ -656,10 +656,10 @@ StreamCollectives::~StreamCollectives() {
     parked->issued = issued;
     if (through()) {
       if (!parked->detach())
-        SQZ_INFO(kDevice, "rank ", rank_, ": could not unmap a peer's stream all-reduce window");
+        SQZ_INFO(kDevice, "rank ", rank_, ": could not unmap a peer's stream collectives' window");
     } else {
       SQZ_INFO(kDevice, "rank ", rank_, ": this rank's stream is not through its last stream "
-               "all-reduce; its window stays until it is");
+               "collective; its window stays until it is");
     }
   }
   std::lock_guard<std::mutex> lock(graveyardMutex());

@@ -132,7 +132,7 @@ class Communicator final : public CodecComm {
   // The direct all-reduce, when every rank has a complete shared-memory window (one small
   // all-reduce agrees on it, so that all use it or none). Collective; leaves no trace.
   void setUpDirect();
-  // The stream all-reduce of device buffers over `window` (device/stream_collectives.h), when
+  // The stream collectives of device buffers over `window` (device/stream_collectives.h), when
   // every rank has a GPU, the window and a driver for it (agreed like the direct all-reduce).
   // Collective; leaves no trace.
   void setUpStreamCollectives(const std::shared_ptr<ShmWindow>& window);
