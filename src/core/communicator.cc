@@ -526,6 +526,7 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
         (req.kind == CollKind::kAllReduce && !tuner_->choose(probe, nranks_).build)) {
       throwIfFailed();
       streamColls_->enqueue(static_cast<device::GpuStream>(stream), req, what);
+      lastAlgorithm_ = "stream";
       return;
     }
   }

@@ -69,7 +69,7 @@ class Communicator final : public CodecComm {
   // ordered by (key, rank); color < 0 takes part and gets nullptr.
   std::unique_ptr<Communicator> split(int color, int key, const CommConfig& config);
   // The algorithm the last collective used ("" before the first).
-  const char* lastAlgorithm() const { return lastAlgorithm_; }
+  const char* lastAlgorithm() const { return lastAlgorithm_.load(); }
   const Tuner& tuner() const { return *tuner_; }
   // What init-time calibration learned (probe kNone when it did not run), the transport the
   // tuner prices ("shm", "tcp" or "net") and where its rows came from (a file, or "built-in").
@@ -163,7 +163,9 @@ class Communicator final : public CodecComm {
   std::vector<SockAddr> listenAddrs_;
   Secret secret_{};
   bool loggedChoice_ = false;
-  const char* lastAlgorithm_ = "";
+  // Written by the thread that runs or enqueues a call (a device call's host side runs on the
+  // progress thread), read by the API's caller.
+  std::atomic<const char*> lastAlgorithm_{""};
   std::unique_ptr<Tuner> tuner_;
   Calibration calibration_;
   std::string tunerTransport_, tunerRows_;

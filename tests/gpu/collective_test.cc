@@ -269,6 +269,9 @@ TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
             ASSERT_EQ(c.call(base + c.sendAt * esz, base + c.recvAt * esz, stream), sqzSuccess)
                 << what << ": " << sqzGetLastError(comm);
             ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << what;
+            const char* algo = nullptr;
+            ASSERT_EQ(sqzCommGetLastAlgorithm(comm, &algo), sqzSuccess);
+            EXPECT_STREQ(algo, "stream") << what;
             const std::vector<char> got = dev.download();
             // What the call defines: its output (a reduce's at the root only).
             const bool defined = std::string(c.name) != "reduce" || rank == root;
