@@ -77,13 +77,16 @@ class StreamCollectives {
   // operations. `why` says why not.
   static bool available(std::string* why);
 
-  // Allocates this rank's window on `device` (set-up: cudaMalloc may wait for the whole device).
-  // `fail` records an error on the communicator (called on the watcher thread); `timeoutMs`
-  // paces the warning about a stream that makes no progress and bounds the wait at destruction.
+  // Allocates this rank's window on `device` and frees what earlier ones left (set-up:
+  // cudaMalloc and cudaFree may wait for the whole device). `fail` records an error on the
+  // communicator (called on the watcher thread); `timeoutMs` is how long a peer may keep this
+  // rank's stream waiting, and bounds the wait at destruction.
   StreamCollectives(int device, int rank, int nranks, size_t capacity, int timeoutMs,
-                  std::function<void(const Error&)> fail);
-  // Waits (bounded, no CUDA) until this rank's stream is through its rounds and every peer has
-  // read this rank's window, then frees the window; what a stream may still use is left to it.
+                    std::function<void(const Error&)> fail);
+  // Waits (bounded; past it, releases) until this rank's stream is through its rounds, unmaps the
+  // peers' windows and says so, and leaves its own window and registrations to be freed when
+  // stream collectives are next made in this process, once every peer has said the same: no call
+  // here may wait for the device.
   ~StreamCollectives();
   StreamCollectives(const StreamCollectives&) = delete;
   StreamCollectives& operator=(const StreamCollectives&) = delete;
