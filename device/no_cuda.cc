@@ -59,7 +59,6 @@ void StreamCollectives::enqueue(GpuStream, const CollRequest&, const std::string
 }
 void StreamCollectives::release() {}
 void StreamCollectives::stopWatcher() {}
-uint32_t StreamCollectives::roundsDone() const { return 0; }
 
 std::unique_ptr<Context> makeCudaContext(int, GpuStream) { refuse(""); }
 

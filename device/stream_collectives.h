@@ -73,6 +73,8 @@ using WindowExport = std::array<uint8_t, kWindowExportBytes>;
 
 class StreamCollectives {
  public:
+  // The most ranks a communicator may have for them (each round reads every rank's window).
+  static constexpr int kMaxRanks = 8;
   // Whether this build and driver can run it: a CUDA build whose driver offers stream memory
   // operations. `why` says why not.
   static bool available(std::string* why);
@@ -104,9 +106,6 @@ class StreamCollectives {
   // watcher. Throws Error(kCuda) or Error(kInvalidUsage) saying why it cannot.
   void connect(const std::vector<WindowExport>& exports, Peers peers);
 
-  // Bytes a round moves: a call larger than this runs in rounds.
-  size_t capacity() const { return capacity_; }
-
   // Whether `kind` runs here (the collectives above; not send/receive).
   static bool runs(CollKind kind);
   // Enqueues one collective on `stream` (null: the legacy default stream): req's kind, buffers
@@ -123,12 +122,10 @@ class StreamCollectives {
   // is no longer watched. Idempotent.
   void stopWatcher();
 
-  // Rounds enqueued and finished so far (tests, logs).
-  uint32_t roundsIssued() const { return issued_.load(); }
-  uint32_t roundsDone() const;
-
  private:
   struct Cuda;  // CUDA types stay in the .cc
+  // The last round this rank's stream finished (its done word).
+  uint32_t roundsDone() const;
   void watch();
   void reassertRelease();
   std::string describeDisagreement() const;
@@ -136,7 +133,7 @@ class StreamCollectives {
   const int device_;
   const int rank_;
   const int nranks_;
-  size_t capacity_;  // agreed at connect: the smallest of every rank's
+  size_t capacity_;  // bytes a round moves, agreed at connect: the smallest of every rank's
   const int timeoutMs_;
   std::function<void(const Error&)> fail_;
   std::unique_ptr<Cuda> cuda_;

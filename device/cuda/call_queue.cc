@@ -20,6 +20,7 @@ namespace squeeze::device {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using cuda::reached;
 
 // Words live in pinned pages that are never freed: a stream may still wait on or write its
 // word when the communicator goes away, and freeing the page under it is undefined. One 64-byte
@@ -41,10 +42,6 @@ cuda::StreamWord newWord() {
   used += kSlot;
   *word = 0;
   return {word, cuda::devicePointer(word)};
-}
-
-bool reached(const volatile uint32_t* word, uint32_t value) {
-  return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
 }
 
 // The queue whose progress thread this is (null on every other thread).

@@ -52,6 +52,15 @@ struct StreamWord {
 };
 // The device address of pinned, mapped host memory (cudaHostGetDevicePointer).
 uint64_t devicePointer(const volatile void* pinned);
+// Whether a word read as `word` has reached `value`, compared as cuStreamWaitValue32's GEQ does
+// (the wrapping difference (int32_t)(word - value) >= 0), and the same for a word read now
+// (acquire) from host memory.
+inline bool reached(uint32_t word, uint32_t value) {
+  return static_cast<int32_t>(word - value) >= 0;
+}
+inline bool reached(const volatile uint32_t* word, uint32_t value) {
+  return reached(__atomic_load_n(word, __ATOMIC_ACQUIRE), value);
+}
 // Whether the driver offers the stream memory operations below (the CUDA 11.7+ entry points).
 bool streamWordsAvailable();
 // Makes `stream` wait until word >= value as a wrapping difference ((int32_t)(word - value) >= 0),

@@ -35,6 +35,7 @@ constexpr size_t kDoneOff = 1728;
 constexpr size_t kDetachedOff = 1792;  // written by the owner's host: it maps no peer window now
 static_assert(kDetachedOff + 64 <= kStreamAreaBytes);
 static_assert(kMaxReduceRanks * 192 <= 1536);
+static_assert(StreamCollectives::kMaxRanks <= kMaxReduceRanks);
 
 // From this many bytes a call is reduced in two shots (each rank reduces its part, then every
 // rank gathers the parts): 4 n bytes of memory traffic a rank at 2 ranks and about that at 8,
@@ -88,10 +89,18 @@ uint64_t processToken() {
   return token;
 }
 
-bool reached(uint32_t word, uint32_t value) { return static_cast<int32_t>(word - value) >= 0; }
+using cuda::reached;
 
-uint32_t load(const volatile uint32_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
-void store(volatile uint32_t* w, uint32_t v) { __atomic_store_n(w, v, __ATOMIC_RELEASE); }
+// A word of a stream area, as the host reads and writes it.
+volatile uint32_t* areaWord(const uint8_t* area, size_t off) {
+  return reinterpret_cast<volatile uint32_t*>(const_cast<uint8_t*>(area) + off);
+}
+uint32_t loadWord(const uint8_t* area, size_t off) {
+  return __atomic_load_n(areaWord(area, off), __ATOMIC_ACQUIRE);
+}
+void storeWord(const uint8_t* area, size_t off, uint32_t v) {
+  __atomic_store_n(areaWord(area, off), v, __ATOMIC_RELEASE);
+}
 
 std::string describeCall(const uint32_t* w) {
   const uint64_t count = w[1] | (uint64_t(w[2] & 0xffff) << 32);
@@ -127,8 +136,7 @@ struct Parked {
 
   bool through() const {
     return areas.empty() ||
-           reached(load(reinterpret_cast<const volatile uint32_t*>(areas[rank] + kDoneOff)),
-                   issued);
+           reached(loadWord(areas[rank], kDoneOff), issued);
   }
   // This rank's stream is through: it unmaps the peers' windows and tells them.
   bool detach() {
@@ -137,16 +145,14 @@ struct Parked {
       ok &= cudaIpcCloseMemHandle(const_cast<char*>(w)) == cudaSuccess;
     opened.clear();
     if (!areas.empty())
-      store(reinterpret_cast<volatile uint32_t*>(areas[rank] + kDetachedOff), 1);
+      storeWord(areas[rank], kDetachedOff, 1);
     detached = true;
     return ok;
   }
   // No peer's stream reads the window any more, and none maps it.
   bool peersDetached() const {
     for (size_t q = 0; q < areas.size(); ++q)
-      if (int(q) != rank &&
-          load(reinterpret_cast<const volatile uint32_t*>(areas[q] + kDetachedOff)) == 0)
-        return false;
+      if (int(q) != rank && loadWord(areas[q], kDetachedOff) == 0) return false;
     return true;
   }
 };
@@ -204,7 +210,7 @@ StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t ca
       timeoutMs_(timeoutMs),
       fail_(std::move(fail)),
       cuda_(std::make_unique<Cuda>()) {
-  SQZ_ENFORCE(nranks >= 2 && nranks <= kMaxReduceRanks, "stream collectives over ", nranks,
+  SQZ_ENFORCE(nranks >= 2 && nranks <= kMaxRanks, "stream collectives over ", nranks,
               " ranks");
   cuda::DeviceGuard guard(device_);
   // Its reduction's first launch must not load the kernel while a stream waits on a peer.
@@ -304,7 +310,7 @@ void StreamCollectives::connect(const std::vector<WindowExport>& exports, Peers 
 
 uint32_t StreamCollectives::roundsDone() const {
   if (!cuda_->connected) return issued_.load();
-  return load(reinterpret_cast<volatile uint32_t*>(peers_.areas[rank_] + kDoneOff));
+  return loadWord(peers_.areas[rank_], kDoneOff);
 }
 
 bool StreamCollectives::runs(CollKind kind) {
@@ -332,13 +338,15 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
   char* recv = static_cast<char*>(req.recvbuf);
   const Cuda& c = *cuda_;
   auto word = [&](int owner, size_t off) {
-    return cuda::StreamWord{reinterpret_cast<volatile uint32_t*>(peers_.areas[owner] + off),
-                            c.areaDevice[owner] + off};
+    return cuda::StreamWord{areaWord(peers_.areas[owner], off), c.areaDevice[owner] + off};
+  };
+  auto waitFor = [&](const cuda::StreamWord& w, uint32_t value) {
+    if (!cuda::streamWaitWord(stream, w, value))
+      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
   };
   auto wait = [&](size_t (*off)(int), uint32_t value) {  // every peer's word in this rank's area
     for (int q = 0; q < nranks_; ++q)
-      if (q != me && !cuda::streamWaitWord(stream, word(me, off(q)), value))
-        raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
+      if (q != me) waitFor(word(me, off(q)), value);
   };
   auto write = [&](const cuda::StreamWord& w, uint32_t value) {
     if (!cuda::streamWriteWord(stream, w, value))
@@ -389,8 +397,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
     try {
       // The calls before, on any stream, are through: rounds run in their numbers' order (the
       // verdict and done are one word each), as every rank numbers them.
-      if (!cuda::streamWaitWord(stream, word(me, kDoneOff), t))
-        raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
+      waitFor(word(me, kDoneOff), t);
       for (size_t off = 0; off < count; off += per) {
         const size_t n = std::min(per, count - off);
         const int s = static_cast<int>(++t & 1);
@@ -489,9 +496,9 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
 void StreamCollectives::release() {
   released_ = true;
   if (!cuda_->connected) return;
-  auto* error = reinterpret_cast<volatile uint32_t*>(peers_.areas[rank_] + kErrorOff);
   uint32_t expected = 0;
-  __atomic_compare_exchange_n(const_cast<uint32_t*>(error), &expected, kReleased, false,
+  __atomic_compare_exchange_n(const_cast<uint32_t*>(areaWord(peers_.areas[rank_], kErrorOff)),
+                              &expected, kReleased, false,
                               __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   reassertRelease();
   cv_.notify_all();
@@ -501,21 +508,17 @@ void StreamCollectives::reassertRelease() {
   // Past every round issued: a peer's stream may still store an older value over it, so the
   // watcher stores it again until this rank's stream is through.
   const uint32_t t = issued_.load();
-  uint8_t* mine = peers_.areas[rank_];
+  const uint8_t* mine = peers_.areas[rank_];
   for (int q = 0; q < nranks_; ++q) {
     if (q == rank_) continue;
-    auto* published = reinterpret_cast<volatile uint32_t*>(mine + publishedOff(q));
-    auto* consumed = reinterpret_cast<volatile uint32_t*>(mine + consumedOff(q));
-    auto* reduced = reinterpret_cast<volatile uint32_t*>(mine + reducedOff(q));
-    if (!reached(load(published), t)) store(published, t);
-    if (!reached(load(consumed), t)) store(consumed, t);
-    if (!reached(load(reduced), t)) store(reduced, t);
+    for (size_t off : {publishedOff(q), consumedOff(q), reducedOff(q)})
+      if (!reached(loadWord(mine, off), t)) storeWord(mine, off, t);
   }
 }
 
 std::string StreamCollectives::describeDisagreement() const {
-  const auto* e = reinterpret_cast<const volatile uint32_t*>(peers_.areas[rank_] + kErrorOff);
-  const uint32_t q = load(e) - 1;
+  const volatile uint32_t* e = areaWord(peers_.areas[rank_], kErrorOff);
+  const uint32_t q = loadWord(peers_.areas[rank_], kErrorOff) - 1;
   uint32_t theirs[kCallWords], mine[kCallWords];
   for (int w = 0; w < kCallWords; ++w) {
     theirs[w] = e[1 + w];
@@ -532,9 +535,6 @@ void StreamCollectives::watch() {
   pthread_setname_np(pthread_self(), "sqz-stream-watch");
   setLogRank(rank_);
   const uint8_t* mine = peers_.areas[rank_];
-  auto word = [](const uint8_t* area, size_t off) {
-    return load(reinterpret_cast<const volatile uint32_t*>(area + off));
-  };
   const int firstPeer = rank_ == 0 ? 1 : 0;
   // The round this rank's stream is in and when it arrived there: it has written its part of
   // round t to the peers (their inbox[me].published), so from then on it waits only for them.
@@ -553,21 +553,22 @@ void StreamCollectives::watch() {
     }
     const uint32_t issued = issued_.load(), done = roundsDone(), t = done + 1;
     std::unique_ptr<Error> failure;
-    const uint32_t e = word(mine, kErrorOff);
+    const uint32_t e = loadWord(mine, kErrorOff);
     // Whether this rank's stream has written its part of round t (each peer's published): from
     // then on it waits only for the peers, and its call words of round t are written.
-    const bool here = reached(word(peers_.areas[firstPeer], publishedOff(rank_)), t);
-    const uint32_t w1 = word(mine, callOff(t & 1) + 4), w2 = word(mine, callOff(t & 1) + 8),
-                   w3 = word(mine, callOff(t & 1) + 12);
+    const bool here = reached(loadWord(peers_.areas[firstPeer], publishedOff(rank_)), t);
+    const uint32_t w1 = loadWord(mine, callOff(t & 1) + 4),
+                   w2 = loadWord(mine, callOff(t & 1) + 8),
+                   w3 = loadWord(mine, callOff(t & 1) + 12);
     const bool two = here && (w3 & 0xff) == uint32_t(CollKind::kAllReduce) &&
                      ((w2 >> 16) & 0xff) < uint32_t(kNumDataTypes) &&
                      twoShot(w1 | (uint64_t(w2 & 0xffff) << 32), DataType((w2 >> 16) & 0xff));
     // What a peer still owes this stream: its round t (in two shots, its part too), and its
     // read of round t - 2.
     auto owes = [&](int q) {
-      return !reached(word(mine, publishedOff(q)), t) ||
-             !reached(word(mine, consumedOff(q)), t - 2) ||
-             (two && !reached(word(mine, reducedOff(q)), t));
+      return !reached(loadWord(mine, publishedOff(q)), t) ||
+             !reached(loadWord(mine, consumedOff(q)), t - 2) ||
+             (two && !reached(loadWord(mine, reducedOff(q)), t));
     };
     if (e != 0 && e != kReleased && !reported_) {
       failure = std::make_unique<Error>(ErrorCode::kInvalidUsage, describeDisagreement());

@@ -14,7 +14,6 @@
 #include "core/calibrate.h"
 #include "core/failure_notice.h"
 #include "core/shrink_agreement.h"
-#include "device/reduce.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/shm/window.h"
 
@@ -234,9 +233,9 @@ void Communicator::setUpStreamCollectives(const std::shared_ptr<ShmWindow>& wind
   if (!window) {
     able = false;
     why = "no shared-memory window to every peer";
-  } else if (nranks_ > device::kMaxReduceRanks) {
+  } else if (nranks_ > device::StreamCollectives::kMaxRanks) {
     able = false;
-    why = strCat("more than ", device::kMaxReduceRanks, " ranks");
+    why = strCat("more than ", device::StreamCollectives::kMaxRanks, " ranks");
   } else if (config_.deviceDirectBytes == 0) {
     able = false;
     why = "SQZ_DEVICE_DIRECT_BYTES=0";
@@ -517,18 +516,19 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
   // A dense collective of ranks on one host: on the caller's stream alone. Unless SQZ_ALGO
   // forces the algorithms (an all-reduce: unless it names another than direct), since the
   // alternative is a trip through the host.
-  if (streamColls_ && device::StreamCollectives::runs(req.kind) && req.count > 0 &&
-      !req.codecCall && (!req.codec || req.codec->rawWire())) {
+  auto forcedDirect = [&] {  // SQZ_ALGO's rule for this all-reduce is the direct algorithm
     CollRequest probe = req;
     probe.windowed = true;
     if (!probe.codec) probe.codec = &denseCodec();
-    if (config_.algoSpec.empty() ||
-        (req.kind == CollKind::kAllReduce && !tuner_->choose(probe, nranks_).build)) {
-      throwIfFailed();
-      streamColls_->enqueue(static_cast<device::GpuStream>(stream), req, what);
-      lastAlgorithm_ = "stream";
-      return;
-    }
+    return req.kind == CollKind::kAllReduce && !tuner_->choose(probe, nranks_).build;
+  };
+  if (streamColls_ && device::StreamCollectives::runs(req.kind) && req.count > 0 &&
+      !req.codecCall && (!req.codec || req.codec->rawWire()) &&
+      (config_.algoSpec.empty() || forcedDirect())) {
+    throwIfFailed();
+    streamColls_->enqueue(static_cast<device::GpuStream>(stream), req, what);
+    lastAlgorithm_ = "stream";
+    return;
   }
   enqueueTask(stream, spansOf(req, rank_, nranks_),
               [this, req](const device::HostCopies& copies) {

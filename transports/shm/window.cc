@@ -55,6 +55,14 @@ size_t setBytes(size_t capacity, int nranks) {
   return roundUpToPage(capacity) + roundUpToPage(resultBytes(capacity, nranks));
 }
 
+// The kernel closes the liveness socket's far end with the peer's process: a peek then reads
+// end-of-file (or an error).
+bool livenessSocketEnded(int fd) {
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 }  // namespace
 
 size_t windowSegmentBytes(size_t capacity, int nranks) {
@@ -143,10 +151,7 @@ std::shared_ptr<const void> ShmWindow::holdMappings() const {
 bool ShmWindow::peerDown(int p) const {
   const Rank& r = ranks_[p];
   if (r.ctl->closed.value.load(std::memory_order_acquire) != 0) return true;
-  if (r.watch.get() < 0) return false;
-  char byte;
-  const ssize_t n = ::recv(r.watch.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  return r.watch.get() >= 0 && livenessSocketEnded(r.watch.get());
 }
 
 void ShmWindow::publish(WindowCounter c, uint64_t value) {
@@ -165,17 +170,14 @@ void ShmWindow::shutdown() {
   for (Rank& r : ranks_) r.bell->ring();
 }
 
-// The kernel closes the liveness socket's far end with the peer's process; a peek then reads
-// end-of-file (or an error). Looked at every kLivenessCheckMs at most.
+// Looked at every kLivenessCheckMs at most.
 bool ShmWindow::peerGone(int p) {
   Rank& r = ranks_[p];
   if (r.gone || r.watch.get() < 0) return r.gone;
   const auto now = SteadyClock::now();
   if (now < r.nextLivenessCheck) return false;
   r.nextLivenessCheck = now + std::chrono::milliseconds(kLivenessCheckMs);
-  char byte;
-  const ssize_t n = ::recv(r.watch.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  r.gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  r.gone = livenessSocketEnded(r.watch.get());
   return r.gone;
 }
 
