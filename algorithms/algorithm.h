@@ -55,6 +55,9 @@ struct P2pCall {
   void* buffer;
   size_t bytes;
 };
+// Raises kInvalidUsage where the sends a group queues to its own rank do not pair, in order and
+// size, with its receives from it (buildSendRecv checks it; so does a device group's path).
+void checkSendsToSelf(const std::vector<P2pCall>& calls, int rank);
 // sentTo / recvdFrom: per peer, messages so far (updated), which number the new messages.
 // userBuffers[i] is calls[i].buffer.
 Schedule buildSendRecv(const std::vector<P2pCall>& calls, int rank, std::vector<uint64_t>& sentTo,

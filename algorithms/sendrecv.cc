@@ -8,6 +8,19 @@
 
 namespace squeeze {
 
+void checkSendsToSelf(const std::vector<P2pCall>& calls, int rank) {
+  std::vector<size_t> sends, recvs;  // bytes, in queue order
+  for (const P2pCall& c : calls)
+    if (c.peer == rank) (c.isSend ? sends : recvs).push_back(c.bytes);
+  if (sends.size() != recvs.size())
+    raise(ErrorCode::kInvalidUsage, "rank ", rank, " queued ", sends.size(),
+          " sends to itself but ", recvs.size(), " receives from itself in one group");
+  for (size_t k = 0; k < sends.size(); ++k)
+    if (sends[k] != recvs[k])
+      raise(ErrorCode::kInvalidUsage, "rank ", rank, " sends ", sends[k], " bytes to itself but"
+            " receives ", recvs[k], "; a send and its receive must have the same size.");
+}
+
 Schedule buildSendRecv(const std::vector<P2pCall>& calls, int rank, std::vector<uint64_t>& sentTo,
                        std::vector<uint64_t>& recvdFrom) {
   Schedule sched;
@@ -33,9 +46,7 @@ Schedule buildSendRecv(const std::vector<P2pCall>& calls, int rank, std::vector<
       readers.push_back({i, sched.add(op)});
     }
   }
-  if (selfSends.size() != selfRecvs.size())
-    raise(ErrorCode::kInvalidUsage, "rank ", rank, " queued ", selfSends.size(),
-          " sends to itself but ", selfRecvs.size(), " receives from itself in one group");
+  checkSendsToSelf(calls, rank);
   // The readers of memory that `c` overwrites: it must wait for them.
   auto readersOf = [&](const P2pCall& c) {
     std::vector<uint32_t> ids;
@@ -46,9 +57,6 @@ Schedule buildSendRecv(const std::vector<P2pCall>& calls, int rank, std::vector<
   for (size_t k = 0; k < selfSends.size(); ++k) {
     const P2pCall& s = calls[selfSends[k]];
     const P2pCall& r = calls[selfRecvs[k]];
-    if (s.bytes != r.bytes)
-      raise(ErrorCode::kInvalidUsage, "rank ", rank, " sends ", s.bytes, " bytes to itself but"
-            " receives ", r.bytes, "; a send and its receive must have the same size.");
     Op op{.kind = OpKind::kCopy, .count = s.bytes};
     op.src = user(selfSends[k]);
     op.dst = user(selfRecvs[k]);
