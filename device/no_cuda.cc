@@ -57,6 +57,10 @@ bool StreamCollectives::runs(CollKind) { return false; }
 void StreamCollectives::enqueue(GpuStream, const CollRequest&, const std::string&) {
   refuse(strCat("rank ", rank_, ": "));
 }
+void StreamCollectives::enqueueSendRecv(GpuStream, const std::vector<Message>&,
+                                        const std::string&) {
+  refuse(strCat("rank ", rank_, ": "));
+}
 void StreamCollectives::release() {}
 void StreamCollectives::stopWatcher() {}
 

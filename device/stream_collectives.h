@@ -1,21 +1,27 @@
-// StreamCollectives: the dense collectives on device buffers of ranks that share one host, run
-// as stream programs alone (DESIGN.md, "Memory, streams, threads"): the caller's stream copies,
-// waits on words, checks, reduces and writes words; no progress thread takes part, nothing is
-// copied to the host, and no host thread waits for the device. All-reduce, broadcast, reduce,
-// all-gather, reduce-scatter and all-to-all.
+// StreamCollectives: the dense collectives, sends and receives on device buffers of ranks that
+// share one host, run as stream programs alone (DESIGN.md, "Memory, streams, threads"): the
+// caller's stream copies, waits on words, checks, reduces and writes words; no progress thread
+// takes part, nothing is copied to the host, and no host thread waits for the device.
+// All-reduce, broadcast, reduce, all-gather, reduce-scatter, all-to-all, and groups of sends and
+// receives.
 //
 // Each rank owns a window on its GPU (two sets, each an input of `capacity` bytes and the result
-// of the part it reduces, then the round's verdict; exported to the peers with CUDA IPC, or by
-// address to ranks that are threads of the same process) and a stream area in host memory every
-// rank maps (the shared-memory window's control page, transports/shm/window.h), registered with
-// CUDA so that streams wait on and write its words:
+// of the part it reduces, then the round's verdicts, then two outgoing slots a peer; exported to
+// the peers with CUDA IPC, or by address to ranks that are threads of the same process) and a
+// stream area in host memory every rank maps (the shared-memory window's control page,
+// transports/shm/window.h), registered with CUDA so that streams wait on and write its words:
 //   inbox[q]     published, reduced, consumed: the last round rank q's stream made its input
 //                readable, made its part's result readable, and finished reading this rank's
-//                window (written by q's stream);
+//                window (written by q's stream); sent, taken: the last chunk of a message from q
+//                that q's stream made readable in its slot, and the last chunk of one to q that
+//                q's stream finished reading; the words that describe the message in each of
+//                q's two slots to this rank (written by q's stream);
 //   call[s]      the words that describe this rank's call in set s (CallCheck, device/reduce.h):
 //                its number, count, datatype, op, collective and root;
-//   error        what this rank's checks found (device/reduce.h, kErrorWords);
-//   done         the last round this rank's stream finished (for its own host side).
+//   error        what this rank's checks found (device/reduce.h, kErrorWords), for the
+//                collectives and for the messages apart;
+//   done         the last round this rank's stream finished, and the last group of messages it
+//                started and finished (for its own host side).
 // Round t (numbered over every call, 32-bit, compared cyclically) uses set s = t % 2:
 //   1. wait until every peer has read round t - 2 from this window (inbox[q].consumed >= t - 2);
 //   2. copy into set s what the peers read of this rank's input, write call[s], then each
@@ -36,6 +42,22 @@
 // Every element is folded in rank order (then divided for avg), so every rank ends with the bits
 // the host's direct all-reduce gives (src/core/direct_allreduce.h).
 //
+// A group of sends and receives is not collective: only the ranks it names take part. The
+// messages between two ranks go in the order they were queued, each cut into chunks of the slot's
+// size, numbered in that pair's sequence (32-bit, cyclic); chunk c of a pair uses slot c % 2.
+// The group's rounds take chunk r of every message, the sends first:
+//   send   wait until the peer has read chunk c - 2 of this pair (inbox[me].taken at the peer's
+//          side: taken >= c - 2), copy the chunk into the slot, write the message's words and
+//          sent = c into the peer's area;
+//   receive  wait for sent >= c, check the slot's message words (its number in the pair's
+//          sequence, its size, its ends) against this rank's receive (gpuCheckCalls, one rank's
+//          words), copy the chunk out where they agree (gpuReduceRanks, one input), write
+//          taken = c into the sender's area.
+// A rank sends chunk r of a round before it receives chunk r, so two ranks that send to each
+// other never wait for each other; a receive may overlap a send of its group only from the
+// send's start on or below it (in place, the same buffer), or chunk r would overwrite what a
+// later round sends. Groups on any stream run in the order they were enqueued.
+//
 // The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a
 // disagreement, or a peer that failed, died or stayed away past timeoutMs while this rank's
 // stream waits for it, fails the communicator with the reason; a failed or aborted communicator
@@ -49,9 +71,11 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -106,13 +130,27 @@ class StreamCollectives {
   // watcher. Throws Error(kCuda) or Error(kInvalidUsage) saying why it cannot.
   void connect(const std::vector<WindowExport>& exports, Peers peers);
 
-  // Whether `kind` runs here (the collectives above; not send/receive).
+  // Whether `kind` runs here (the collectives above; sends and receives: enqueueSendRecv).
   static bool runs(CollKind kind);
   // Enqueues one collective on `stream` (null: the legacy default stream): req's kind, buffers
   // (device memory), count (> 0, as CollRequest counts it), datatype, op and root. `what` names
   // the call in errors. Throws Error(kCuda) when CUDA refuses an operation (the communicator is
   // then failed).
   void enqueue(GpuStream stream, const CollRequest& req, const std::string& what);
+
+  // One sqzSend or sqzRecv of a group, on device memory.
+  struct Message {
+    bool send;
+    int peer;  // a rank of the communicator (this one: a send to itself)
+    const void* buffer;
+    size_t bytes;
+  };
+  // Enqueues a group of sends and receives on `stream` (see above). The caller has checked the
+  // peers and that the sends to itself pair with the receives from itself. Throws
+  // Error(kInvalidUsage) for a receive that overlaps a send of the group starting above it, and
+  // Error(kCuda) when CUDA refuses an operation (the communicator is then failed).
+  void enqueueSendRecv(GpuStream stream, const std::vector<Message>& messages,
+                       const std::string& what);
 
   // The communicator failed or was aborted: no reduction reads a peer's window from now on and
   // every wait of this rank's stream ends. No CUDA; idempotent.
@@ -124,11 +162,24 @@ class StreamCollectives {
 
  private:
   struct Cuda;  // CUDA types stay in the .cc
+  struct Program;
+  // A group of messages enqueued and not yet seen through by the watcher: the chunk each peer's
+  // words must reach for this rank's stream to finish it.
+  struct Group {
+    uint32_t number;
+    std::vector<std::pair<int, uint32_t>> sentBy;   // (peer, its sent word's last chunk)
+    std::vector<std::pair<int, uint32_t>> takenBy;  // (peer, its taken word's last chunk)
+  };
   // The last round this rank's stream finished (its done word).
   uint32_t roundsDone() const;
+  // Whether this rank's stream is through every round and group enqueued so far.
+  bool through() const;
   void watch();
+  // The watcher's look at the oldest group not through: a peer that failed or stayed away.
+  void watchGroups(std::unique_ptr<Error>& failure, bool liveness);
   void reassertRelease();
   std::string describeDisagreement() const;
+  std::string describeMessageMismatch() const;
 
   const int device_;
   const int rank_;
@@ -142,9 +193,19 @@ class StreamCollectives {
   std::condition_variable cv_;
   uint64_t calls_ = 0;
   std::atomic<uint32_t> issued_{0};
+  // Messages: per peer, the messages queued to and from it (numbering them in the pair's
+  // sequence; under mu_) and the chunks issued to and from it (read by release on any thread).
+  std::vector<uint32_t> messagesTo_, messagesFrom_;
+  std::unique_ptr<std::atomic<uint32_t>[]> chunksTo_, chunksFrom_;
+  std::atomic<uint32_t> groups_{0};  // groups enqueued
+  std::deque<Group> pending_;        // under mu_
   std::atomic<bool> released_{false};
   bool stop_ = false;
   bool reported_ = false;  // the watcher has failed the communicator
+  // The watcher's view of the oldest group not through: when this rank's stream started it.
+  uint32_t watchedGroup_ = 0;
+  std::chrono::steady_clock::time_point groupStarted_{};
+  bool groupStalled_ = false;
   std::thread watcher_;
 };
 

@@ -29,11 +29,19 @@ constexpr size_t kPageBytes = 4096;
 size_t publishedOff(int q) { return size_t(q) * 192; }
 size_t consumedOff(int q) { return size_t(q) * 192 + 64; }
 size_t reducedOff(int q) { return size_t(q) * 192 + 128; }
+// Messages from and to q, in q's lines (written by q's stream too).
+size_t sentOff(int q) { return size_t(q) * 192 + 4; }
+size_t messageOff(int q, int slot) { return size_t(q) * 192 + 8 + size_t(slot) * 16; }
+size_t takenOff(int q) { return size_t(q) * 192 + 64 + 4; }
 size_t callOff(int set) { return 1536 + size_t(set) * 64; }
 constexpr size_t kErrorOff = 1664;
 constexpr size_t kDoneOff = 1728;
 constexpr size_t kDetachedOff = 1792;  // written by the owner's host: it maps no peer window now
-static_assert(kDetachedOff + 64 <= kStreamAreaBytes);
+constexpr size_t kGroupStartedOff = 1856;
+constexpr size_t kGroupDoneOff = 1860;
+constexpr size_t kMessageErrorOff = 1920;
+static_assert(kMessageErrorOff + 4 * kErrorWords <= kStreamAreaBytes);
+static_assert(kCallWords * 4 * 2 + 8 <= 64, "a peer's message words share its first line");
 static_assert(kMaxReduceRanks * 192 <= 1536);
 static_assert(StreamCollectives::kMaxRanks <= kMaxReduceRanks);
 
@@ -51,7 +59,23 @@ bool twoShot(uint64_t count, DataType dtype) {
 size_t setBytes(size_t capacity, int nranks) {
   return capacity + (capacity / size_t(nranks) + 512 + 255) / 256 * 256;
 }
-size_t windowBytes(size_t capacity, int nranks) { return 2 * setBytes(capacity, nranks) + 256; }
+// A slot: one chunk of a message to one peer (two a peer, after the verdicts).
+size_t slotBytes(size_t capacity, int nranks) {
+  return std::max<size_t>(256, capacity / size_t(nranks) / 256 * 256);
+}
+size_t verdictsOff(size_t capacity, int nranks) { return 2 * setBytes(capacity, nranks); }
+size_t slotOff(size_t capacity, int nranks, int to, int slot) {
+  return verdictsOff(capacity, nranks) + 256 +
+         (size_t(to) * 2 + size_t(slot)) * slotBytes(capacity, nranks);
+}
+size_t windowBytes(size_t capacity, int nranks) { return slotOff(capacity, nranks, nranks, 0); }
+
+// The words that describe a message (CallCheck's four): its number in the pair's sequence, its
+// size and its ends.
+std::array<uint32_t, kCallWords> messageWords(uint32_t number, size_t bytes, int from, int to) {
+  return {number, static_cast<uint32_t>(bytes), static_cast<uint32_t>(uint64_t(bytes) >> 32),
+          uint32_t(from) | uint32_t(to) << 8 | 0x50u << 24};
+}
 
 // The call words' fourth: the collective and its root (0 where it has none).
 uint32_t kindWord(CollKind kind, int root) {
@@ -129,14 +153,15 @@ struct Parked {
   std::vector<uint8_t*> areas;  // every rank's stream area (empty: never connected)
   int rank = 0;
   uint32_t issued = 0;
+  uint32_t groups = 0;
   bool detached = false;
   std::vector<const char*> opened;  // peers' windows this rank mapped (CUDA IPC)
   std::vector<void*> registered;
   std::shared_ptr<const void> keepAlive;
 
   bool through() const {
-    return areas.empty() ||
-           reached(loadWord(areas[rank], kDoneOff), issued);
+    return areas.empty() || (reached(loadWord(areas[rank], kDoneOff), issued) &&
+                             reached(loadWord(areas[rank], kGroupDoneOff), groups));
   }
   // This rank's stream is through: it unmaps the peers' windows and tells them.
   bool detach() {
@@ -195,6 +220,35 @@ struct StreamCollectives::Cuda {
   bool connected = false;
 };
 
+// The operations a stream program is written with, on the caller's stream; each raises kCuda
+// naming the call where the driver refuses it.
+struct StreamCollectives::Program {
+  GpuStream stream;
+  const std::string& what;
+  const Cuda& c;
+  const Peers& peers;
+
+  // Word `off` of rank owner's stream area.
+  cuda::StreamWord word(int owner, size_t off) const {
+    return cuda::StreamWord{areaWord(peers.areas[owner], off), c.areaDevice[owner] + off};
+  }
+  void waitFor(const cuda::StreamWord& w, uint32_t value) const {
+    if (!cuda::streamWaitWord(stream, w, value))
+      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
+  }
+  void write(const cuda::StreamWord& w, uint32_t value) const {
+    if (!cuda::streamWriteWord(stream, w, value))
+      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWriteValue32");
+  }
+  void copy(void* dst, const void* src, size_t bytes) const {
+    if (bytes == 0 || dst == src) return;
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+                strCat(what, ": copying into the window on the caller's stream").c_str());
+  }
+  // Rank owner's window in this address space, at `off`.
+  char* window(int owner, size_t off) const { return const_cast<char*>(c.windows[owner]) + off; }
+};
+
 bool StreamCollectives::available(std::string* why) {
   if (cuda::streamWordsAvailable()) return true;
   if (why) *why = "the driver offers no stream memory operations (cuStreamWaitValue32)";
@@ -209,7 +263,11 @@ StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t ca
       capacity_(std::max<size_t>(capacity / 256 * 256, 256)),
       timeoutMs_(timeoutMs),
       fail_(std::move(fail)),
-      cuda_(std::make_unique<Cuda>()) {
+      cuda_(std::make_unique<Cuda>()),
+      messagesTo_(nranks, 0),
+      messagesFrom_(nranks, 0),
+      chunksTo_(std::make_unique<std::atomic<uint32_t>[]>(nranks)),
+      chunksFrom_(std::make_unique<std::atomic<uint32_t>[]>(nranks)) {
   SQZ_ENFORCE(nranks >= 2 && nranks <= kMaxRanks, "stream collectives over ", nranks,
               " ranks");
   cuda::DeviceGuard guard(device_);
@@ -337,33 +395,22 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
   const char* send = static_cast<const char*>(req.sendbuf);
   char* recv = static_cast<char*>(req.recvbuf);
   const Cuda& c = *cuda_;
-  auto word = [&](int owner, size_t off) {
-    return cuda::StreamWord{areaWord(peers_.areas[owner], off), c.areaDevice[owner] + off};
-  };
-  auto waitFor = [&](const cuda::StreamWord& w, uint32_t value) {
-    if (!cuda::streamWaitWord(stream, w, value))
-      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
-  };
+  const Program p{stream, what, c, peers_};
+  auto word = [&](int owner, size_t off) { return p.word(owner, off); };
+  auto waitFor = [&](const cuda::StreamWord& w, uint32_t value) { p.waitFor(w, value); };
   auto wait = [&](size_t (*off)(int), uint32_t value) {  // every peer's word in this rank's area
     for (int q = 0; q < nranks_; ++q)
       if (q != me) waitFor(word(me, off(q)), value);
   };
-  auto write = [&](const cuda::StreamWord& w, uint32_t value) {
-    if (!cuda::streamWriteWord(stream, w, value))
-      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWriteValue32");
-  };
+  auto write = [&](const cuda::StreamWord& w, uint32_t value) { p.write(w, value); };
   auto tell = [&](size_t (*off)(int), uint32_t value) {  // this rank's word in every peer's area
     for (int q = 0; q < nranks_; ++q)
       if (q != me) write(word(q, off(me)), value);
   };
-  auto copy = [&](void* dst, const void* src, size_t elems) {
-    if (elems == 0 || dst == src) return;
-    cuda::check(cudaMemcpyAsync(dst, src, elems * esz, cudaMemcpyDeviceToDevice, stream),
-                strCat(what, ": copying into the window on the caller's stream").c_str());
-  };
-  auto input = [&](int q, int s) { return const_cast<char*>(c.windows[q]) + s * set; };
+  auto copy = [&](void* dst, const void* src, size_t elems) { p.copy(dst, src, elems * esz); };
+  auto input = [&](int q, int s) { return p.window(q, s * set); };
   auto result = [&](int q, int s) { return input(q, s) + capacity_; };
-  uint32_t* verdict = reinterpret_cast<uint32_t*>(const_cast<char*>(c.windows[me]) + 2 * set);
+  uint32_t* verdict = reinterpret_cast<uint32_t*>(p.window(me, verdictsOff(capacity_, nranks_)));
   // Folds `ranks` inputs (one: a copy) into out, if the round's verdict allows.
   auto fold = [&](char* out, std::initializer_list<const char*> ins, size_t elems, int div) {
     if (ins.size() == 1 && *ins.begin() == out) return;  // a copy onto itself
@@ -493,13 +540,122 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
   cv_.notify_all();
 }
 
+void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Message>& messages,
+                                        const std::string& what) {
+  SQZ_ENFORCE(cuda_->connected, "stream collectives: ", what, " before connect");
+  const int me = rank_;
+  // A receive that starts above a send it overlaps would overwrite, in round r, bytes the send
+  // reads in a later round.
+  for (const Message& r : messages) {
+    if (r.send || r.bytes == 0) continue;
+    const char* r0 = static_cast<const char*>(r.buffer);
+    for (const Message& m : messages) {
+      const char* s0 = static_cast<const char*>(m.buffer);
+      if (m.send && m.bytes && s0 < r0 && r0 < s0 + m.bytes)
+        raise(ErrorCode::kInvalidUsage, "rank ", me, ": ", what, ": the receive of ", r.bytes,
+              " bytes from rank ", r.peer, " overlaps the send to rank ", m.peer, " that starts ",
+              r0 - s0, " bytes below it. On device buffers a receive may overlap a send of its "
+              "group only from the send's start on (in place: the same buffer); receive into "
+              "another buffer.");
+    }
+  }
+  const Cuda& c = *cuda_;
+  const Program p{stream, what, c, peers_};
+  const size_t slot = slotBytes(capacity_, nranks_);
+  uint32_t* verdict =
+      reinterpret_cast<uint32_t*>(p.window(me, verdictsOff(capacity_, nranks_) + 128));
+  std::unique_ptr<Error> failed;
+  {
+    cuda::DeviceGuard guard(device_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (released_) raise(ErrorCode::kRemote, what, ": the communicator was aborted or failed");
+    struct Planned {
+      const Message* m;
+      uint32_t number;  // in the pair's sequence
+      size_t chunks;
+    };
+    std::vector<Planned> plan;
+    size_t rounds = 0;
+    for (const Message& m : messages) {
+      const uint32_t number = ++(m.send ? messagesTo_ : messagesFrom_)[m.peer];
+      plan.push_back({&m, number, (m.bytes + slot - 1) / slot});
+      rounds = std::max(rounds, plan.back().chunks);
+    }
+    const uint32_t group = groups_.load() + 1;
+    try {
+      // The groups before, on any stream, are through (a pair's chunks are numbered in order).
+      p.waitFor(p.word(me, kGroupDoneOff), group - 1);
+      p.write(p.word(me, kGroupStartedOff), group);
+      for (size_t r = 0; r < rounds; ++r) {
+        for (const bool sends : {true, false}) {
+          for (const Planned& m : plan) {
+            if (m.m->send != sends || r >= m.chunks) continue;
+            const int q = m.m->peer;
+            const size_t n = std::min(slot, m.m->bytes - r * slot);
+            if (sends) {
+              const uint32_t chunk = chunksTo_[q].load() + 1;
+              const int s = static_cast<int>(chunk & 1);
+              p.waitFor(p.word(me, takenOff(q)), chunk - 2);  // q has read the slot's last one
+              p.copy(p.window(me, slotOff(capacity_, nranks_, q, s)),
+                     static_cast<const char*>(m.m->buffer) + r * slot, n);
+              const auto words = messageWords(m.number, m.m->bytes, me, q);
+              for (int w = 0; w < kCallWords; ++w)
+                p.write(p.word(q, messageOff(me, s) + 4 * w), words[w]);
+              p.write(p.word(q, sentOff(me)), chunk);
+              chunksTo_[q].store(chunk);
+              continue;
+            }
+            const uint32_t chunk = chunksFrom_[q].load() + 1;
+            const int s = static_cast<int>(chunk & 1);
+            p.waitFor(p.word(me, sentOff(q)), chunk);
+            CallCheck check{};
+            check.nranks = 1;
+            check.call[0] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[me] +
+                                                                        messageOff(q, s));
+            const auto expect = messageWords(m.number, m.m->bytes, q, me);
+            std::copy(expect.begin(), expect.end(), check.expect);
+            check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kMessageErrorOff);
+            gpuCheckCalls(check, verdict, stream);
+            RankInputs in{};
+            in.in[0] = p.window(q, slotOff(capacity_, nranks_, me, s));
+            in.nranks = 1;
+            in.verdict = verdict;
+            gpuReduceRanks(DataType::kUint8, RedOp::kSum,
+                           static_cast<char*>(const_cast<void*>(m.m->buffer)) + r * slot, in, n,
+                           1, stream);
+            p.write(p.word(q, takenOff(me)), chunk);
+            chunksFrom_[q].store(chunk);
+          }
+        }
+      }
+      p.write(p.word(me, kGroupDoneOff), group);
+    } catch (const Error& e) {
+      failed = std::make_unique<Error>(e);  // as in enqueue: the communicator fails, released
+    }
+    Group record{group, {}, {}};
+    for (const Planned& m : plan)
+      if (m.chunks > 0)
+        (m.m->send ? record.takenBy : record.sentBy)
+            .push_back({m.m->peer, (m.m->send ? chunksTo_ : chunksFrom_)[m.m->peer].load()});
+    pending_.push_back(std::move(record));
+    groups_.store(group);
+  }
+  if (failed) {
+    fail_(*failed);
+    release();
+    throw *failed;
+  }
+  cv_.notify_all();
+}
+
 void StreamCollectives::release() {
   released_ = true;
   if (!cuda_->connected) return;
-  uint32_t expected = 0;
-  __atomic_compare_exchange_n(const_cast<uint32_t*>(areaWord(peers_.areas[rank_], kErrorOff)),
-                              &expected, kReleased, false,
-                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  for (size_t off : {kErrorOff, kMessageErrorOff}) {
+    uint32_t expected = 0;
+    __atomic_compare_exchange_n(const_cast<uint32_t*>(areaWord(peers_.areas[rank_], off)),
+                                &expected, kReleased, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  }
   reassertRelease();
   cv_.notify_all();
 }
@@ -510,10 +666,83 @@ void StreamCollectives::reassertRelease() {
   const uint32_t t = issued_.load();
   const uint8_t* mine = peers_.areas[rank_];
   for (int q = 0; q < nranks_; ++q) {
+    const std::pair<size_t, uint32_t> messages[] = {{sentOff(q), chunksFrom_[q].load()},
+                                                     {takenOff(q), chunksTo_[q].load()}};
+    for (auto [off, last] : messages)
+      if (!reached(loadWord(mine, off), last)) storeWord(mine, off, last);
     if (q == rank_) continue;
     for (size_t off : {publishedOff(q), consumedOff(q), reducedOff(q)})
       if (!reached(loadWord(mine, off), t)) storeWord(mine, off, t);
   }
+}
+
+std::string StreamCollectives::describeMessageMismatch() const {
+  const volatile uint32_t* e = areaWord(peers_.areas[rank_], kMessageErrorOff);
+  const uint32_t theirs[kCallWords] = {e[1], e[2], e[3], e[4]};
+  const uint32_t mine[kCallWords] = {e[5], e[6], e[7], e[8]};
+  auto bytes = [](const uint32_t* w) { return w[1] | uint64_t(w[2]) << 32; };
+  const uint32_t q = mine[3] & 0xff;
+  return strCat("rank ", rank_, ": a send and its receive on device buffers do not match: ",
+                theirs[0] == mine[0] ? "" : strCat("rank ", q, "'s message #", theirs[0], " (",
+                                                   bytes(theirs), " bytes) arrived where "),
+                "this rank's receive #", mine[0], " from rank ", q, " expects ", bytes(mine),
+                " bytes", theirs[0] == mine[0] ? strCat(", and rank ", q, " sent ",
+                                                        bytes(theirs))
+                                               : std::string(),
+                ". The messages between two ranks match in the order they were queued, and a "
+                "receive must have its send's size. That receive's buffer was not written; "
+                "destroy the communicator.");
+}
+
+bool StreamCollectives::through() const {
+  if (!cuda_->connected) return true;
+  return reached(roundsDone(), issued_.load()) &&
+         reached(loadWord(peers_.areas[rank_], kGroupDoneOff), groups_.load());
+}
+
+void StreamCollectives::watchGroups(std::unique_ptr<Error>& failure, bool liveness) {
+  const uint8_t* mine = peers_.areas[rank_];
+  const uint32_t done = loadWord(mine, kGroupDoneOff);
+  while (!pending_.empty() && reached(done, pending_.front().number)) pending_.pop_front();
+  if (pending_.empty() || reported_) return;
+  const Group& g = pending_.front();
+  // Not started: the stream is busy with what the caller gave it before (not an error).
+  if (!reached(loadWord(mine, kGroupStartedOff), g.number)) return;
+  if (watchedGroup_ != g.number) {
+    watchedGroup_ = g.number;
+    groupStarted_ = Clock::now();
+    groupStalled_ = false;
+  }
+  std::vector<int> owing;  // peers this rank's stream still waits for
+  for (auto [q, last] : g.sentBy)
+    if (!reached(loadWord(mine, sentOff(q)), last)) owing.push_back(q);
+  for (auto [q, last] : g.takenBy)
+    if (!reached(loadWord(mine, takenOff(q)), last - 2)) owing.push_back(q);
+  if (liveness)
+    for (int q : owing)
+      if (q != rank_ && peers_.down(q)) {
+        failure = std::make_unique<Error>(
+            ErrorCode::kRemote,
+            strCat("rank ", rank_, ": rank ", q, " failed or exited while this rank's stream "
+                   "waits for it in a group of sends and receives on device buffers; the "
+                   "communicator is failed"));
+        return;
+      }
+  if (groupStalled_ || Clock::now() - groupStarted_ <= std::chrono::milliseconds(timeoutMs_))
+    return;
+  groupStalled_ = true;
+  std::string late;
+  for (int q : owing) late += strCat(late.empty() ? "" : ", ", q);
+  if (late.empty()) {
+    SQZ_WARN(kDevice, "rank ", rank_, ": a group of sends and receives on device buffers has had "
+             "every peer's part for ", timeoutMs_, " ms, and its copies have not finished");
+    return;
+  }
+  failure = std::make_unique<Error>(
+      ErrorCode::kTimeout,
+      strCat("rank ", rank_, ": a group of sends and receives on device buffers waited ",
+             timeoutMs_, " ms (SQZ_TIMEOUT_MS) for rank(s) ", late, " to make the matching "
+             "call; the communicator is failed"));
 }
 
 std::string StreamCollectives::describeDisagreement() const {
@@ -544,7 +773,7 @@ void StreamCollectives::watch() {
   auto nextLiveness = Clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    const bool pending = !reached(roundsDone(), issued_.load());
+    const bool pending = !through();
     cv_.wait_for(lock, std::chrono::milliseconds(pending ? 1 : 20));
     if (stop_) break;
     if (released_) {
@@ -553,6 +782,8 @@ void StreamCollectives::watch() {
     }
     const uint32_t issued = issued_.load(), done = roundsDone(), t = done + 1;
     std::unique_ptr<Error> failure;
+    const bool liveness = Clock::now() >= nextLiveness;
+    if (liveness) nextLiveness = Clock::now() + std::chrono::milliseconds(50);
     const uint32_t e = loadWord(mine, kErrorOff);
     // Whether this rank's stream has written its part of round t (each peer's published): from
     // then on it waits only for the peers, and its call words of round t are written.
@@ -573,8 +804,7 @@ void StreamCollectives::watch() {
     if (e != 0 && e != kReleased && !reported_) {
       failure = std::make_unique<Error>(ErrorCode::kInvalidUsage, describeDisagreement());
     } else if (!reached(done, issued)) {
-      if (Clock::now() >= nextLiveness) {
-        nextLiveness = Clock::now() + std::chrono::milliseconds(50);
+      if (liveness) {
         for (int q = 0; q < nranks_ && !failure; ++q)
           if (q != rank_ && owes(q) && peers_.down(q))
             failure = std::make_unique<Error>(
@@ -604,6 +834,10 @@ void StreamCollectives::watch() {
                    "peer's part for ", timeoutMs_, " ms, and its reduction has not finished");
       }
     }
+    const uint32_t m = loadWord(mine, kMessageErrorOff);
+    if (!failure && m != 0 && m != kReleased && !reported_)
+      failure = std::make_unique<Error>(ErrorCode::kInvalidUsage, describeMessageMismatch());
+    if (!failure) watchGroups(failure, liveness);
     if (failure) {
       reported_ = true;
       lock.unlock();
@@ -637,8 +871,8 @@ StreamCollectives::~StreamCollectives() {
     // No CUDA call that may wait for the whole device: another rank's stream in this process
     // may be held (its peers still calling). This rank's own stream gets through first.
     const int waitMs = std::min(timeoutMs_, 2000);
-    const uint32_t issued = issued_.load();
-    auto through = [&] { return reached(roundsDone(), issued); };
+    const uint32_t issued = issued_.load(), groups = groups_.load();
+    auto through = [&] { return this->through(); };
     auto waitUntil = [&](auto done) {
       const auto deadline = Clock::now() + std::chrono::milliseconds(waitMs);
       while (!done() && Clock::now() < deadline)
@@ -655,6 +889,7 @@ StreamCollectives::~StreamCollectives() {
     parked->areas = peers_.areas;
     parked->rank = rank_;
     parked->issued = issued;
+    parked->groups = groups;
     if (through()) {
       if (!parked->detach())
         SQZ_INFO(kDevice, "rank ", rank_, ": could not unmap a peer's stream collectives' window");

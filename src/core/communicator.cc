@@ -544,6 +544,17 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
 }
 
 void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {
+  // Ranks on one host: on the caller's stream alone, like the dense collectives.
+  if (streamColls_) {
+    checkSendsToSelf(calls, rank_);
+    throwIfFailed();
+    std::vector<device::StreamCollectives::Message> messages;
+    for (const P2pCall& c : calls) messages.push_back({c.isSend, c.peer, c.buffer, c.bytes});
+    streamColls_->enqueueSendRecv(static_cast<device::GpuStream>(stream), messages,
+                                  strCat("a group of ", calls.size(), " sends and receives"));
+    lastAlgorithm_ = "stream";
+    return;
+  }
   std::vector<device::DeviceSpan> spans;
   for (const P2pCall& c : calls) spans.push_back({c.buffer, c.bytes, c.isSend, !c.isSend});
   enqueueTask(stream, spans,

@@ -119,9 +119,10 @@ struct Counted {
 
 // Per rank and call, for `count` floats through `spec` ("" for a plain all-reduce).
 // `algo` "direct": a dense call runs as a stream collective, whose rounds are `staging` bytes
-// (SQZ_DEVICE_DIRECT_BYTES) instead of the staging's halves.
+// (SQZ_DEVICE_DIRECT_BYTES) instead of the staging's halves. `exchange`: the call is a group in
+// which each rank sends its input to the other and receives the other's into its output.
 Counted countCalls(const char* spec, size_t count, const char* staging = nullptr,
-                   const char* algo = "ring") {
+                   const char* algo = "ring", bool exchange = false) {
   constexpr int kRanks = 2, kWarmCalls = 2, kCalls = 3;
   ScopedEnv env;
   const bool direct = std::string(algo) == "direct";
@@ -148,7 +149,12 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
       ASSERT_EQ(sqzCodecCreate(&codec, spec, count, sqzFloat32, comm), sqzSuccess)
           << sqzGetLastError(comm);
     auto enqueue = [&] {
-      if (codec)
+      if (exchange) {
+        sqzGroupStart();
+        EXPECT_EQ(sqzSend(in.ptr, count, sqzFloat32, 1 - rank, comm, s), sqzSuccess);
+        EXPECT_EQ(sqzRecv(out.ptr, count, sqzFloat32, 1 - rank, comm, s), sqzSuccess);
+        EXPECT_EQ(sqzGroupEnd(), sqzSuccess) << sqzGetLastError(comm);
+      } else if (codec)
         EXPECT_EQ(sqzAllReduceCompressed(in.ptr, out.ptr, count, sqzFloat32, sqzSum, codec, comm,
                                          s), sqzSuccess) << sqzGetLastError(comm);
       else
@@ -177,14 +183,16 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
     sync.arrive_and_wait();
     if (rank == 0) total = processCounters() - before;
     sync.arrive_and_wait();
-    // Both ranks' inputs are the same pattern: a plain sum is twice it, exactly.
+    // Both ranks' inputs are the same pattern: a plain sum is twice it, exactly (an exchange:
+    // it).
     if (!codec) {
       const std::vector<float> got = out.get();
+      const float times = exchange ? 1 : 2;
       for (size_t i = 0; i < count && exact[rank]; ++i) {
-        exact[rank] = got[i] == 2 * mine[i];
+        exact[rank] = got[i] == times * mine[i];
         if (!exact[rank])
           std::printf("  rank %d: element %zu is %g, expected %g\n", rank, i, double(got[i]),
-                      2.0 * mine[i]);
+                      double(times * mine[i]));
       }
     }
     if (codec) sqzCodecDestroy(codec);
@@ -205,7 +213,8 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
   std::printf("  %-30s %8zu floats, staging %-4s: %4.1f launches, %4.1f host waits, %5.1f copies "
               "(%.1f to the host, %.1f pageable), %5.1f stream operations, %.1f pointer queries a "
               "call; progress threads: %.0f CUDA calls\n",
-              *spec ? spec : direct ? "(plain, stream collective)" : "(plain)", count,
+              exchange ? "(send and receive)" : *spec ? spec : direct ? "(plain, stream collective)"
+                                                                       : "(plain)", count,
               staging ? staging : direct ? "8M" : "16M", k.launches, k.waits,
               k.copies, k.toHost, k.pageable, k.streamOps, k.pointerQueries, k.progressCalls);
   return k;
@@ -274,6 +283,35 @@ TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
     EXPECT_EQ(k.toHost, 0) << e.count << ": a stream collective copied to the host";
     EXPECT_EQ(k.pageable, 0);
     EXPECT_LE(k.streamOps, e.streamOps) << e.count;
+    EXPECT_EQ(k.progressCalls, 0) << e.count << ": a library thread made a CUDA call";
+    EXPECT_EQ(k.made, 0);
+    EXPECT_EQ(k.allocations, 0);
+    EXPECT_LE(k.pointerQueries, 4);
+  }
+}
+
+// A group of a send and a receive between ranks on one host is a stream program alone too: per
+// chunk of a message, a copy into the slot and the copy out of the peer's after a check of its
+// words; word operations; nothing to the host, no wait, no CUDA call on a library thread.
+TEST(CallCounts, ASendAndAReceiveOnOneHostAreAStreamProgramAlone) {
+  struct Expect {
+    size_t count;
+    const char* window;
+    double chunks;
+  };
+  // 64K floats in one chunk (an 8M window's slots are 4M at 2 ranks); 1 MiB in 32 KiB chunks.
+  const Expect cases[] = {{size_t(1) << 16, nullptr, 1}, {size_t(1) << 18, "64K", 32}};
+  for (const Expect& e : cases) {
+    const Counted k = countCalls("", e.count, e.window, "direct", true);
+    EXPECT_TRUE(k.exact) << e.count << ": what a rank received is not what the other sent";
+    EXPECT_EQ(k.launches, 2 * e.chunks) << e.count << ": a check and a copy out a chunk";
+    EXPECT_EQ(k.copies, e.chunks) << e.count << ": device to device, into the slot";
+    EXPECT_EQ(k.waits, 0) << e.count << ": a device call made a host thread wait for the device";
+    EXPECT_EQ(k.toHost, 0) << e.count << ": a send or a receive copied to the host";
+    EXPECT_EQ(k.pageable, 0);
+    // A wait for the groups before and the group's start; a chunk's: the send's wait for the
+    // slot, its 4 words and sent; the receive's wait for sent and taken; then done.
+    EXPECT_LE(k.streamOps, 2 + 8 * e.chunks + 1) << e.count;
     EXPECT_EQ(k.progressCalls, 0) << e.count << ": a library thread made a CUDA call";
     EXPECT_EQ(k.made, 0);
     EXPECT_EQ(k.allocations, 0);

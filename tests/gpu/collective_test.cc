@@ -285,6 +285,70 @@ TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
+// Groups of sends and receives of ranks on one host run on the stream too: with a 64 KiB window
+// (3 ranks: slots of 21760 bytes) a message moves in up to 5 chunks through its pair's two slots.
+// Every pattern's buffer ends as the host path leaves it: a ring, in place, every rank to every
+// rank (itself included) with sizes that differ by pair, two messages and an empty one to one
+// peer in order, and a receive that overlaps its send from below.
+TEST(StreamCollectives, SendsAndReceivesInChunksMatchTheHostPath) {
+  ScopedEnv env;
+  env.set("SQZ_DEVICE_DIRECT_BYTES", "64K");
+  RunOptions opts;
+  opts.transports = "shm";
+  const int n = 3;
+  RunResult run = runRanks(n, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    struct Message {
+      bool send;
+      int peer;
+      size_t at, bytes;
+    };
+    const size_t region = 100000;
+    auto size = [](int from, int to, int k) {
+      return size_t((from * 7 + to * 3 + k * 5) % 4) * 30011 + 17;  // 17 to 90050 bytes
+    };
+    const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::vector<std::pair<const char*, std::vector<Message>>> patterns = {
+        {"ring", {{true, next, 0, size(rank, next, 0)}, {false, prev, region, size(prev, rank, 0)}}},
+        {"in place", {{true, next, 0, 90050}, {false, prev, 0, 90050}}},
+        {"overlapping from below", {{true, next, 4096, 90050}, {false, prev, 0, 90050}}},
+        {"two and an empty one",
+         {{true, next, 0, size(rank, next, 0)}, {true, next, region, 0},
+          {true, next, 2 * region, size(rank, next, 1)}, {false, prev, 3 * region,
+          size(prev, rank, 0)}, {false, prev, 4 * region, 0},
+          {false, prev, 5 * region, size(prev, rank, 1)}}},
+    };
+    std::vector<Message> everyone;
+    for (int q = 0; q < n; ++q) everyone.push_back({true, q, q * region, size(rank, q, 0)});
+    for (int q = 0; q < n; ++q)
+      everyone.push_back({false, q, (n + q) * region, size(q, rank, 0)});
+    patterns.push_back({"every rank to every rank", everyone});
+    for (const auto& [name, messages] : patterns) {
+      std::vector<char> start(6 * region);
+      for (size_t i = 0; i < start.size(); ++i) start[i] = char(i * 131 + rank * 17 + 1);
+      auto group = [&](char* base, cudaStream_t st) {
+        sqzGroupStart();
+        for (const Message& m : messages)
+          if (m.send)
+            sqzSend(base + m.at, m.bytes, sqzUint8, m.peer, comm, st);
+          else
+            sqzRecv(base + m.at, m.bytes, sqzUint8, m.peer, comm, st);
+        return sqzGroupEnd();
+      };
+      std::vector<char> host = start;
+      ASSERT_EQ(group(host.data(), nullptr), sqzSuccess) << name << ": " << sqzGetLastError(comm);
+      DeviceBytes dev(start.size(), stream);
+      dev.upload(start);
+      ASSERT_EQ(group(static_cast<char*>(dev.ptr), stream), sqzSuccess)
+          << name << ": " << sqzGetLastError(comm);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << name;
+      EXPECT_TRUE(dev.download() == host) << "rank " << rank << ": " << name;
+    }
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 void CUDART_CB sleepOnStream(void* ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
 }
@@ -413,7 +477,9 @@ TEST(DeviceStreamSemantics, AdjacentInputAndOutput) {
 // thread, or the timeout, writes every word the stream waits on, so the stream drains, and the
 // error stays on the communicator.
 TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
-  for (bool byAbort : {true, false}) {
+  // An all-reduce by abort and by the timeout, and a receive (a group of messages) by the timeout.
+  for (int held : {0, 1, 2}) {
+    const bool byAbort = held == 0, receive = held == 2;
     RunOptions opts;
     opts.transports = "shm";
     opts.timeoutMs = byAbort ? 30000 : 1000;
@@ -426,7 +492,9 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
       RankStream rankStream;
       cudaStream_t stream = rankStream.get();
       DeviceBytes buf(1024 * sizeof(float), stream);
-      ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+      ASSERT_EQ(receive ? sqzRecv(buf.ptr, 1024, sqzFloat32, 1, comm, stream)
+                        : sqzAllReduce(buf.ptr, buf.ptr, 1024, sqzFloat32, sqzSum, comm, stream),
+                sqzSuccess)
           << sqzGetLastError(comm);
       const auto t0 = std::chrono::steady_clock::now();
       std::thread aborter;
@@ -446,6 +514,11 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
         sqzResult_t async = sqzSuccess;
         EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
         EXPECT_NE(async, sqzSuccess) << "the timed-out call left no error";
+        if (receive)
+          EXPECT_NE(std::string(sqzGetLastError(comm)).find("sends and receives on device buffers "
+                                                            "waited 1000 ms"),
+                    std::string::npos)
+              << sqzGetLastError(comm);
       }
       sync.arrive_and_wait();
     });
@@ -546,6 +619,55 @@ TEST(DeviceStreamSemantics, MismatchedRootsAndCollectivesFail) {
                   std::string::npos)
             << why;
       EXPECT_EQ(out.download(), std::vector<char>(2 * n * 4, 7)) << "a mismatched call wrote";
+    });
+    ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  }
+}
+
+// A receive of another size than its send: the receiver's error names both, its buffer stays as
+// it was, and no stream is held. A receive that starts inside a send of its group (above the
+// send's start) is refused at the call, and the ranks go on.
+TEST(DeviceStreamSemantics, MismatchedMessagesFailAndOverlapsAreRefused) {
+  const size_t n = 4096;
+  for (bool sizes : {true, false}) {
+    SCOPED_TRACE(sizes ? "sizes" : "overlap");
+    RunOptions opts;
+    opts.transports = "shm";
+    opts.timeoutMs = 30000;  // the error comes from the check, not from a timeout
+    std::barrier sync(2);
+    RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+      RankStream rankStream;
+      cudaStream_t stream = rankStream.get();
+      DeviceBytes buf(2 * n, stream);
+      buf.upload(std::vector<char>(2 * n, char(rank + 1)));
+      char* base = static_cast<char*>(buf.ptr);
+      if (sizes) {
+        const sqzResult_t rc = rank == 0 ? sqzSend(base, n, sqzUint8, 1, comm, stream)
+                                         : sqzRecv(base, n / 2, sqzUint8, 0, comm, stream);
+        ASSERT_EQ(rc, sqzSuccess) << sqzGetLastError(comm);
+        if (rank == 1) {
+          const std::string why = mismatchError(comm, stream);
+          EXPECT_NE(why.find("receive #1 from rank 0 expects 2048 bytes, and rank 0 sent 4096"),
+                    std::string::npos) << why;
+          EXPECT_EQ(buf.download(), std::vector<char>(2 * n, char(2))) << "a receive wrote";
+        }
+        sync.arrive_and_wait();
+        return;
+      }
+      sqzGroupStart();
+      sqzSend(base, n, sqzUint8, 1 - rank, comm, stream);
+      sqzRecv(base + 16, n, sqzUint8, 1 - rank, comm, stream);
+      EXPECT_EQ(sqzGroupEnd(), sqzInvalidUsage);
+      const std::string why = sqzGetLastError(comm);
+      EXPECT_NE(why.find("overlaps the send to rank"), std::string::npos) << why;
+      // Nothing was enqueued: the next group pairs with the peer's.
+      sqzGroupStart();
+      sqzSend(base, n, sqzUint8, 1 - rank, comm, stream);
+      sqzRecv(base + n, n, sqzUint8, 1 - rank, comm, stream);
+      ASSERT_EQ(sqzGroupEnd(), sqzSuccess) << sqzGetLastError(comm);
+      std::vector<char> want(2 * n, char(rank + 1));
+      std::fill(want.begin() + n, want.end(), char(2 - rank));
+      EXPECT_EQ(buf.download(), want);
     });
     ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
   }
