@@ -9,7 +9,9 @@
 //   kill tcp|shm N -d cuda
 //                    as kill, on device buffers (cudaMalloc on GPU 0, which the 4 rank processes
 //                    share): each call is enqueued on a cudaStreamNonBlocking stream and followed
-//                    by cudaStreamSynchronize and sqzCommGetAsyncError. A rank killed during a
+//                    by cudaStreamSynchronize and sqzCommGetAsyncError; every other call is a
+//                    ring exchange (sqzSend to the next rank, sqzRecv from the previous one, in
+//                    one group) instead of an all-reduce. A rank killed during a
 //                    device call makes every survivor's stream be released (the synchronize
 //                    returns) with the asynchronous error sqzRemoteError or sqzTimeout, and a
 //                    later call refused, within the same bound. Each survivor's message (the
