@@ -202,8 +202,10 @@ class StreamCollectives {
   std::atomic<bool> released_{false};
   bool stop_ = false;
   bool reported_ = false;  // the watcher has failed the communicator
-  // The watcher's view of the oldest group not through: when this rank's stream started it.
+  // The watcher's view of the oldest group not through: when this rank's stream started it or
+  // last saw a peer's word move.
   uint32_t watchedGroup_ = 0;
+  uint64_t groupProgress_ = 0;
   std::chrono::steady_clock::time_point groupStarted_{};
   bool groupStalled_ = false;
   std::thread watcher_;

@@ -708,16 +708,24 @@ void StreamCollectives::watchGroups(std::unique_ptr<Error>& failure, bool livene
   const Group& g = pending_.front();
   // Not started: the stream is busy with what the caller gave it before (not an error).
   if (!reached(loadWord(mine, kGroupStartedOff), g.number)) return;
-  if (watchedGroup_ != g.number) {
+  std::vector<int> owing;  // peers this rank's stream still waits for
+  uint64_t progress = 0;   // the peers' words: a long group that moves is not stalled
+  for (auto [q, last] : g.sentBy) {
+    const uint32_t w = loadWord(mine, sentOff(q));
+    progress += w;
+    if (!reached(w, last)) owing.push_back(q);
+  }
+  for (auto [q, last] : g.takenBy) {
+    const uint32_t w = loadWord(mine, takenOff(q));
+    progress += w;
+    if (!reached(w, last - 2)) owing.push_back(q);
+  }
+  if (watchedGroup_ != g.number || groupProgress_ != progress) {
     watchedGroup_ = g.number;
+    groupProgress_ = progress;
     groupStarted_ = Clock::now();
     groupStalled_ = false;
   }
-  std::vector<int> owing;  // peers this rank's stream still waits for
-  for (auto [q, last] : g.sentBy)
-    if (!reached(loadWord(mine, sentOff(q)), last)) owing.push_back(q);
-  for (auto [q, last] : g.takenBy)
-    if (!reached(loadWord(mine, takenOff(q)), last - 2)) owing.push_back(q);
   if (liveness)
     for (int q : owing)
       if (q != rank_ && peers_.down(q)) {
