@@ -14,10 +14,11 @@
 #     120 s each; dense also with 32) and the squeeze package built against this node's torch
 #     (check/build-python-ext.sh into BUNDLE/python, 240 s), then its torch tests on CUDA tensors
 #     (SQZ_TEST_DEVICE=cuda: test_torch_backend.py and test_hook.py, 180 s each);
-#   phase 2 (up to 120 s + 2 x 60 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats,
+#   phase 2 (up to 120 s + 3 x 60 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats,
 #     alone on the GPU: first every process still alive from an earlier step is stopped (the log
 #     and the summary's "leftovers" row say which); then sqz-allreduce-perf -d cuda -b 1K -e 256M
-#     alone, at 1 rank and at 2 (the stream all-reduce);
+#     alone, at 1 rank and at 2 (the stream all-reduce), and sqz-sendrecv-perf at 2 (the stream
+#     sends and receives);
 #   phase 3 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
 #     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each); beside them one
@@ -585,20 +586,23 @@ ddp_time() {
   record "$key" "$name" $st "$secs" "${ms:+$ms ms/step (rank 0)}${ms:-exit $rc: $(first_message "$log")}"
   printf '| %s | %s | %s | %s |\n' "$label" "$n" "${ms:--}" "$st" >"$S/$key.ddp"
 }
-# allreduce KEY TRANSPORT N CODEC: one sqz-allreduce-perf run (TRANSPORT default: unset).
+# allreduce KEY TRANSPORT N CODEC: one sqz-allreduce-perf run (TRANSPORT default: unset); AR_BIN
+# names another perf binary of the same table (sqz-sendrecv-perf).
 allreduce() {
   local key=$1 tr=$2 n=$3 codec=$4 tag=${4%%:*} limit=45 st note wrong last avg cells
   [ -z "$codec" ] && tag=dense limit=${ALLREDUCE_DENSE_LIMIT:-60}
+  local bin=${AR_BIN:-sqz-allreduce-perf} what
+  what=${bin#sqz-} what=${what%-perf}
   local max=${AR_MAX:-16M} alone=${AR_MAX:+ alone, to $AR_MAX}
-  local name="allreduce $tr n=$n $tag$CNAME$alone"
-  local log=$L/allreduce-$tr-n$n-$tag$CTAG${AR_MAX:+-$AR_MAX}.log
+  local name="$what $tr n=$n $tag$CNAME$alone"
+  local log=$L/$what-$tr-n$n-$tag$CTAG${AR_MAX:+-$AR_MAX}.log
   local envs=(SQZ_TIMEOUT_MS="${BENCH_SQZ_TIMEOUT_MS:-20000}")
   [ "$tr" != default ] && envs+=(SQZ_TRANSPORT="$tr")
   local zopt=()
   [ -n "$codec" ] && zopt=(-z "$codec")
   # No sqzrun --timeout: at the limit the watchdog takes the ranks' backtraces before stopping them.
   run "$key" "$name" "$limit" "$log" env "${envs[@]}" "$BB/src/launcher/sqzrun" -n "$n" \
-    "$BB/perf/sqz-allreduce-perf" -d cuda -b 1K -e "$max" -f 4 -c 1 -J "${log%.log}.json" \
+    "$BB/perf/$bin" -d cuda -b 1K -e "$max" -f 4 -c 1 -J "${log%.log}.json" \
     "${zopt[@]}" || return
   # A table row starts with the size and the count; #wrong is columns 9 (out of place) and
   # 13 (in place); -z adds its columns after them.
@@ -615,7 +619,7 @@ allreduce() {
     st=FAIL note="exit $rc, #wrong $wrong: $(first_message "$log")"
   fi
   read -r -a cells <<<"$last"
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$tr" "$n" "${codec:-dense}${CTAG:+ ($CUDA_DEVICE_MAX_CONNECTIONS queues)}" "${cells[7]:--}" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$tr${AR_BIN:+ ($what)}" "$n" "${codec:-dense}${CTAG:+ ($CUDA_DEVICE_MAX_CONNECTIONS queues)}" "${cells[7]:--}" \
     "${cells[11]:--}" "${avg:--}" "$wrong" "$st" >"$S/$key.perf"
   record "$key" "$name" $st "$secs" "$note"
 }
@@ -702,9 +706,11 @@ phase1() {
 phase2() {
   codec_bench
   # Alone on the GPU: the one-rank call's latency, and two ranks sharing it (the stream
-  # all-reduce, device/stream_collectives.h) up to 256 MiB beside the HBM-traffic limit.
+  # all-reduce and sends and receives, device/stream_collectives.h) up to 256 MiB beside the
+  # HBM-traffic limit.
   AR_MAX=256M allreduce 35-alone-n1 default 1 ""
   AR_MAX=256M allreduce 36-alone-n2 default 2 ""
+  AR_BIN=sqz-sendrecv-perf AR_MAX=256M allreduce 37-alone-n2-sendrecv default 2 ""
 }
 
 # ---- phase 3: sqz-allreduce-perf -d cuda ------------------------------------------------------

@@ -77,8 +77,8 @@ for t in "$build"/tests/gpu/*_test; do
   if is_elf "$t"; then files+=("tests/gpu/$name"); fi
 done
 [ ${#files[@]} -gt 0 ] || die "$build/tests/gpu has no *_test binaries (is gtest installed?)"
-for f in perf/sqz-allreduce-perf perf/sqz-codec-bench src/launcher/sqzrun src/info/sqz-info \
-  tests/nccl_shim/nccl_program; do
+for f in perf/sqz-allreduce-perf perf/sqz-sendrecv-perf perf/sqz-codec-bench src/launcher/sqzrun \
+  src/info/sqz-info tests/nccl_shim/nccl_program; do
   need "$f"
   files+=("$f")
 done
