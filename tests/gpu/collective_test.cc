@@ -204,20 +204,30 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, DeviceCollectives,
                                   std::to_string(info.param.nranks);
                          });
 
+// Runs body(comm, rank, stream) on kRoundRanks ranks over shm, each with its own stream, with a
+// 64 KiB stream collectives' window, so that calls take several rounds (messages several chunks).
+constexpr int kRoundRanks = 3;
+template <class Body>
+void runInRounds(Body body) {
+  ScopedEnv env;
+  env.set("SQZ_DEVICE_DIRECT_BYTES", "64K");
+  RunOptions opts;
+  opts.transports = "shm";
+  RunResult run = runRanks(kRoundRanks, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    body(comm, rank, rankStream.get());
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 // The stream collectives (ranks on one host: device/stream_collectives.h) against the host path,
 // byte for byte: every collective, out of place and in place (NCCL's conventions: a broadcast's
 // or reduce's buffers equal, an all-gather's input at the rank's block of the output, a
 // reduce-scatter's output at the rank's block of the input), in several rounds of a 64 KiB
 // window, int32 and float32 (sum, avg, max), at 3 ranks.
 TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
-  ScopedEnv env;
-  env.set("SQZ_DEVICE_DIRECT_BYTES", "64K");
-  RunOptions opts;
-  opts.transports = "shm";
-  const int n = 3;
-  RunResult run = runRanks(n, opts, [&](sqzComm_t& comm, int rank) {
-    RankStream rankStream;
-    cudaStream_t stream = rankStream.get();
+  const int n = kRoundRanks;
+  runInRounds([&](sqzComm_t& comm, int rank, cudaStream_t stream) {
     const size_t count = 40001;  // 156 KiB a rank: 3 rounds, and 8 for the block collectives
     for (sqzDataType_t t : {sqzInt32, sqzFloat32})
       for (sqzRedOp_t op : {sqzSum, sqzAvg, sqzMax})
@@ -282,7 +292,6 @@ TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
           }
         }
   });
-  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
 // Groups of sends and receives of ranks on one host run on the stream too: with a 64 KiB window
@@ -291,14 +300,8 @@ TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
 // rank (itself included) with sizes that differ by pair, two messages and an empty one to one
 // peer in order, and a receive that overlaps its send from below.
 TEST(StreamCollectives, SendsAndReceivesInChunksMatchTheHostPath) {
-  ScopedEnv env;
-  env.set("SQZ_DEVICE_DIRECT_BYTES", "64K");
-  RunOptions opts;
-  opts.transports = "shm";
-  const int n = 3;
-  RunResult run = runRanks(n, opts, [&](sqzComm_t& comm, int rank) {
-    RankStream rankStream;
-    cudaStream_t stream = rankStream.get();
+  const int n = kRoundRanks;
+  runInRounds([&](sqzComm_t& comm, int rank, cudaStream_t stream) {
     struct Message {
       bool send;
       int peer;
@@ -346,7 +349,6 @@ TEST(StreamCollectives, SendsAndReceivesInChunksMatchTheHostPath) {
       EXPECT_TRUE(dev.download() == host) << "rank " << rank << ": " << name;
     }
   });
-  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
 void CUDART_CB sleepOnStream(void* ms) {
