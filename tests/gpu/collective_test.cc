@@ -383,7 +383,8 @@ TEST(DeviceStreamSemantics, CallReturnsBeforeTheStreamReachesIt) {
 
 // Calls on two streams of one communicator run in the order they were made, as every rank
 // numbers them: a call on a stream held back by earlier work is not overtaken by the next call
-// on another stream (ranks on one host: the stream collectives), and both are exact.
+// on another stream (ranks on one host: the stream collectives), and both are exact; nor is a
+// send by the next send on another stream.
 TEST(DeviceStreamSemantics, CallsOnTwoStreamsKeepTheirOrder) {
   RunOptions opts;
   opts.transports = "shm";
@@ -411,6 +412,19 @@ TEST(DeviceStreamSemantics, CallsOnTwoStreamsKeepTheirOrder) {
     auto* e = reinterpret_cast<float*>(expect.data());
     for (size_t i = 0; i < count; ++i) e[i] = 4 * o[i];
     EXPECT_EQ(a.download(), expect);
+    EXPECT_EQ(b.download(), expect);
+    // Sends too: rank 0 sends 1 KiB of a from the held stream, then all of b from the free one;
+    // rank 1 receives them in that order (a send that overtook would not match the receive).
+    cudaLaunchHostFunc(first.get(), sleepOnStream, &delayMs);
+    const size_t some = 256;
+    ASSERT_EQ(rank == 0 ? sqzSend(a.ptr, some, sqzFloat32, 1, comm, first.get())
+                        : sqzRecv(a.ptr, some, sqzFloat32, 0, comm, second.get()),
+              sqzSuccess) << sqzGetLastError(comm);
+    ASSERT_EQ(rank == 0 ? sqzSend(b.ptr, count, sqzFloat32, 1, comm, second.get())
+                        : sqzRecv(b.ptr, count, sqzFloat32, 0, comm, second.get()),
+              sqzSuccess) << sqzGetLastError(comm);
+    EXPECT_EQ(cudaStreamSynchronize(second.get()), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(first.get()), cudaSuccess);
     EXPECT_EQ(b.download(), expect);
     sqzResult_t async = sqzSuccess;
     EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
