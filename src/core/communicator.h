@@ -51,8 +51,10 @@ class Communicator final : public CodecComm {
   // One group's queued sends and receives, all posted at once. Host buffers: runs now.
   void sendRecv(const std::vector<P2pCall>& calls);
   // The same on device buffers (CUDA builds): enqueued on `stream` (a cudaStream_t of
-  // config().device) as a stream program (device/call_queue.h) that copies the buffers through
-  // pinned staging; the progress thread runs the call on host copies; returns at once.
+  // config().device) as a stream program; returns at once. Ranks on one host without a codec:
+  // the stream collectives (device/stream_collectives.h), the GPU alone; otherwise the call
+  // queue's (device/call_queue.h), which copies the buffers through pinned staging for the
+  // progress thread to run the call on host copies.
   void enqueueCollective(const CollRequest& req, void* stream);
   void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
   // Any work on device buffers that makes calls on this communicator (a compressed all-reduce:
