@@ -1,12 +1,13 @@
-// sqz-sendrecv-perf: nccl-tests' sendrecv_perf for Squeeze (host memory).
+// sqz-sendrecv-perf: nccl-tests' sendrecv_perf for Squeeze (host memory, or -d cuda).
 //
 // Each rank r sends `count` elements to (r+1)%n and receives as many from (r-1+n)%n, the two
 // calls inside one sqzGroupStart/sqzGroupEnd (a ring shift; on one rank, a copy to itself). Bus
 // bandwidth is algbw * 1. There is no algorithm to choose, so -a is rejected; the algo column
-// shows "p2p".
+// shows "p2p" ("stream" for device buffers of ranks on one host: device/stream_collectives.h).
 //
 // nccl-tests also runs it "in place", sending from and receiving into the same buffer: the
-// library stages such a receive and copies it in once the send has read the buffer.
+// library stages such a receive and copies it in once the send has read the buffer (on the
+// stream, chunk by chunk after the send has taken it).
 #include "common.h"
 
 namespace {

@@ -14,11 +14,12 @@
 #     120 s each; dense also with 32) and the squeeze package built against this node's torch
 #     (check/build-python-ext.sh into BUNDLE/python, 240 s), then its torch tests on CUDA tensors
 #     (SQZ_TEST_DEVICE=cuda: test_torch_backend.py and test_hook.py, 180 s each);
-#   phase 2 (up to 120 s + 3 x 60 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M floats,
-#     alone on the GPU: first every process still alive from an earlier step is stopped (the log
+#   phase 2 (up to 120 s + 3 x 60 s + 90 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M
+#     floats, alone on the GPU: first every process still alive from an earlier step is stopped (the log
 #     and the summary's "leftovers" row say which); then sqz-allreduce-perf -d cuda -b 1K -e 256M
 #     alone, at 1 rank and at 2 (the stream all-reduce), and sqz-sendrecv-perf at 2 (the stream
-#     sends and receives);
+#     sends and receives); last, ncu over the codec bench at 16M floats (90 s; a SKIP where the
+#     node has no ncu or keeps its counters to administrators);
 #   phase 3 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
 #     (60 s) then -z topk:ratio=0.01, -z int8, -z powersgd:rank=4 (45 s each); beside them one
@@ -487,6 +488,27 @@ codec_bench() {
   esac
   section 30-codec-bench "sqz-codec-bench -d cuda" "$log" 80
 }
+# ncu_look: Nsight Compute over the codec bench at 16M floats (the codecs whose kernels were
+# slowest on the H100: encode with feedback, top-k and DGC selection, a quantizer's decode-add),
+# one summary line per kernel: its duration and how near it runs to the memory and compute
+# limits (issue 47's "an ncu look at the slowest kernel"). Never a failure of the bundle: a node
+# without ncu, or one that keeps the counters to its administrators, is a SKIP that says so.
+ncu_look() {
+  local key=38-ncu name="ncu: the codec kernels at 16M floats" log=$L/ncu-codec-kernels.log
+  if ! command -v ncu >/dev/null 2>&1; then
+    record "$key" "$name" SKIP 0 "no ncu on PATH"
+    return
+  fi
+  run "$key" "$name" 90 "$log" ncu --section SpeedOfLight --print-summary per-kernel \
+    --launch-count 150 "$BB/perf/sqz-codec-bench" -d cuda -s 16M -r 1 -z int8 -z fp16 \
+    -z topk:ratio=0.01 -z dgc || return
+  if [ "$rc" = 0 ] && grep -q 'Duration' "$log"; then
+    record "$key" "$name" PASS "$secs" "$(grep -c '^  [a-zA-Z_].*(' "$log") kernels summarized"
+  else
+    record "$key" "$name" SKIP "$secs" "exit $rc: $(grep -m1 -iE 'ERR_|error' "$log" | cut -c1-150)"
+  fi
+  section "$key" "$name" "$log" 200
+}
 # shim_step KEY CASE LIMIT: tests/nccl_shim/nccl_shim_test.sh CASE over the bundled program.
 shim_step() {
   local key=$1 c=$2 log=$L/nccl-shim-$2$CTAG.log name="NCCL shim: nccl_program $2$CNAME"
@@ -711,6 +733,7 @@ phase2() {
   AR_MAX=256M allreduce 35-alone-n1 default 1 ""
   AR_MAX=256M allreduce 36-alone-n2 default 2 ""
   AR_BIN=sqz-sendrecv-perf AR_MAX=256M allreduce 37-alone-n2-sendrecv default 2 ""
+  ncu_look
 }
 
 # ---- phase 3: sqz-allreduce-perf -d cuda ------------------------------------------------------
