@@ -139,6 +139,12 @@ int streamDevice(cudaStream_t stream) {
   return dev;
 }
 
+bool streamCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(stream, &status), "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 int currentDevice() {
   int dev = -1;
   check(cudaGetDevice(&dev), "cudaGetDevice");

@@ -74,6 +74,8 @@ bool streamWriteWord(cudaStream_t stream, const StreamWord& word, uint32_t value
 
 // The device a stream belongs to (the current device for the legacy default stream, null).
 int streamDevice(cudaStream_t stream);
+// Whether `stream` is capturing a CUDA graph (cudaStreamIsCapturing: active or invalidated).
+bool streamCapturing(cudaStream_t stream);
 
 // The current device of the calling thread.
 int currentDevice();

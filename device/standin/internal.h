@@ -91,6 +91,7 @@ struct Stream {
   std::atomic<uint64_t> enqueued{0};
   std::atomic<uint64_t> completed{0};
   bool destroyed = false;  // cudaStreamDestroy: the worker ends once the queue is drained
+  std::atomic<bool> capturing{false};  // between cudaStreamBeginCapture and EndCapture
   bool workerStarted = false;
   std::string state;  // what the worker does now, for the watchdog ("" when idle)
   Hold hold;
@@ -243,7 +244,9 @@ bool isDeviceThread();
 
 // Streams (streams.cc).
 std::shared_ptr<Stream> newStream(Device& d, StreamKind kind, bool blocking, unsigned flags);
-// 0, cudaStreamLegacy, cudaStreamPerThread or a created stream; null with *rc set when invalid.
+// 0, cudaStreamLegacy, cudaStreamPerThread or a created stream; null with *rc set when invalid
+// (findStream), or when it is capturing a graph (resolveStream: work cannot go onto it here).
+std::shared_ptr<Stream> findStream(cudaStream_t handle, cudaError_t* rc);
 std::shared_ptr<Stream> resolveStream(cudaStream_t handle, cudaError_t* rc);
 // CUDA_DEVICE_MAX_CONNECTIONS fresh queues (newState, setWorkQueues).
 std::vector<std::shared_ptr<WorkQueue>> newWorkQueues(int count);

@@ -271,7 +271,7 @@ void setHold(Stream& s, const Hold& h) {
   s.hold = h;
 }
 
-std::shared_ptr<Stream> resolveStream(cudaStream_t handle, cudaError_t* rc) {
+std::shared_ptr<Stream> findStream(cudaStream_t handle, cudaError_t* rc) {
   *rc = cudaSuccess;
   if (!handle || handle == cudaStreamLegacy || handle == cudaStreamPerThread) {
     Device* d = nullptr;
@@ -284,6 +284,15 @@ std::shared_ptr<Stream> resolveStream(cudaStream_t handle, cudaError_t* rc) {
   if (it != st.streams.end()) return it->second;
   *rc = cudaErrorInvalidResourceHandle;
   return nullptr;
+}
+
+std::shared_ptr<Stream> resolveStream(cudaStream_t handle, cudaError_t* rc) {
+  auto s = findStream(handle, rc);
+  if (s && s->capturing.load()) {
+    *rc = cudaErrorStreamCaptureUnsupported;  // the stand-in records no graphs (below)
+    return nullptr;
+  }
+  return s;
 }
 
 uint64_t enqueue(const std::shared_ptr<Stream>& s, Item item) {
@@ -517,7 +526,7 @@ cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
   const ApiCall api(__func__);
   if (!device) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
-  auto s = resolveStream(stream, &rc);
+  auto s = findStream(stream, &rc);
   if (!s) return fail(rc);
   *device = s->device->ordinal;
   return cudaSuccess;
@@ -527,9 +536,54 @@ cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned int* flags) {
   const ApiCall api(__func__);
   if (!flags) return fail(cudaErrorInvalidValue);
   cudaError_t rc;
-  auto s = resolveStream(stream, &rc);
+  auto s = findStream(stream, &rc);
   if (!s) return fail(rc);
   *flags = s->flags;
+  return cudaSuccess;
+}
+
+// ---- stream capture (CUDA graphs) --------------------------------------------------------------
+// The stand-in records no graphs: a capture marks the stream, work enqueued on it meanwhile is
+// refused (cudaErrorStreamCaptureUnsupported, where CUDA would record it), and the graph that
+// ends it is empty. Enough for what a library must do with a capturing stream: ask, and refuse.
+struct CUgraph_st {};  // the graph handle's type, incomplete in CUDA's headers
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  const ApiCall api(__func__);
+  (void)mode;
+  cudaError_t rc;
+  auto s = resolveStream(stream, &rc);
+  if (!s) return fail(rc);
+  if (s->kind != StreamKind::kCreated) return fail(cudaErrorStreamCaptureUnsupported);
+  s->capturing.store(true);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  const ApiCall api(__func__);
+  if (!status) return fail(cudaErrorInvalidValue);
+  cudaError_t rc;
+  auto s = findStream(stream, &rc);
+  if (!s) return fail(rc);
+  *status = s->capturing.load() ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  const ApiCall api(__func__);
+  if (!graph) return fail(cudaErrorInvalidValue);
+  cudaError_t rc;
+  auto s = findStream(stream, &rc);
+  if (!s) return fail(rc);
+  if (!s->capturing.exchange(false)) return fail(cudaErrorIllegalState);
+  *graph = new CUgraph_st;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  const ApiCall api(__func__);
+  if (!graph) return fail(cudaErrorInvalidValue);
+  delete graph;
   return cudaSuccess;
 }
 

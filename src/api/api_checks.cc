@@ -112,6 +112,13 @@ bool onDevice(sqzComm_t comm, std::initializer_list<BufferArg> buffers, void* st
     raise(ErrorCode::kInvalidArgument, fn, ": the stream belongs to GPU ", streamDevice,
           " but the communicator and its buffers are on GPU ", comm->impl->config().device,
           "; pass a stream of that GPU.");
+  // A device call's stream program waits for words that count calls: recorded into a graph, a
+  // replay would find them already reached and copy out stale data.
+  if (cuda::streamCapturing(static_cast<cudaStream_t>(stream)))
+    raise(ErrorCode::kInvalidUsage, fn, ": the stream is capturing a CUDA graph, and Squeeze's "
+          "device calls cannot be captured (a replay would not wait for the peers and would "
+          "return stale data). Nothing was enqueued; make the call outside the capture "
+          "(PyTorch: leave the collective out of the graphed region).");
   return true;
 #else
   (void)comm;

@@ -787,6 +787,37 @@ TEST(DeviceErrors, HostPointerWithStreamMixedBuffersAndTooSmallBuffers) {
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
+// A device call on a stream that is capturing a CUDA graph is refused at the call: its stream
+// program waits for words that count calls, and a replay would return stale data. Nothing is
+// enqueued (the capture ends clean), and the ranks' next calls still pair up and are exact.
+TEST(DeviceErrors, CallsOnACapturingStreamAreRefused) {
+  RunOptions opts;
+  opts.transports = "shm";
+  RunResult run = runRanks(2, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    const size_t count = 4096;
+    const std::vector<char> in = exactInput(sqzFloat32, sqzSum, rank, count);
+    DeviceBytes buf(in.size(), stream);
+    buf.upload(in);
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    EXPECT_EQ(sqzAllReduce(buf.ptr, buf.ptr, count, sqzFloat32, sqzSum, comm, stream),
+              sqzInvalidUsage);
+    EXPECT_NE(std::string(sqzGetLastError(comm)).find("capturing a CUDA graph"), std::string::npos)
+        << sqzGetLastError(comm);
+    EXPECT_EQ(sqzSend(buf.ptr, count, sqzFloat32, 1 - rank, comm, stream), sqzInvalidUsage);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+    ASSERT_EQ(sqzAllReduce(buf.ptr, buf.ptr, count, sqzFloat32, sqzSum, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    std::vector<char> expect(in.size());
+    for (size_t i = 0; i < count; ++i) storeExactResult(sqzFloat32, sqzSum, 2, i, expect.data());
+    EXPECT_EQ(buf.download(), expect);
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 TEST(DeviceErrors, BufferOrStreamOfAnotherDevice) {
   int n = 0;
   cudaGetDeviceCount(&n);
