@@ -56,8 +56,26 @@ SQZ_HD inline uint32_t disagreeingRank(const CallCheck& c) {
 }
 
 // Unless error[0] is already set: compares every rank's words, and where one differs writes its
-// words, this rank's and then error[0]. *verdict (device memory) = error[0] afterwards.
+// words, this rank's and then error[0]. *verdict (device memory) = error[0] afterwards. With
+// nranks 0 nothing is compared: the verdict is the error word as it stands (a gate before a round
+// writes anything its peers read).
 void cpuCheckCalls(const CallCheck& c, uint32_t* verdict);
+
+// What a round tells its peers (published, reduced; a message's words and sent), stored into
+// pinned, mapped host memory only where *verdict == 0: a stream that was released (its
+// communicator failed) or whose check failed publishes nothing, so no peer reads a window its
+// owner no longer guards (its waits were moved past, its data no longer written). The last
+// `signals` words (what peers wait on) are stored after the others, and all after what the
+// stream wrote before.
+constexpr int kMaxPublishWords = 16;
+struct PublishWords {
+  volatile uint32_t* word[kMaxPublishWords];
+  uint32_t value[kMaxPublishWords];
+  int count;
+  int signals;
+  const uint32_t* verdict;  // device memory
+};
+void cpuPublishWords(const PublishWords& p);
 
 // The inputs of a reduction (nranks of them, folded in index order) and the round's verdict.
 struct RankInputs {
@@ -84,6 +102,8 @@ void gpuReduce(DataType dtype, RedOp op, void* out, const void* a, const void* b
 void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream stream);
 // cpuCheckCalls, one block.
 void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream);
+// cpuPublishWords, one warp.
+void gpuPublishWords(const PublishWords& p, GpuStream stream);
 // cpuReduceRanks in one pass: each element's inputs folded in rank order, one store.
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor, GpuStream stream);

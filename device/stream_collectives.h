@@ -23,18 +23,20 @@
 //   done         the last round this rank's stream finished, and the last group of messages it
 //                started and finished (for its own host side).
 // Round t (numbered over every call, 32-bit, compared cyclically) uses set s = t % 2:
-//   1. wait until every peer has read round t - 2 from this window (inbox[q].consumed >= t - 2);
-//   2. copy into set s what the peers read of this rank's input, write call[s], then each
-//      peer's inbox[me].published = t; wait for every peer's round t (inbox[q].published >= t);
+//   1. wait until every peer has read round t - 2 from this window (inbox[q].consumed >= t - 2),
+//      then gate: the verdict = the error word as the stream finds it (gpuCheckCalls of no rank);
+//   2. under the verdict, copy into set s what the peers read of this rank's input, then write
+//      call[s] and each peer's inbox[me].published = t (gpuPublishWords); wait for every peer's
+//      round t (inbox[q].published >= t);
 //   3. check every rank's call words (gpuCheckCalls): the verdict, and the error word where one
 //      differs; every reduction and copy below is gpuReduceRanks (device/reduce.h), which reads
 //      the verdict and touches nothing unless all agree;
 //   4. the collective's own step, reading the peers' sets:
 //        all-reduce, one shot (under 512 KiB): fold every rank's set in rank order into the
 //          output; two shots (from 512 KiB): fold this rank's part (its own input read in place)
-//          into its set's result, write each peer's reduced = t, wait for theirs, and copy every
-//          part's result into the output: about 4 n bytes of memory traffic a rank where one
-//          shot moves (3 + ranks) n;
+//          into its set's result, write each peer's reduced = t (under the verdict), wait for
+//          theirs, and copy every part's result into the output: about 4 n bytes of memory
+//          traffic a rank where one shot moves (3 + ranks) n;
 //        reduce: the root folds every set; broadcast: every rank copies the root's set;
 //        all-gather: every rank copies every set; reduce-scatter: every rank folds its block of
 //          every set; all-to-all: every rank copies its block of every set;
@@ -47,8 +49,8 @@
 // size, numbered in that pair's sequence (32-bit, cyclic); chunk c of a pair uses slot c % 2.
 // The group's rounds take chunk r of every message, the sends first:
 //   send   wait until the peer has read chunk c - 2 of this pair (inbox[me].taken at the peer's
-//          side: taken >= c - 2), copy the chunk into the slot, write the message's words and
-//          sent = c into the peer's area;
+//          side: taken >= c - 2), gate, and under the verdict copy the chunk into the slot and
+//          write the message's words and then sent = c into the peer's area;
 //   receive  wait for sent >= c, check the slot's message words (its number in the pair's
 //          sequence, its size, its ends) against this rank's receive (gpuCheckCalls, one rank's
 //          words), copy the chunk out where they agree (gpuReduceRanks, one input), write
@@ -61,9 +63,13 @@
 // The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a
 // disagreement, or a peer that failed, died or stayed away past timeoutMs while this rank's
 // stream waits for it, fails the communicator with the reason; a failed or aborted communicator
-// releases the stream (release(): the error word is set, so no later round reads a peer's
-// window, and every word it waits on is moved past its rounds), so no stream waits for ever.
-// A stream that is only slow (busy with the caller's own work) is not an error.
+// releases the stream (release(): the error word is set, then every word it waits on is moved
+// past its rounds), so no stream waits for ever. A released stream reads no peer's window (the
+// check's verdict) and writes nothing a peer reads (the gate's): no copy into its window, no
+// published, reduced or sent word, since its waits no longer say that the peers are through
+// with what it would overwrite. A peer left waiting for it sees it failed and fails in turn; a
+// peer never takes another round's bytes for this one's. A stream that is only slow (busy with
+// the caller's own work) is not an error.
 //
 // Thread safety: enqueue may be called from any thread (calls are numbered in enqueue order, which
 // every rank must keep, as with NCCL); release from any thread, any number of times.

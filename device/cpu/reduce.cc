@@ -123,6 +123,12 @@ void cpuCheckCalls(const CallCheck& c, uint32_t* verdict) {
   *verdict = c.error[0];
 }
 
+void cpuPublishWords(const PublishWords& p) {
+  if (*p.verdict != 0) return;
+  for (int i = 0; i < p.count; ++i)
+    __atomic_store_n(const_cast<uint32_t*>(p.word[i]), p.value[i], __ATOMIC_RELEASE);
+}
+
 void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor) {
   const ReduceFn fn = cpuReduceFn(dtype, op);

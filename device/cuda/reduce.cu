@@ -120,6 +120,18 @@ __global__ void checkCallsKernel(CallCheck c, uint32_t* verdict) {
 }
 static_assert(kMaxReduceRanks * kCallWords <= 32, "one warp checks every word");
 
+// A round's words to its peers, unless its verdict says the stream must publish nothing.
+__global__ void publishWordsKernel(PublishWords p) {
+  const int lane = threadIdx.x, first = p.count - p.signals;
+  if (*p.verdict != 0) return;
+  __threadfence_system();  // what this stream wrote before, then the words, then the signals
+  if (lane < first) p.word[lane][0] = p.value[lane];
+  __threadfence_system();
+  __syncwarp();
+  if (lane >= first && lane < p.count) p.word[lane][0] = p.value[lane];
+}
+static_assert(kMaxPublishWords <= 32, "one warp stores every word");
+
 // The stream collectives' reduction (and, with one input, their copy): each element's inputs
 // folded in rank order and stored once, unless the round's check found something.
 template <class Elem, class Op>
@@ -196,10 +208,18 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
 }
 
 void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream) {
-  SQZ_ENFORCE(c.nranks >= 1 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
+  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
               " ranks");
   checkCallsKernel<<<1, 32, 0, stream>>>(c, verdict);
   cuda::checkLaunch("checkCallsKernel");
+}
+
+void gpuPublishWords(const PublishWords& p, GpuStream stream) {
+  SQZ_ENFORCE(p.count >= 1 && p.count <= kMaxPublishWords && p.signals >= 0 &&
+                  p.signals <= p.count,
+              "publishing ", p.count, " words");
+  publishWordsKernel<<<1, 32, 0, stream>>>(p);
+  cuda::checkLaunch("publishWordsKernel");
 }
 
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,

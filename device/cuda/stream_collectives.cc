@@ -240,10 +240,37 @@ struct StreamCollectives::Program {
     if (!cuda::streamWriteWord(stream, w, value))
       raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWriteValue32");
   }
-  void copy(void* dst, const void* src, size_t bytes) const {
+  // *verdict = the error word at `errorOff` of this rank's area as the stream reaches it: what
+  // this round writes that its peers read (copies into the window, published words) is made
+  // under it, so a released stream, whose waits were moved past, writes none of it.
+  void gate(int me, size_t errorOff, uint32_t* verdict) const {
+    CallCheck gate{};
+    gate.nranks = 0;
+    gate.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + errorOff);
+    gpuCheckCalls(gate, verdict, stream);
+  }
+  // dst = src (bytes, device memory) where *verdict == 0.
+  void copy(void* dst, const void* src, size_t bytes, const uint32_t* verdict) const {
     if (bytes == 0 || dst == src) return;
-    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
-                strCat(what, ": copying into the window on the caller's stream").c_str());
+    RankInputs in{};
+    in.in[0] = src;
+    in.nranks = 1;
+    in.verdict = verdict;
+    gpuReduceRanks(DataType::kUint8, RedOp::kSum, dst, in, bytes, 1, stream);
+  }
+  // Stores words[i] = values[i] (each (owner, offset) in a stream area) where *verdict == 0, the
+  // last `signals` of them after the others (gpuPublishWords).
+  void publish(const std::vector<std::pair<int, size_t>>& words,
+               const std::vector<uint32_t>& values, int signals, const uint32_t* verdict) const {
+    PublishWords w{};
+    w.verdict = verdict;
+    w.signals = signals;
+    for (size_t i = 0; i < words.size(); ++i) {
+      w.word[w.count] =
+          reinterpret_cast<volatile uint32_t*>(c.areaDevice[words[i].first] + words[i].second);
+      w.value[w.count++] = values[i];
+    }
+    gpuPublishWords(w, stream);
   }
   // Rank owner's window in this address space, at `off`.
   char* window(int owner, size_t off) const { return const_cast<char*>(c.windows[owner]) + off; }
@@ -407,10 +434,29 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
     for (int q = 0; q < nranks_; ++q)
       if (q != me) write(word(q, off(me)), value);
   };
-  auto copy = [&](void* dst, const void* src, size_t elems) { p.copy(dst, src, elems * esz); };
   auto input = [&](int q, int s) { return p.window(q, s * set); };
   auto result = [&](int q, int s) { return input(q, s) + capacity_; };
   uint32_t* verdict = reinterpret_cast<uint32_t*>(p.window(me, verdictsOff(capacity_, nranks_)));
+  auto copy = [&](void* dst, const void* src, size_t elems) {
+    p.copy(dst, src, elems * esz, verdict);
+  };
+  // This rank's call words in set s (`words` of them: 0 or kCallWords) and then its word `off`
+  // in every peer's area, under the verdict.
+  auto publish = [&](int words, int s, const uint32_t* expect, size_t (*off)(int),
+                     uint32_t value) {
+    std::vector<std::pair<int, size_t>> at;
+    std::vector<uint32_t> values;
+    for (int w = 0; w < words; ++w) {
+      at.push_back({me, callOff(s) + 4 * w});
+      values.push_back(expect[w]);
+    }
+    for (int q = 0; q < nranks_; ++q)
+      if (q != me) {
+        at.push_back({q, off(me)});
+        values.push_back(value);
+      }
+    p.publish(at, values, nranks_ - 1, verdict);
+  };
   // Folds `ranks` inputs (one: a copy) into out, if the round's verdict allows.
   auto fold = [&](char* out, std::initializer_list<const char*> ins, size_t elems, int div) {
     if (ins.size() == 1 && *ins.begin() == out) return;  // a copy onto itself
@@ -450,6 +496,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
         const int s = static_cast<int>(++t & 1);
         const Part mine = two ? partOf(me, nranks_, n) : Part{0, 0};
         wait(consumedOff, t - 2);  // the peers are through with this set's last round
+        p.gate(me, kErrorOff, verdict);
         // What the peers read of this rank's input.
         switch (kind) {
           case CollKind::kAllReduce:
@@ -474,11 +521,9 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
             for (int q = 0; q < nranks_; ++q)
               if (q != me) copy(input(me, s) + q * per * esz, send + (q * count + off) * esz, n);
         }
-        // The call's words in set s (from its third round on, the set already holds them).
-        if (off < 2 * per)
-          for (int w = 0; w < kCallWords; ++w)
-            write(word(me, callOff(s) + 4 * w), check.expect[w]);
-        tell(publishedOff, t);
+        // The call's words in set s (from its third round on, the set already holds them), then
+        // published.
+        publish(off < 2 * per ? kCallWords : 0, s, check.expect, publishedOff, t);
         wait(publishedOff, t);
         for (int q = 0; q < nranks_; ++q)
           check.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));
@@ -495,7 +540,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
                       return (q == me ? send + off * esz : input(q, s)) + mine.first * esz;
                     },
                     mine.last - mine.first);
-            tell(reducedOff, t);
+            publish(0, s, check.expect, reducedOff, t);
             wait(reducedOff, t);
             for (int q = 0; q < nranks_; ++q) {
               const Part p = partOf(q, nranks_, n);
@@ -596,12 +641,14 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
               const uint32_t chunk = chunksTo_[q].load() + 1;
               const int s = static_cast<int>(chunk & 1);
               p.waitFor(p.word(me, takenOff(q)), chunk - 2);  // q has read the slot's last one
+              p.gate(me, kMessageErrorOff, verdict);
               p.copy(p.window(me, slotOff(capacity_, nranks_, q, s)),
-                     static_cast<const char*>(m.m->buffer) + r * slot, n);
+                     static_cast<const char*>(m.m->buffer) + r * slot, n, verdict);
               const auto words = messageWords(m.number, m.m->bytes, me, q);
-              for (int w = 0; w < kCallWords; ++w)
-                p.write(p.word(q, messageOff(me, s) + 4 * w), words[w]);
-              p.write(p.word(q, sentOff(me)), chunk);
+              std::vector<std::pair<int, size_t>> at;
+              for (int w = 0; w < kCallWords; ++w) at.push_back({q, messageOff(me, s) + 4 * w});
+              at.push_back({q, sentOff(me)});
+              p.publish(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict);
               chunksTo_[q].store(chunk);
               continue;
             }

@@ -105,13 +105,23 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
 }
 
 void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream) {
-  SQZ_ENFORCE(c.nranks >= 1 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
+  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
               " ranks");
   std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
                            {"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)}};
   for (int q = 0; q < c.nranks; ++q)
     args.push_back({"call", const_cast<const uint32_t*>(c.call[q]), size_t(kCallWords)});
   enqueue(stream, "gpuCheckCalls", args, [=] { cpuCheckCalls(c, verdict); });
+}
+
+void gpuPublishWords(const PublishWords& p, GpuStream stream) {
+  SQZ_ENFORCE(p.count >= 1 && p.count <= kMaxPublishWords && p.signals >= 0 &&
+                  p.signals <= p.count,
+              "publishing ", p.count, " words");
+  std::vector<Arg> args = {{"verdict", p.verdict, size_t(1)}};
+  for (int i = 0; i < p.count; ++i)
+    args.push_back({"word", const_cast<uint32_t*>(p.word[i]), size_t(1)});
+  enqueue(stream, "gpuPublishWords", args, [=] { cpuPublishWords(p); });
 }
 
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,

@@ -313,7 +313,8 @@ TEST(StreamCollectives, SendsAndReceivesInChunksMatchTheHostPath) {
     };
     const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     std::vector<std::pair<const char*, std::vector<Message>>> patterns = {
-        {"ring", {{true, next, 0, size(rank, next, 0)}, {false, prev, region, size(prev, rank, 0)}}},
+        {"ring",
+         {{true, next, 0, size(rank, next, 0)}, {false, prev, region, size(prev, rank, 0)}}},
         {"in place", {{true, next, 0, 90050}, {false, prev, 0, 90050}}},
         {"overlapping from below", {{true, next, 4096, 90050}, {false, prev, 0, 90050}}},
         {"two and an empty one",
@@ -687,6 +688,66 @@ TEST(DeviceStreamSemantics, MismatchedMessagesFailAndOverlapsAreRefused) {
     });
     ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
   }
+}
+
+// A rank whose communicator fails while its stream still has sends to make must not hand a
+// healthy peer wrong data. Rank 0's group receives from rank 2, which never calls, and sends 8
+// chunks to rank 1; past SQZ_TIMEOUT_MS rank 0 fails and its stream is released: its waits are
+// moved past, so from then on it must write nothing rank 1 reads (no copy into a slot, no
+// message words, no sent). Rank 1's receive then ends with an error, its buffer holding only
+// chunks rank 0 really sent, never success with another chunk's bytes in place of one (what the
+// released stream's slot writes gave before, and the fault harness caught).
+TEST(DeviceStreamSemantics, AReleasedSenderHandsItsPeerNoWrongData) {
+  ScopedEnv env;
+  env.set("SQZ_DEVICE_DIRECT_BYTES", "64K");  // 3 ranks: slots of 21760 bytes
+  RunOptions opts;
+  opts.transports = "shm";
+  opts.timeoutMs = 1000;
+  std::barrier sync(3);
+  RunResult run = runRanks(3, opts, [&](sqzComm_t& comm, int rank) {
+    RankStream rankStream;
+    cudaStream_t stream = rankStream.get();
+    const size_t slot = 21760, bytes = 8 * slot;
+    std::vector<char> data(bytes);
+    for (size_t i = 0; i < bytes; ++i) data[i] = char(i / slot + 1);  // each chunk its own byte
+    DeviceBytes buf(bytes, stream), from2(bytes, stream);
+    buf.upload(rank == 0 ? data : std::vector<char>(bytes, 0));
+    if (rank == 2) {  // never calls
+      sync.arrive_and_wait();
+      return;
+    }
+    if (rank == 0) {
+      sqzGroupStart();
+      sqzRecv(from2.ptr, bytes, sqzUint8, 2, comm, stream);
+      sqzSend(buf.ptr, bytes, sqzUint8, 1, comm, stream);
+      ASSERT_EQ(sqzGroupEnd(), sqzSuccess) << sqzGetLastError(comm);
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      sync.arrive_and_wait();
+      return;
+    }
+    ASSERT_EQ(sqzRecv(buf.ptr, bytes, sqzUint8, 0, comm, stream), sqzSuccess)
+        << sqzGetLastError(comm);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_LT(secondsSince(t0), 10.0) << "the receive's stream was held";
+    sqzResult_t async = sqzSuccess;
+    for (int i = 0; i < 100 && async == sqzSuccess; ++i) {  // the error may trail the stream
+      EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const std::vector<char> got = buf.download();
+    size_t wrong = 0, written = 0;
+    for (size_t i = 0; i < bytes; ++i) {
+      wrong += got[i] != 0 && got[i] != data[i];
+      written += got[i] != 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "bytes of another chunk in place of the one sent ("
+                         << (async == sqzSuccess ? "and the receive succeeded" : "failed") << ")";
+    if (async == sqzSuccess)
+      EXPECT_EQ(written, bytes) << "the receive succeeded without its data";
+    sync.arrive_and_wait();
+  });
+  ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
 // sqzCommRevoke from another thread releases a stream held by a call whose peer never comes (the

@@ -380,7 +380,10 @@ TEST(GpuReduce, CallCheckNamesTheFirstRankThatDiffers) {
                         {"rank 2 and 6 differ", 8, {2, 6}, 0, 3},
                         {"rank 0 differs", 2, {0, -1}, 0, 1},
                         {"released", 4, {-1, -1}, kReleased, kReleased},
-                        {"an earlier error stays", 4, {1, -1}, 4, 4}};
+                        {"an earlier error stays", 4, {1, -1}, 4, 4},
+                        // No rank: a gate, the verdict is the error word as it stands.
+                        {"a gate, clean", 0, {-1, -1}, 0, 0},
+                        {"a gate, released", 0, {-1, -1}, kReleased, kReleased}};
   for (const Case& k : cases) {
     std::vector<std::array<uint32_t, kCallWords>> words(k.ranks, mine);
     for (int q : k.differs)
@@ -395,6 +398,36 @@ TEST(GpuReduce, CallCheckNamesTheFirstRankThatDiffers) {
       EXPECT_EQ(cpu.error[2 + kCallWords], mine[1]) << k.what << ": this rank's count";
     }
   }
+}
+
+// A round's words to its peers are stored only under a clean verdict, by the GPU as by the CPU.
+TEST(GpuReduce, PublishWordsOnlyUnderACleanVerdict) {
+  for (uint32_t verdict : {0u, 2u, kReleased})
+    for (bool gpu : {false, true}) {
+      cuda::PinnedBuffer pinned(5 * 64);
+      auto* words = static_cast<uint32_t*>(pinned.data());
+      std::memset(words, 0, 5 * 64);
+      PublishWords p{};
+      p.count = 5;
+      p.signals = 1;
+      for (int i = 0; i < p.count; ++i) {
+        p.word[i] = words + 16 * i;
+        p.value[i] = 100 + i;
+      }
+      if (gpu) {
+        cuda::Stream stream;
+        Dev v(&verdict, sizeof verdict);
+        p.verdict = reinterpret_cast<const uint32_t*>(v.at(0));
+        gpuPublishWords(p, stream.get());
+        stream.synchronize("gpuPublishWords");
+      } else {
+        p.verdict = &verdict;
+        cpuPublishWords(p);
+      }
+      for (int i = 0; i < p.count; ++i)
+        EXPECT_EQ(words[16 * i], verdict == 0 ? 100u + i : 0u)
+            << (gpu ? "gpu" : "cpu") << ", verdict " << verdict << ", word " << i;
+    }
 }
 
 // ---- casts -----------------------------------------------------------------------------------
