@@ -148,7 +148,7 @@ class StreamCollectives {
   struct Message {
     bool send;
     int peer;  // a rank of the communicator (this one: a send to itself)
-    const void* buffer;
+    void* buffer;
     size_t bytes;
   };
   // Enqueues a group of sends and receives on `stream` (see above). The caller has checked the

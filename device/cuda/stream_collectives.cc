@@ -663,13 +663,8 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
             std::copy(expect.begin(), expect.end(), check.expect);
             check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kMessageErrorOff);
             gpuCheckCalls(check, verdict, stream);
-            RankInputs in{};
-            in.in[0] = p.window(q, slotOff(capacity_, nranks_, me, s));
-            in.nranks = 1;
-            in.verdict = verdict;
-            gpuReduceRanks(DataType::kUint8, RedOp::kSum,
-                           static_cast<char*>(const_cast<void*>(m.m->buffer)) + r * slot, in, n,
-                           1, stream);
+            p.copy(static_cast<char*>(m.m->buffer) + r * slot,
+                   p.window(q, slotOff(capacity_, nranks_, me, s)), n, verdict);
             p.write(p.word(q, takenOff(me)), chunk);
             chunksFrom_[q].store(chunk);
           }
