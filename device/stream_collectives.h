@@ -46,7 +46,8 @@
 //
 // A group of sends and receives is not collective: only the ranks it names take part. The
 // messages between two ranks go in the order they were queued, each cut into chunks of the slot's
-// size, numbered in that pair's sequence (32-bit, cyclic); chunk c of a pair uses slot c % 2.
+// size (an empty message: one empty chunk, so that its size is checked too), numbered in that
+// pair's sequence (32-bit, cyclic); chunk c of a pair uses slot c % 2.
 // The group's rounds take chunk r of every message, the sends first:
 //   send   wait until the peer has read chunk c - 2 of this pair (inbox[me].taken at the peer's
 //          side: taken >= c - 2), gate, and under the verdict copy the chunk into the slot and
@@ -56,8 +57,8 @@
 //          words), copy the chunk out where they agree (gpuReduceRanks, one input), write
 //          taken = c into the sender's area.
 // A rank sends chunk r of a round before it receives chunk r, so two ranks that send to each
-// other never wait for each other; a receive may overlap a send of its group only from the
-// send's start on or below it (in place, the same buffer), or chunk r would overwrite what a
+// other never wait for each other; a receive may overlap a send of its group only where it starts
+// at or below the send's start (in place: the same buffer), or chunk r would overwrite what a
 // later round sends. Groups on any stream run in the order they were enqueued.
 //
 // The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a

@@ -591,17 +591,39 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
   const int me = rank_;
   // A receive that starts above a send it overlaps would overwrite, in round r, bytes the send
   // reads in a later round.
-  for (const Message& r : messages) {
+  // A message's wave: its place among the group's messages to (from) the same peer. Step (r, w)
+  // takes chunk r of every message of wave w, sends first, so that a pair has at most one chunk
+  // in flight a step and its two slots never run out, however many messages it carries.
+  std::vector<size_t> wave(messages.size());
+  size_t waves = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      wave[i] += messages[j].send == messages[i].send && messages[j].peer == messages[i].peer;
+    waves = std::max(waves, wave[i] + 1);
+  }
+  // A receive writes chunk r at step (r, its wave), a send reads chunk r at step (r, its wave):
+  // where they overlap, the receive must start at or below the send and not come in an earlier
+  // wave, or it would overwrite what the send reads later.
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Message& r = messages[i];
     if (r.send || r.bytes == 0) continue;
     const char* r0 = static_cast<const char*>(r.buffer);
-    for (const Message& m : messages) {
+    for (size_t j = 0; j < messages.size(); ++j) {
+      const Message& m = messages[j];
       const char* s0 = static_cast<const char*>(m.buffer);
-      if (m.send && m.bytes && s0 < r0 && r0 < s0 + m.bytes)
+      if (!m.send || m.bytes == 0 || r0 >= s0 + m.bytes || s0 >= r0 + r.bytes) continue;
+      if (s0 < r0)
         raise(ErrorCode::kInvalidUsage, "rank ", me, ": ", what, ": the receive of ", r.bytes,
               " bytes from rank ", r.peer, " overlaps the send to rank ", m.peer, " that starts ",
               r0 - s0, " bytes below it. On device buffers a receive may overlap a send of its "
               "group only from the send's start on (in place: the same buffer); receive into "
               "another buffer.");
+      if (wave[i] < wave[j])
+        raise(ErrorCode::kInvalidUsage, "rank ", me, ": ", what, ": the receive of ", r.bytes,
+              " bytes from rank ", r.peer, " overlaps the send to rank ", m.peer, ", and it is "
+              "message ", wave[i] + 1, " from its peer where the send is message ", wave[j] + 1,
+              " to its peer: on device buffers it would overwrite what that send has not read. "
+              "Queue that send among the first to its peer, or receive into another buffer.");
     }
   }
   const Cuda& c = *cuda_;
@@ -618,12 +640,15 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
       const Message* m;
       uint32_t number;  // in the pair's sequence
       size_t chunks;
+      size_t wave;
     };
     std::vector<Planned> plan;
     size_t rounds = 0;
-    for (const Message& m : messages) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const Message& m = messages[i];
       const uint32_t number = ++(m.send ? messagesTo_ : messagesFrom_)[m.peer];
-      plan.push_back({&m, number, (m.bytes + slot - 1) / slot});
+      // An empty message is one empty chunk: its words are checked like any other's.
+      plan.push_back({&m, number, std::max<size_t>(1, (m.bytes + slot - 1) / slot), wave[i]});
       rounds = std::max(rounds, plan.back().chunks);
     }
     const uint32_t group = groups_.load() + 1;
@@ -631,54 +656,56 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
       // The groups before, on any stream, are through (a pair's chunks are numbered in order).
       p.waitFor(p.word(me, kGroupDoneOff), group - 1);
       p.write(p.word(me, kGroupStartedOff), group);
-      for (size_t r = 0; r < rounds; ++r) {
-        for (const bool sends : {true, false}) {
-          for (const Planned& m : plan) {
-            if (m.m->send != sends || r >= m.chunks) continue;
-            const int q = m.m->peer;
-            const size_t n = std::min(slot, m.m->bytes - r * slot);
-            if (sends) {
-              const uint32_t chunk = chunksTo_[q].load() + 1;
-              const int s = static_cast<int>(chunk & 1);
-              p.waitFor(p.word(me, takenOff(q)), chunk - 2);  // q has read the slot's last one
-              p.gate(me, kMessageErrorOff, verdict);
-              p.copy(p.window(me, slotOff(capacity_, nranks_, q, s)),
-                     static_cast<const char*>(m.m->buffer) + r * slot, n, verdict);
-              const auto words = messageWords(m.number, m.m->bytes, me, q);
-              std::vector<std::pair<int, size_t>> at;
-              for (int w = 0; w < kCallWords; ++w) at.push_back({q, messageOff(me, s) + 4 * w});
-              at.push_back({q, sentOff(me)});
-              p.publish(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict);
-              chunksTo_[q].store(chunk);
-              continue;
+      // Chunk r of message m, n bytes of it.
+      auto sendChunk = [&](const Planned& m, size_t r, size_t n) {
+        const int q = m.m->peer;
+        const uint32_t chunk = chunksTo_[q].load() + 1;
+        const int s = static_cast<int>(chunk & 1);
+        p.waitFor(p.word(me, takenOff(q)), chunk - 2);  // q has read the slot's last one
+        p.gate(me, kMessageErrorOff, verdict);
+        p.copy(p.window(me, slotOff(capacity_, nranks_, q, s)),
+               static_cast<const char*>(m.m->buffer) + r * slot, n, verdict);
+        const auto words = messageWords(m.number, m.m->bytes, me, q);
+        std::vector<std::pair<int, size_t>> at;
+        for (int w = 0; w < kCallWords; ++w) at.push_back({q, messageOff(me, s) + 4 * w});
+        at.push_back({q, sentOff(me)});
+        p.publish(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict);
+        chunksTo_[q].store(chunk);
+      };
+      auto receiveChunk = [&](const Planned& m, size_t r, size_t n) {
+        const int q = m.m->peer;
+        const uint32_t chunk = chunksFrom_[q].load() + 1;
+        const int s = static_cast<int>(chunk & 1);
+        p.waitFor(p.word(me, sentOff(q)), chunk);
+        CallCheck check{};
+        check.nranks = 1;
+        check.call[0] =
+            reinterpret_cast<const volatile uint32_t*>(c.areaDevice[me] + messageOff(q, s));
+        const auto expect = messageWords(m.number, m.m->bytes, q, me);
+        std::copy(expect.begin(), expect.end(), check.expect);
+        check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kMessageErrorOff);
+        gpuCheckCalls(check, verdict, stream);
+        p.copy(static_cast<char*>(m.m->buffer) + r * slot,
+               p.window(q, slotOff(capacity_, nranks_, me, s)), n, verdict);
+        p.write(p.word(q, takenOff(me)), chunk);
+        chunksFrom_[q].store(chunk);
+      };
+      for (size_t r = 0; r < rounds; ++r)
+        for (size_t w = 0; w < waves; ++w)
+          for (const bool sends : {true, false})
+            for (const Planned& m : plan) {
+              if (m.m->send != sends || m.wave != w || r >= m.chunks) continue;
+              const size_t n = std::min(slot, m.m->bytes - r * slot);
+              sends ? sendChunk(m, r, n) : receiveChunk(m, r, n);
             }
-            const uint32_t chunk = chunksFrom_[q].load() + 1;
-            const int s = static_cast<int>(chunk & 1);
-            p.waitFor(p.word(me, sentOff(q)), chunk);
-            CallCheck check{};
-            check.nranks = 1;
-            check.call[0] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[me] +
-                                                                        messageOff(q, s));
-            const auto expect = messageWords(m.number, m.m->bytes, q, me);
-            std::copy(expect.begin(), expect.end(), check.expect);
-            check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kMessageErrorOff);
-            gpuCheckCalls(check, verdict, stream);
-            p.copy(static_cast<char*>(m.m->buffer) + r * slot,
-                   p.window(q, slotOff(capacity_, nranks_, me, s)), n, verdict);
-            p.write(p.word(q, takenOff(me)), chunk);
-            chunksFrom_[q].store(chunk);
-          }
-        }
-      }
       p.write(p.word(me, kGroupDoneOff), group);
     } catch (const Error& e) {
       failed = std::make_unique<Error>(e);  // as in enqueue: the communicator fails, released
     }
     Group record{group, {}, {}};
     for (const Planned& m : plan)
-      if (m.chunks > 0)
-        (m.m->send ? record.takenBy : record.sentBy)
-            .push_back({m.m->peer, (m.m->send ? chunksTo_ : chunksFrom_)[m.m->peer].load()});
+      (m.m->send ? record.takenBy : record.sentBy)
+          .push_back({m.m->peer, (m.m->send ? chunksTo_ : chunksFrom_)[m.m->peer].load()});
     pending_.push_back(std::move(record));
     groups_.store(group);
   }
@@ -762,6 +789,8 @@ void StreamCollectives::watchGroups(std::unique_ptr<Error>& failure, bool livene
     progress += w;
     if (!reached(w, last - 2)) owing.push_back(q);
   }
+  std::sort(owing.begin(), owing.end());
+  owing.erase(std::unique(owing.begin(), owing.end()), owing.end());
   if (watchedGroup_ != g.number || groupProgress_ != progress) {
     watchedGroup_ = g.number;
     groupProgress_ = progress;

@@ -298,7 +298,8 @@ TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
 // (3 ranks: slots of 21760 bytes) a message moves in up to 5 chunks through its pair's two slots.
 // Every pattern's buffer ends as the host path leaves it: a ring, in place, every rank to every
 // rank (itself included) with sizes that differ by pair, two messages and an empty one to one
-// peer in order, and a receive that overlaps its send from below.
+// peer in order, three of several chunks each to one peer, and a receive that overlaps its send
+// from below.
 TEST(StreamCollectives, SendsAndReceivesInChunksMatchTheHostPath) {
   const int n = kRoundRanks;
   runInRounds([&](sqzComm_t& comm, int rank, cudaStream_t stream) {
@@ -322,6 +323,12 @@ TEST(StreamCollectives, SendsAndReceivesInChunksMatchTheHostPath) {
           {true, next, 2 * region, size(rank, next, 1)}, {false, prev, 3 * region,
           size(prev, rank, 0)}, {false, prev, 4 * region, 0},
           {false, prev, 5 * region, size(prev, rank, 1)}}},
+        // Three messages of several chunks each way around the ring: more than a pair's two
+        // slots hold in one round of chunks.
+        {"three to one peer",
+         {{true, next, 0, 90050}, {true, next, region, 60000}, {true, next, 2 * region, 45000},
+          {false, prev, 3 * region, 90050}, {false, prev, 4 * region, 60000},
+          {false, prev, 5 * region, 45000}}},
     };
     std::vector<Message> everyone;
     for (int q = 0; q < n; ++q) everyone.push_back({true, q, q * region, size(rank, q, 0)});
@@ -641,12 +648,15 @@ TEST(DeviceStreamSemantics, MismatchedRootsAndCollectivesFail) {
   }
 }
 
-// A receive of another size than its send: the receiver's error names both, its buffer stays as
-// it was, and no stream is held. A receive that starts inside a send of its group (above the
+// A receive of another size than its send (half of it, or an empty one): the receiver's error
+// names both, its buffer stays as it was, and no stream is held. A receive that starts inside a send of its group (above the
 // send's start) is refused at the call, and the ranks go on.
 TEST(DeviceStreamSemantics, MismatchedMessagesFailAndOverlapsAreRefused) {
   const size_t n = 4096;
-  for (bool sizes : {true, false}) {
+  // The receive's size: half the send's, none at all (an empty receive is checked too); or -1,
+  // the overlap.
+  for (int received : {int(n / 2), 0, -1}) {
+    const bool sizes = received >= 0;
     SCOPED_TRACE(sizes ? "sizes" : "overlap");
     RunOptions opts;
     opts.transports = "shm";
@@ -660,11 +670,12 @@ TEST(DeviceStreamSemantics, MismatchedMessagesFailAndOverlapsAreRefused) {
       char* base = static_cast<char*>(buf.ptr);
       if (sizes) {
         const sqzResult_t rc = rank == 0 ? sqzSend(base, n, sqzUint8, 1, comm, stream)
-                                         : sqzRecv(base, n / 2, sqzUint8, 0, comm, stream);
+                                         : sqzRecv(base, received, sqzUint8, 0, comm, stream);
         ASSERT_EQ(rc, sqzSuccess) << sqzGetLastError(comm);
         if (rank == 1) {
           const std::string why = mismatchError(comm, stream);
-          EXPECT_NE(why.find("receive #1 from rank 0 expects 2048 bytes, and rank 0 sent 4096"),
+          EXPECT_NE(why.find("receive #1 from rank 0 expects " + std::to_string(received) +
+                             " bytes, and rank 0 sent 4096"),
                     std::string::npos) << why;
           EXPECT_EQ(buf.download(), std::vector<char>(2 * n, char(2))) << "a receive wrote";
         }
@@ -675,8 +686,17 @@ TEST(DeviceStreamSemantics, MismatchedMessagesFailAndOverlapsAreRefused) {
       sqzSend(base, n, sqzUint8, 1 - rank, comm, stream);
       sqzRecv(base + 16, n, sqzUint8, 1 - rank, comm, stream);
       EXPECT_EQ(sqzGroupEnd(), sqzInvalidUsage);
-      const std::string why = sqzGetLastError(comm);
+      std::string why = sqzGetLastError(comm);
       EXPECT_NE(why.find("overlaps the send to rank"), std::string::npos) << why;
+      // In place, but the receive is the peer's first message and the send the second to it.
+      sqzGroupStart();
+      sqzSend(base + n, 16, sqzUint8, 1 - rank, comm, stream);
+      sqzSend(base, n, sqzUint8, 1 - rank, comm, stream);
+      sqzRecv(base, n, sqzUint8, 1 - rank, comm, stream);
+      EXPECT_EQ(sqzGroupEnd(), sqzInvalidUsage);
+      why = sqzGetLastError(comm);
+      EXPECT_NE(why.find("message 1 from its peer where the send is message 2"), std::string::npos)
+          << why;
       // Nothing was enqueued: the next group pairs with the peer's.
       sqzGroupStart();
       sqzSend(base, n, sqzUint8, 1 - rank, comm, stream);
