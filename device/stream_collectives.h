@@ -47,8 +47,9 @@
 // A group of sends and receives is not collective: only the ranks it names take part. The
 // messages between two ranks go in the order they were queued, each cut into chunks of the slot's
 // size (an empty message: one empty chunk, so that its size is checked too), numbered in that
-// pair's sequence (32-bit, cyclic); chunk c of a pair uses slot c % 2.
-// The group's rounds take chunk r of every message, the sends first:
+// pair's sequence (32-bit, cyclic); chunk c of a pair uses slot c % 2. A message's wave is its
+// place among the group's messages to (from) the same peer; step (r, w) takes chunk r of every
+// message of wave w, the sends first, so a pair has one chunk in flight a step:
 //   send   wait until the peer has read chunk c - 2 of this pair (inbox[me].taken at the peer's
 //          side: taken >= c - 2), gate, and under the verdict copy the chunk into the slot and
 //          write the message's words and then sent = c into the peer's area;
@@ -56,10 +57,11 @@
 //          sequence, its size, its ends) against this rank's receive (gpuCheckCalls, one rank's
 //          words), copy the chunk out where they agree (gpuReduceRanks, one input), write
 //          taken = c into the sender's area.
-// A rank sends chunk r of a round before it receives chunk r, so two ranks that send to each
-// other never wait for each other; a receive may overlap a send of its group only where it starts
-// at or below the send's start (in place: the same buffer), or chunk r would overwrite what a
-// later round sends. Groups on any stream run in the order they were enqueued.
+// A rank makes a step's sends before its receives, so two ranks that send to each other never
+// wait for each other; a receive may overlap a send of its group only where it starts at or
+// below the send's start (in place: the same buffer) and comes in the same wave or a later one,
+// or chunk r would overwrite what a later step sends. Groups on any stream run in the order they
+// were enqueued.
 //
 // The host side (a watcher thread, no CUDA) reads the error word and the peers' liveness: a
 // disagreement, or a peer that failed, died or stayed away past timeoutMs while this rank's
