@@ -1,6 +1,8 @@
 // StreamCollectives (see device/stream_collectives.h) over the CUDA runtime: compiled for the CUDA
-// build and the CUDA stand-in. The stream program is written on the caller's thread; the watcher
-// thread reads and writes host memory only.
+// build and the CUDA stand-in. The window, the collectives' stream programs, release, the watcher
+// and destruction; the sends and receives are stream_sendrecv.cc, the layout both use
+// stream_area.h. The stream program is written on the caller's thread; the watcher thread reads
+// and writes host memory only.
 #include "device/stream_collectives.h"
 
 #include <pthread.h>
@@ -16,34 +18,16 @@
 #include "base/strings.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
+#include "device/cuda/stream_area.h"
 #include "device/reduce.h"
 
 namespace squeeze::device {
 
+using namespace stream_area;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The stream area's layout (offsets in bytes; every word 32-bit, each on its own cache line).
-constexpr size_t kPageBytes = 4096;
-size_t publishedOff(int q) { return size_t(q) * 192; }
-size_t consumedOff(int q) { return size_t(q) * 192 + 64; }
-size_t reducedOff(int q) { return size_t(q) * 192 + 128; }
-// Messages from and to q, in q's lines (written by q's stream too).
-size_t sentOff(int q) { return size_t(q) * 192 + 4; }
-size_t messageOff(int q, int slot) { return size_t(q) * 192 + 8 + size_t(slot) * 16; }
-size_t takenOff(int q) { return size_t(q) * 192 + 64 + 4; }
-size_t callOff(int set) { return 1536 + size_t(set) * 64; }
-constexpr size_t kErrorOff = 1664;
-constexpr size_t kDoneOff = 1728;
-constexpr size_t kDetachedOff = 1792;  // written by the owner's host: it maps no peer window now
-constexpr size_t kGroupStartedOff = 1856;
-constexpr size_t kGroupDoneOff = 1860;
-constexpr size_t kMessageErrorOff = 1920;
-static_assert(kMessageErrorOff + 4 * kErrorWords <= kStreamAreaBytes);
-static_assert(kCallWords * 4 * 2 + 8 <= 64, "a peer's message words share its first line");
-static_assert(kMaxReduceRanks * 192 <= 1536);
-static_assert(StreamCollectives::kMaxRanks <= kMaxReduceRanks);
 
 // From this many bytes a call is reduced in two shots (each rank reduces its part, then every
 // rank gathers the parts): 4 n bytes of memory traffic a rank at 2 ranks and about that at 8,
@@ -51,30 +35,6 @@ static_assert(StreamCollectives::kMaxRanks <= kMaxReduceRanks);
 constexpr uint64_t kTwoShotBytes = 512 << 10;
 bool twoShot(uint64_t count, DataType dtype) {
   return count * dataTypeSize(dtype) >= kTwoShotBytes;
-}
-
-// A window set: the input (capacity bytes), then the result of the part this rank reduces
-// (parts are whole multiples of 64 elements, so at most capacity / ranks + 512 bytes). After the
-// two sets, the verdict of this rank's current round (device/reduce.h).
-size_t setBytes(size_t capacity, int nranks) {
-  return capacity + (capacity / size_t(nranks) + 512 + 255) / 256 * 256;
-}
-// A slot: one chunk of a message to one peer (two a peer, after the verdicts).
-size_t slotBytes(size_t capacity, int nranks) {
-  return std::max<size_t>(256, capacity / size_t(nranks) / 256 * 256);
-}
-size_t verdictsOff(size_t capacity, int nranks) { return 2 * setBytes(capacity, nranks); }
-size_t slotOff(size_t capacity, int nranks, int to, int slot) {
-  return verdictsOff(capacity, nranks) + 256 +
-         (size_t(to) * 2 + size_t(slot)) * slotBytes(capacity, nranks);
-}
-size_t windowBytes(size_t capacity, int nranks) { return slotOff(capacity, nranks, nranks, 0); }
-
-// The words that describe a message (CallCheck's four): its number in the pair's sequence, its
-// size and its ends.
-std::array<uint32_t, kCallWords> messageWords(uint32_t number, size_t bytes, int from, int to) {
-  return {number, static_cast<uint32_t>(bytes), static_cast<uint32_t>(uint64_t(bytes) >> 32),
-          uint32_t(from) | uint32_t(to) << 8 | 0x50u << 24};
 }
 
 // The call words' fourth: the collective and its root (0 where it has none).
@@ -111,19 +71,6 @@ uint64_t processToken() {
     return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(::getpid());
   }();
   return token;
-}
-
-using cuda::reached;
-
-// A word of a stream area, as the host reads and writes it.
-volatile uint32_t* areaWord(const uint8_t* area, size_t off) {
-  return reinterpret_cast<volatile uint32_t*>(const_cast<uint8_t*>(area) + off);
-}
-uint32_t loadWord(const uint8_t* area, size_t off) {
-  return __atomic_load_n(areaWord(area, off), __ATOMIC_ACQUIRE);
-}
-void storeWord(const uint8_t* area, size_t off, uint32_t v) {
-  __atomic_store_n(areaWord(area, off), v, __ATOMIC_RELEASE);
 }
 
 std::string describeCall(const uint32_t* w) {
@@ -210,71 +157,6 @@ void collectParked() {
 }
 
 }  // namespace
-
-struct StreamCollectives::Cuda {
-  void* window = nullptr;                  // this rank's two sets
-  std::vector<const char*> windows;        // every rank's, in this address space
-  std::vector<bool> opened;                // a peer window mapped with cudaIpcOpenMemHandle
-  std::vector<void*> registered;           // pages this rank registered (areas)
-  std::vector<uint64_t> areaDevice;        // every area's device address
-  bool connected = false;
-};
-
-// The operations a stream program is written with, on the caller's stream; each raises kCuda
-// naming the call where the driver refuses it.
-struct StreamCollectives::Program {
-  GpuStream stream;
-  const std::string& what;
-  const Cuda& c;
-  const Peers& peers;
-
-  // Word `off` of rank owner's stream area.
-  cuda::StreamWord word(int owner, size_t off) const {
-    return cuda::StreamWord{areaWord(peers.areas[owner], off), c.areaDevice[owner] + off};
-  }
-  void waitFor(const cuda::StreamWord& w, uint32_t value) const {
-    if (!cuda::streamWaitWord(stream, w, value))
-      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWaitValue32");
-  }
-  void write(const cuda::StreamWord& w, uint32_t value) const {
-    if (!cuda::streamWriteWord(stream, w, value))
-      raise(ErrorCode::kCuda, what, ": the driver refused cuStreamWriteValue32");
-  }
-  // *verdict = the error word at `errorOff` of this rank's area as the stream reaches it: what
-  // this round writes that its peers read (copies into the window, published words) is made
-  // under it, so a released stream, whose waits were moved past, writes none of it.
-  void gate(int me, size_t errorOff, uint32_t* verdict) const {
-    CallCheck gate{};
-    gate.nranks = 0;
-    gate.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + errorOff);
-    gpuCheckCalls(gate, verdict, stream);
-  }
-  // dst = src (bytes, device memory) where *verdict == 0.
-  void copy(void* dst, const void* src, size_t bytes, const uint32_t* verdict) const {
-    if (bytes == 0 || dst == src) return;
-    RankInputs in{};
-    in.in[0] = src;
-    in.nranks = 1;
-    in.verdict = verdict;
-    gpuReduceRanks(DataType::kUint8, RedOp::kSum, dst, in, bytes, 1, stream);
-  }
-  // Stores words[i] = values[i] (each (owner, offset) in a stream area) where *verdict == 0, the
-  // last `signals` of them after the others (gpuPublishWords).
-  void publish(const std::vector<std::pair<int, size_t>>& words,
-               const std::vector<uint32_t>& values, int signals, const uint32_t* verdict) const {
-    PublishWords w{};
-    w.verdict = verdict;
-    w.signals = signals;
-    for (size_t i = 0; i < words.size(); ++i) {
-      w.word[w.count] =
-          reinterpret_cast<volatile uint32_t*>(c.areaDevice[words[i].first] + words[i].second);
-      w.value[w.count++] = values[i];
-    }
-    gpuPublishWords(w, stream);
-  }
-  // Rank owner's window in this address space, at `off`.
-  char* window(int owner, size_t off) const { return const_cast<char*>(c.windows[owner]) + off; }
-};
 
 bool StreamCollectives::available(std::string* why) {
   if (cuda::streamWordsAvailable()) return true;
@@ -585,137 +467,6 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
   cv_.notify_all();
 }
 
-void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Message>& messages,
-                                        const std::string& what) {
-  SQZ_ENFORCE(cuda_->connected, "stream collectives: ", what, " before connect");
-  const int me = rank_;
-  // A receive that starts above a send it overlaps would overwrite, in round r, bytes the send
-  // reads in a later round.
-  // A message's wave: its place among the group's messages to (from) the same peer. Step (r, w)
-  // takes chunk r of every message of wave w, sends first, so that a pair has at most one chunk
-  // in flight a step and its two slots never run out, however many messages it carries.
-  std::vector<size_t> wave(messages.size());
-  size_t waves = 0;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    for (size_t j = 0; j < i; ++j)
-      wave[i] += messages[j].send == messages[i].send && messages[j].peer == messages[i].peer;
-    waves = std::max(waves, wave[i] + 1);
-  }
-  // A receive writes chunk r at step (r, its wave), a send reads chunk r at step (r, its wave):
-  // where they overlap, the receive must start at or below the send and not come in an earlier
-  // wave, or it would overwrite what the send reads later.
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const Message& r = messages[i];
-    if (r.send || r.bytes == 0) continue;
-    const char* r0 = static_cast<const char*>(r.buffer);
-    for (size_t j = 0; j < messages.size(); ++j) {
-      const Message& m = messages[j];
-      const char* s0 = static_cast<const char*>(m.buffer);
-      if (!m.send || m.bytes == 0 || r0 >= s0 + m.bytes || s0 >= r0 + r.bytes) continue;
-      if (s0 < r0)
-        raise(ErrorCode::kInvalidUsage, "rank ", me, ": ", what, ": the receive of ", r.bytes,
-              " bytes from rank ", r.peer, " overlaps the send to rank ", m.peer, " that starts ",
-              r0 - s0, " bytes below it. On device buffers a receive may overlap a send of its "
-              "group only from the send's start on (in place: the same buffer); receive into "
-              "another buffer.");
-      if (wave[i] < wave[j])
-        raise(ErrorCode::kInvalidUsage, "rank ", me, ": ", what, ": the receive of ", r.bytes,
-              " bytes from rank ", r.peer, " overlaps the send to rank ", m.peer, ", and it is "
-              "message ", wave[i] + 1, " from its peer where the send is message ", wave[j] + 1,
-              " to its peer: on device buffers it would overwrite what that send has not read. "
-              "Queue that send among the first to its peer, or receive into another buffer.");
-    }
-  }
-  const Cuda& c = *cuda_;
-  const Program p{stream, what, c, peers_};
-  const size_t slot = slotBytes(capacity_, nranks_);
-  uint32_t* verdict =
-      reinterpret_cast<uint32_t*>(p.window(me, verdictsOff(capacity_, nranks_) + 128));
-  std::unique_ptr<Error> failed;
-  {
-    cuda::DeviceGuard guard(device_);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (released_) raise(ErrorCode::kRemote, what, ": the communicator was aborted or failed");
-    struct Planned {
-      const Message* m;
-      uint32_t number;  // in the pair's sequence
-      size_t chunks;
-      size_t wave;
-    };
-    std::vector<Planned> plan;
-    size_t rounds = 0;
-    for (size_t i = 0; i < messages.size(); ++i) {
-      const Message& m = messages[i];
-      const uint32_t number = ++(m.send ? messagesTo_ : messagesFrom_)[m.peer];
-      // An empty message is one empty chunk: its words are checked like any other's.
-      plan.push_back({&m, number, std::max<size_t>(1, (m.bytes + slot - 1) / slot), wave[i]});
-      rounds = std::max(rounds, plan.back().chunks);
-    }
-    const uint32_t group = groups_.load() + 1;
-    try {
-      // The groups before, on any stream, are through (a pair's chunks are numbered in order).
-      p.waitFor(p.word(me, kGroupDoneOff), group - 1);
-      p.write(p.word(me, kGroupStartedOff), group);
-      // Chunk r of message m, n bytes of it.
-      auto sendChunk = [&](const Planned& m, size_t r, size_t n) {
-        const int q = m.m->peer;
-        const uint32_t chunk = chunksTo_[q].load() + 1;
-        const int s = static_cast<int>(chunk & 1);
-        p.waitFor(p.word(me, takenOff(q)), chunk - 2);  // q has read the slot's last one
-        p.gate(me, kMessageErrorOff, verdict);
-        p.copy(p.window(me, slotOff(capacity_, nranks_, q, s)),
-               static_cast<const char*>(m.m->buffer) + r * slot, n, verdict);
-        const auto words = messageWords(m.number, m.m->bytes, me, q);
-        std::vector<std::pair<int, size_t>> at;
-        for (int w = 0; w < kCallWords; ++w) at.push_back({q, messageOff(me, s) + 4 * w});
-        at.push_back({q, sentOff(me)});
-        p.publish(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict);
-        chunksTo_[q].store(chunk);
-      };
-      auto receiveChunk = [&](const Planned& m, size_t r, size_t n) {
-        const int q = m.m->peer;
-        const uint32_t chunk = chunksFrom_[q].load() + 1;
-        const int s = static_cast<int>(chunk & 1);
-        p.waitFor(p.word(me, sentOff(q)), chunk);
-        CallCheck check{};
-        check.nranks = 1;
-        check.call[0] =
-            reinterpret_cast<const volatile uint32_t*>(c.areaDevice[me] + messageOff(q, s));
-        const auto expect = messageWords(m.number, m.m->bytes, q, me);
-        std::copy(expect.begin(), expect.end(), check.expect);
-        check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kMessageErrorOff);
-        gpuCheckCalls(check, verdict, stream);
-        p.copy(static_cast<char*>(m.m->buffer) + r * slot,
-               p.window(q, slotOff(capacity_, nranks_, me, s)), n, verdict);
-        p.write(p.word(q, takenOff(me)), chunk);
-        chunksFrom_[q].store(chunk);
-      };
-      for (size_t r = 0; r < rounds; ++r)
-        for (size_t w = 0; w < waves; ++w)
-          for (const bool sends : {true, false})
-            for (const Planned& m : plan) {
-              if (m.m->send != sends || m.wave != w || r >= m.chunks) continue;
-              const size_t n = std::min(slot, m.m->bytes - r * slot);
-              sends ? sendChunk(m, r, n) : receiveChunk(m, r, n);
-            }
-      p.write(p.word(me, kGroupDoneOff), group);
-    } catch (const Error& e) {
-      failed = std::make_unique<Error>(e);  // as in enqueue: the communicator fails, released
-    }
-    Group record{group, {}, {}};
-    for (const Planned& m : plan)
-      (m.m->send ? record.takenBy : record.sentBy)
-          .push_back({m.m->peer, (m.m->send ? chunksTo_ : chunksFrom_)[m.m->peer].load()});
-    pending_.push_back(std::move(record));
-    groups_.store(group);
-  }
-  if (failed) {
-    fail_(*failed);
-    release();
-    throw *failed;
-  }
-  cv_.notify_all();
-}
 
 void StreamCollectives::release() {
   released_ = true;
@@ -745,23 +496,6 @@ void StreamCollectives::reassertRelease() {
   }
 }
 
-std::string StreamCollectives::describeMessageMismatch() const {
-  const volatile uint32_t* e = areaWord(peers_.areas[rank_], kMessageErrorOff);
-  const uint32_t theirs[kCallWords] = {e[1], e[2], e[3], e[4]};
-  const uint32_t mine[kCallWords] = {e[5], e[6], e[7], e[8]};
-  auto bytes = [](const uint32_t* w) { return w[1] | uint64_t(w[2]) << 32; };
-  const uint32_t q = mine[3] & 0xff;
-  return strCat("rank ", rank_, ": a send and its receive on device buffers do not match: ",
-                theirs[0] == mine[0] ? "" : strCat("rank ", q, "'s message #", theirs[0], " (",
-                                                   bytes(theirs), " bytes) arrived where "),
-                "this rank's receive #", mine[0], " from rank ", q, " expects ", bytes(mine),
-                " bytes", theirs[0] == mine[0] ? strCat(", and rank ", q, " sent ",
-                                                        bytes(theirs))
-                                               : std::string(),
-                ". The messages between two ranks match in the order they were queued, and a "
-                "receive must have its send's size. That receive's buffer was not written; "
-                "destroy the communicator.");
-}
 
 bool StreamCollectives::through() const {
   if (!cuda_->connected) return true;
@@ -769,60 +503,6 @@ bool StreamCollectives::through() const {
          reached(loadWord(peers_.areas[rank_], kGroupDoneOff), groups_.load());
 }
 
-void StreamCollectives::watchGroups(std::unique_ptr<Error>& failure, bool liveness) {
-  const uint8_t* mine = peers_.areas[rank_];
-  const uint32_t done = loadWord(mine, kGroupDoneOff);
-  while (!pending_.empty() && reached(done, pending_.front().number)) pending_.pop_front();
-  if (pending_.empty() || reported_) return;
-  const Group& g = pending_.front();
-  // Not started: the stream is busy with what the caller gave it before (not an error).
-  if (!reached(loadWord(mine, kGroupStartedOff), g.number)) return;
-  std::vector<int> owing;  // peers this rank's stream still waits for
-  uint64_t progress = 0;   // the peers' words: a long group that moves is not stalled
-  for (auto [q, last] : g.sentBy) {
-    const uint32_t w = loadWord(mine, sentOff(q));
-    progress += w;
-    if (!reached(w, last)) owing.push_back(q);
-  }
-  for (auto [q, last] : g.takenBy) {
-    const uint32_t w = loadWord(mine, takenOff(q));
-    progress += w;
-    if (!reached(w, last - 2)) owing.push_back(q);
-  }
-  std::sort(owing.begin(), owing.end());
-  owing.erase(std::unique(owing.begin(), owing.end()), owing.end());
-  if (watchedGroup_ != g.number || groupProgress_ != progress) {
-    watchedGroup_ = g.number;
-    groupProgress_ = progress;
-    groupStarted_ = Clock::now();
-    groupStalled_ = false;
-  }
-  if (liveness)
-    for (int q : owing)
-      if (q != rank_ && peers_.down(q)) {
-        failure = std::make_unique<Error>(
-            ErrorCode::kRemote,
-            strCat("rank ", rank_, ": rank ", q, " failed or exited while this rank's stream "
-                   "waits for it in a group of sends and receives on device buffers; the "
-                   "communicator is failed"));
-        return;
-      }
-  if (groupStalled_ || Clock::now() - groupStarted_ <= std::chrono::milliseconds(timeoutMs_))
-    return;
-  groupStalled_ = true;
-  std::string late;
-  for (int q : owing) late += strCat(late.empty() ? "" : ", ", q);
-  if (late.empty()) {
-    SQZ_WARN(kDevice, "rank ", rank_, ": a group of sends and receives on device buffers has had "
-             "every peer's part for ", timeoutMs_, " ms, and its copies have not finished");
-    return;
-  }
-  failure = std::make_unique<Error>(
-      ErrorCode::kTimeout,
-      strCat("rank ", rank_, ": a group of sends and receives on device buffers waited ",
-             timeoutMs_, " ms (SQZ_TIMEOUT_MS) for rank(s) ", late, " to make the matching "
-             "call; the communicator is failed"));
-}
 
 std::string StreamCollectives::describeDisagreement() const {
   const volatile uint32_t* e = areaWord(peers_.areas[rank_], kErrorOff);
