@@ -285,10 +285,11 @@ TEST(StreamCollectives, EveryCollectiveInPlaceAndInRoundsMatchesTheHostPath) {
             const std::vector<char> got = dev.download();
             // What the call defines: its output (a reduce's at the root only).
             const bool defined = std::string(c.name) != "reduce" || rank == root;
-            if (defined)
+            if (defined) {
               EXPECT_EQ(std::memcmp(got.data() + c.recvAt * esz, host.data() + c.recvAt * esz,
                                     c.recvElems * esz), 0)
                   << "rank " << rank << ": " << what;
+            }
           }
         }
   });
