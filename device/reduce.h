@@ -89,6 +89,26 @@ struct RankInputs {
 void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor);
 
+// A small round in two launches instead of four or five: where a round moves few bytes
+// (kSmallRoundBytes), a launch costs more than the copy or fold it runs, so one block does the
+// round's gate, copies and publish, and one its check and first fold, with the results of the
+// separate calls in the same order.
+constexpr size_t kSmallRoundBytes = 32 << 10;
+constexpr int kMaxRoundCopies = kMaxReduceRanks;
+struct RoundCopies {
+  void* dst[kMaxRoundCopies];
+  const void* src[kMaxRoundCopies];
+  size_t bytes[kMaxRoundCopies];
+  int count;
+};
+// *verdict = error[0] (the gate); then, where it is 0, dst = src for each copy (no overlaps),
+// then the words as cpuPublishWords stores them (p.verdict must be `verdict`; p.count may be 0).
+void cpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
+                         const RoundCopies& copies, const PublishWords& p);
+// cpuCheckCalls(c, verdict), then cpuReduceRanks (r.verdict must be `verdict`).
+void cpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
+                         void* out, const RankInputs& r, size_t n, int divisor);
+
 #if SQZ_HAVE_CUDA
 // ---- CUDA twins (device/cuda/reduce.cu) -------------------------------------------------------
 // The same results as the cpu* functions bit for bit, enqueued on `stream` (no synchronization);
@@ -107,6 +127,13 @@ void gpuPublishWords(const PublishWords& p, GpuStream stream);
 // cpuReduceRanks in one pass: each element's inputs folded in rank order, one store.
 void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, size_t n,
                     int divisor, GpuStream stream);
+// cpuGatedCopyPublish and cpuCheckReduceRanks, one block each (for at most kSmallRoundBytes a
+// copy or input: one block moves them in a few strides).
+void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
+                         const RoundCopies& copies, const PublishWords& p, GpuStream stream);
+void gpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
+                         void* out, const RankInputs& r, size_t n, int divisor,
+                         GpuStream stream);
 #endif
 
 }  // namespace squeeze::device

@@ -144,4 +144,21 @@ void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
   if (divisor > 1) cpuDivide(out, n, dtype, divisor);
 }
 
+void cpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
+                         const RoundCopies& copies, const PublishWords& p) {
+  SQZ_ENFORCE(p.verdict == verdict, "a round's publish under another verdict");
+  *verdict = __atomic_load_n(const_cast<const uint32_t*>(error), __ATOMIC_ACQUIRE);
+  if (*verdict != 0) return;
+  for (int c = 0; c < copies.count; ++c)
+    if (copies.bytes[c] != 0) std::memcpy(copies.dst[c], copies.src[c], copies.bytes[c]);
+  if (p.count > 0) cpuPublishWords(p);
+}
+
+void cpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
+                         void* out, const RankInputs& r, size_t n, int divisor) {
+  SQZ_ENFORCE(r.verdict == verdict, "a round's fold under another verdict");
+  cpuCheckCalls(c, verdict);
+  cpuReduceRanks(dtype, op, out, r, n, divisor);
+}
+
 }  // namespace squeeze::device

@@ -99,12 +99,13 @@ __global__ void divideKernel(typename Elem::Storage* buf, size_t n, int divisor,
 
 // The stream collectives' check: one warp, a word a lane (kMaxReduceRanks x kCallWords = 32),
 // then lane 0 writes what differed and the verdict.
-__global__ void checkCallsKernel(CallCheck c, uint32_t* verdict) {
-  const int lane = threadIdx.x, q = lane / kCallWords, w = lane % kCallWords;
+// Run by a whole warp; returns the verdict in lane 0 (the other lanes' result is undefined).
+__device__ uint32_t checkCalls(const CallCheck& c, uint32_t* verdict, int lane) {
+  const int q = lane / kCallWords, w = lane % kCallWords;
   const uint32_t before = c.error[0];
   const bool differs = before == 0 && q < c.nranks && c.call[q][w] != c.expect[w];
   const unsigned mask = __ballot_sync(0xffffffffu, differs);
-  if (lane != 0) return;
+  if (lane != 0) return 0;
   uint32_t result = before;
   if (mask != 0) {
     const uint32_t rank = static_cast<uint32_t>(__ffs(mask) - 1) / kCallWords;
@@ -117,14 +118,19 @@ __global__ void checkCallsKernel(CallCheck c, uint32_t* verdict) {
     result = rank + 1;
   }
   *verdict = result;
+  return result;
 }
 static_assert(kMaxReduceRanks * kCallWords <= 32, "one warp checks every word");
 
-// A round's words to its peers, unless its verdict says the stream must publish nothing.
-__global__ void publishWordsKernel(PublishWords p) {
-  const int lane = threadIdx.x, first = p.count - p.signals;
-  if (*p.verdict != 0) return;
-  __threadfence_system();  // what this stream wrote before, then the words, then the signals
+__global__ void checkCallsKernel(CallCheck c, uint32_t* verdict) {
+  checkCalls(c, verdict, threadIdx.x);
+}
+
+// A round's words to its peers, by a whole warp, after what this stream wrote before, the
+// signals last.
+__device__ void storeWords(const PublishWords& p, int lane) {
+  const int first = p.count - p.signals;
+  __threadfence_system();
   if (lane < first) p.word[lane][0] = p.value[lane];
   __threadfence_system();
   __syncwarp();
@@ -132,16 +138,21 @@ __global__ void publishWordsKernel(PublishWords p) {
 }
 static_assert(kMaxPublishWords <= 32, "one warp stores every word");
 
+// Unless the round's verdict says the stream must publish nothing.
+__global__ void publishWordsKernel(PublishWords p) {
+  if (*p.verdict != 0) return;
+  storeWords(p, threadIdx.x);
+}
+
 // The stream collectives' reduction (and, with one input, their copy): each element's inputs
 // folded in rank order and stored once, unless the round's check found something.
+// Threads first, first + stride, ... of the loop over out (every thread of the grid, or of one
+// block).
 template <class Elem, class Op>
-__global__ void reduceRanksKernel(typename Elem::Storage* out, RankInputs r, size_t n,
-                                  int divisor, Split split) {
+__device__ void foldRanks(typename Elem::Storage* out, const RankInputs& r, size_t n,
+                          int divisor, const Split& split, size_t first, size_t stride) {
   using T = typename Elem::Storage;
   constexpr int kCount = Pack<T>::kCount;
-  if (*r.verdict != 0) return;
-  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
   auto fold = [&](auto load) {
     auto acc = load(0);
     for (int q = 1; q < r.nranks; ++q) {
@@ -169,6 +180,67 @@ __global__ void reduceRanksKernel(typename Elem::Storage* out, RankInputs r, siz
   };
   for (size_t i = first; i < split.head; i += stride) scalar(i);
   for (size_t i = split.head + split.vecs * kCount + first; i < n; i += stride) scalar(i);
+}
+
+template <class Elem, class Op>
+__global__ void reduceRanksKernel(typename Elem::Storage* out, RankInputs r, size_t n,
+                                  int divisor, Split split) {
+  if (*r.verdict != 0) return;
+  foldRanks<Elem, Op>(out, r, n, divisor, split, blockIdx.x * size_t(blockDim.x) + threadIdx.x,
+                      size_t(gridDim.x) * blockDim.x);
+}
+
+// A small round's kernels: one block each (kRoundThreads, so a copy or input of
+// kSmallRoundBytes takes four strides of 16-byte vectors). The bound keeps the fold of eight
+// inputs within the registers a block of that size may have, or the launch would be refused.
+constexpr int kRoundThreads = 512;
+struct RoundSplits {
+  Split of[kMaxRoundCopies];
+};
+
+__global__ void __launch_bounds__(kRoundThreads) gatedCopyPublishKernel(const volatile uint32_t* error, uint32_t* verdict,
+                                       RoundCopies copies, RoundSplits splits, PublishWords p) {
+  __shared__ uint32_t gate;
+  if (threadIdx.x == 0) {
+    gate = *error;
+    *verdict = gate;
+  }
+  __syncthreads();
+  if (gate != 0) return;
+  for (int c = 0; c < copies.count; ++c) {
+    RankInputs in{};
+    in.in[0] = copies.src[c];
+    in.nranks = 1;
+    foldRanks<PlainElem<uint8_t>, OpSum>(static_cast<uint8_t*>(copies.dst[c]), in,
+                                         copies.bytes[c], 1, splits.of[c], threadIdx.x,
+                                         blockDim.x);
+  }
+  __threadfence_system();  // each thread's copies, before warp 0 publishes
+  __syncthreads();
+  if (threadIdx.x < 32 && p.count > 0) storeWords(p, threadIdx.x);
+}
+
+template <class Elem, class Op>
+__global__ void __launch_bounds__(kRoundThreads) checkReduceRanksKernel(CallCheck c, uint32_t* verdict,
+                                       typename Elem::Storage* out, RankInputs r, size_t n,
+                                       int divisor, Split split) {
+  __shared__ uint32_t result;
+  if (threadIdx.x < 32) {
+    const uint32_t v = checkCalls(c, verdict, threadIdx.x);
+    if (threadIdx.x == 0) result = v;
+  }
+  __syncthreads();
+  if (result != 0) return;
+  foldRanks<Elem, Op>(out, r, n, divisor, split, threadIdx.x, blockDim.x);
+}
+
+// A fold's split: vectors only where every input and the output reach a 16-byte boundary
+// together.
+Split ranksSplit(size_t n, size_t size, const void* out, const RankInputs& r) {
+  Split split = splitFor(n, size, {out, r.in[0]});
+  for (int q = 1; q < r.nranks; ++q)
+    if (splitFor(n, size, {out, r.in[q]}).head != split.head) split = {n, 0};
+  return split;
 }
 
 // Threads for a split: one per vector, or one per element when there are no vectors.
@@ -230,10 +302,7 @@ void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
   const bool known = visitElement(dtype, [&](auto elem) {
     using Elem = decltype(elem);
     using T = typename Elem::Storage;
-    // Vectors only where every input and the output reach a 16-byte boundary together.
-    Split split = splitFor(n, sizeof(T), {out, r.in[0]});
-    for (int q = 1; q < r.nranks; ++q)
-      if (splitFor(n, sizeof(T), {out, r.in[q]}).head != split.head) split = {n, 0};
+    const Split split = ranksSplit(n, sizeof(T), out, r);
     return visitOp(op, [&](auto o) {
       reduceRanksKernel<Elem, decltype(o)><<<gridFor(workOf(split, n)), kThreads, 0, stream>>>(
           static_cast<T*>(out), r, n, divisor, split);
@@ -242,6 +311,38 @@ void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
   });
   SQZ_ENFORCE(known, "no reduction for dtype ", int(dtype), " op ", int(op));
   cuda::checkLaunch("reduceRanksKernel");
+}
+
+void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
+                         const RoundCopies& copies, const PublishWords& p, GpuStream stream) {
+  SQZ_ENFORCE(copies.count >= 0 && copies.count <= kMaxRoundCopies && p.count >= 0 &&
+                  p.count <= kMaxPublishWords && p.signals >= 0 && p.signals <= p.count &&
+                  p.verdict == verdict,
+              "a small round of ", copies.count, " copies and ", p.count, " words");
+  RoundSplits splits{};
+  for (int c = 0; c < copies.count; ++c)
+    splits.of[c] = splitFor(copies.bytes[c], 1, {copies.dst[c], copies.src[c]});
+  gatedCopyPublishKernel<<<1, kRoundThreads, 0, stream>>>(error, verdict, copies, splits, p);
+  cuda::checkLaunch("gatedCopyPublishKernel");
+}
+
+void gpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
+                         void* out, const RankInputs& r, size_t n, int divisor,
+                         GpuStream stream) {
+  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks && r.nranks >= 1 &&
+                  r.nranks <= kMaxReduceRanks && r.verdict == verdict,
+              "checkReduceRanks over ", c.nranks, " and ", r.nranks, " ranks");
+  const bool known = visitElement(dtype, [&](auto elem) {
+    using Elem = decltype(elem);
+    using T = typename Elem::Storage;
+    return visitOp(op, [&](auto o) {
+      checkReduceRanksKernel<Elem, decltype(o)><<<1, kRoundThreads, 0, stream>>>(
+          c, verdict, static_cast<T*>(out), r, n, divisor, ranksSplit(n, sizeof(T), out, r));
+      return true;
+    });
+  });
+  SQZ_ENFORCE(known, "no reduction for dtype ", int(dtype), " op ", int(op));
+  cuda::checkLaunch("checkReduceRanksKernel");
 }
 
 }  // namespace squeeze::device

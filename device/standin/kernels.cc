@@ -135,6 +135,44 @@ void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
   enqueue(stream, "gpuReduceRanks", args, [=] { cpuReduceRanks(dtype, op, out, r, n, divisor); });
 }
 
+void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
+                         const RoundCopies& copies, const PublishWords& p, GpuStream stream) {
+  SQZ_ENFORCE(copies.count >= 0 && copies.count <= kMaxRoundCopies && p.count >= 0 &&
+                  p.count <= kMaxPublishWords && p.signals >= 0 && p.signals <= p.count &&
+                  p.verdict == verdict,
+              "a small round of ", copies.count, " copies and ", p.count, " words");
+  std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
+                           {"error", const_cast<const uint32_t*>(error), size_t(1)}};
+  for (int c = 0; c < copies.count; ++c) {
+    if (copies.bytes[c] == 0) continue;
+    args.push_back({"dst", static_cast<uint8_t*>(copies.dst[c]), copies.bytes[c]});
+    args.push_back({"src", static_cast<const uint8_t*>(copies.src[c]), copies.bytes[c]});
+  }
+  for (int i = 0; i < p.count; ++i)
+    args.push_back({"word", const_cast<uint32_t*>(p.word[i]), size_t(1)});
+  enqueue(stream, "gpuGatedCopyPublish", args,
+          [=] { cpuGatedCopyPublish(error, verdict, copies, p); });
+}
+
+void gpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
+                         void* out, const RankInputs& r, size_t n, int divisor,
+                         GpuStream stream) {
+  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks && r.nranks >= 1 &&
+                  r.nranks <= kMaxReduceRanks && r.verdict == verdict,
+              "checkReduceRanks over ", c.nranks, " and ", r.nranks, " ranks");
+  (void)cpuReduceFn(dtype, op);  // an unknown pair throws here, as on a GPU
+  std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
+                           {"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)}};
+  for (int q = 0; q < c.nranks; ++q)
+    args.push_back({"call", const_cast<const uint32_t*>(c.call[q]), size_t(kCallWords)});
+  if (n > 0) {
+    args.push_back({"out", out, n});
+    for (int q = 0; q < r.nranks; ++q) args.push_back({"in", r.in[q], n});
+  }
+  enqueue(stream, "gpuCheckReduceRanks", args,
+          [=] { cpuCheckReduceRanks(c, verdict, dtype, op, out, r, n, divisor); });
+}
+
 // ---- batch.h: one quantizer encode ----------------------------------------------------------
 
 void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedback* feedback,

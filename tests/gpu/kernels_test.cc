@@ -430,6 +430,133 @@ TEST(GpuReduce, PublishWordsOnlyUnderACleanVerdict) {
     }
 }
 
+// A small round's check and first fold, one block: the separate calls' verdict, error words and
+// output, at every type and op, aligned and not; nothing written under a disagreement.
+TEST(GpuReduce, ASmallRoundsCheckAndFoldAreTheSeparateCalls) {
+  const std::array<uint32_t, kCallWords> mine = {9, 4099, 0x00070000, 1};
+  for (DataType t : kAllTypes)
+    for (RedOp op : kAllOps)
+      for (int ranks : {2, 8})
+        for (size_t n : {size_t(0), size_t(7), size_t(4099)})
+          for (int differs : {-1, 1}) {
+            const size_t size = dataTypeSize(t);
+            const int divisor = op == RedOp::kAvg ? ranks : 1;
+            std::vector<std::vector<unsigned char>> inputs;
+            for (int q = 0; q < ranks; ++q) inputs.push_back(randomElements(t, n, 70 + q + n));
+            cuda::PinnedBuffer pinned((kMaxReduceRanks + 1) * 64);
+            auto* slots = static_cast<uint32_t*>(pinned.data());
+            std::memset(slots, 0, (kMaxReduceRanks + 1) * 64);
+            CallCheck c{};
+            c.nranks = ranks;
+            for (int q = 0; q < ranks; ++q) {
+              std::memcpy(slots + 16 * (q + 1), mine.data(), sizeof(mine));
+              if (q == differs) slots[16 * (q + 1) + 1] = 77;
+              c.call[q] = slots + 16 * (q + 1);
+            }
+            std::memcpy(c.expect, mine.data(), sizeof(c.expect));
+            c.error = slots;
+            // The separate calls on the CPU: the definition.
+            std::vector<unsigned char> want(n * size, 0x5a);
+            uint32_t wantVerdict = kVerdictUnset;
+            RankInputs host{};
+            host.nranks = ranks;
+            host.verdict = &wantVerdict;
+            for (int q = 0; q < ranks; ++q) host.in[q] = inputs[q].data();
+            cpuCheckCalls(c, &wantVerdict);
+            cpuReduceRanks(t, op, want.data(), host, n, divisor);
+            const std::vector<uint32_t> wantError(slots, slots + kErrorWords);
+            const std::string what = name(t, op, n) + " ranks=" + std::to_string(ranks) +
+                                     (differs >= 0 ? " (rank 1 differs)" : "");
+            EXPECT_EQ(wantVerdict, differs >= 0 ? uint32_t(differs + 1) : 0u) << what;
+            // The fused kernel, the last input one element off (element by element).
+            for (size_t skew : {size_t(0), size_t(1)}) {
+              std::memset(slots, 0, kErrorWords * 4);
+              cuda::Stream stream;
+              std::vector<std::unique_ptr<Dev>> dev;
+              RankInputs r{};
+              r.nranks = ranks;
+              for (int q = 0; q < ranks; ++q) {
+                const size_t at = q == ranks - 1 ? skew * size : 0;
+                dev.push_back(std::make_unique<Dev>(inputs[q].data(), n * size, at));
+                r.in[q] = dev.back()->at(at);
+              }
+              const uint32_t unset = kVerdictUnset;
+              Dev v(&unset, sizeof unset);
+              r.verdict = reinterpret_cast<const uint32_t*>(v.at(0));
+              const std::vector<unsigned char> sentinel(n * size, 0x5a);
+              Dev out(sentinel.data(), sentinel.size());
+              gpuCheckReduceRanks(c, reinterpret_cast<uint32_t*>(v.at(0)), t, op, out.at(0), r,
+                                  n, divisor, stream.get());
+              stream.synchronize("gpuCheckReduceRanks");
+              const std::string at = what + " skew " + std::to_string(skew);
+              EXPECT_EQ(v.get<uint32_t>(1)[0], wantVerdict) << at;
+              EXPECT_EQ(std::vector<uint32_t>(slots, slots + kErrorWords), wantError) << at;
+              const auto got = out.get(n * size);
+              expectSame(t, want.data(), got.data(), n, at);
+            }
+          }
+}
+
+// A small round's gate, copies and words, one block: copied and published only where the error
+// word is clean, by the GPU as by the CPU; the verdict is the error word.
+TEST(GpuReduce, ASmallRoundsGateCopiesAndWordsAreTheSeparateCalls) {
+  const size_t sizes[] = {0, 1001, 32 << 10};
+  const size_t skews[] = {0, 3, 0};
+  for (uint32_t error : {0u, 2u, kReleased})
+    for (bool gpu : {false, true}) {
+      const std::string what =
+          std::string(gpu ? "gpu" : "cpu") + ", error word " + std::to_string(error);
+      cuda::PinnedBuffer pinned(6 * 64);
+      auto* words = static_cast<uint32_t*>(pinned.data());
+      std::memset(words, 0, 6 * 64);
+      words[16 * 5] = error;
+      std::vector<std::vector<unsigned char>> src;
+      std::vector<std::unique_ptr<Dev>> srcDev, dstDev;
+      RoundCopies copies{};
+      for (int k = 0; k < 3; ++k) {
+        src.push_back(randomElements(DataType::kUint8, sizes[k], 90 + k));
+        const std::vector<unsigned char> zero(sizes[k] + 8, 0);
+        srcDev.push_back(std::make_unique<Dev>(src[k].data(), sizes[k], skews[k]));
+        dstDev.push_back(std::make_unique<Dev>(zero.data(), zero.size()));
+        copies.dst[k] = gpu ? static_cast<void*>(dstDev[k]->at(skews[k])) : nullptr;
+        copies.src[k] = gpu ? static_cast<const void*>(srcDev[k]->at(skews[k])) : src[k].data();
+        copies.bytes[k] = sizes[k];
+      }
+      copies.count = 3;
+      std::vector<std::vector<unsigned char>> hostDst;
+      for (int k = 0; k < 3; ++k) hostDst.emplace_back(sizes[k], 0);
+      if (!gpu)
+        for (int k = 0; k < 3; ++k) copies.dst[k] = hostDst[k].data();
+      PublishWords p{};
+      p.count = 5;
+      p.signals = 1;
+      for (int i = 0; i < p.count; ++i) {
+        p.word[i] = words + 16 * i;
+        p.value[i] = 100 + i;
+      }
+      uint32_t verdict = kVerdictUnset;
+      if (gpu) {
+        cuda::Stream stream;
+        Dev v(&verdict, sizeof verdict);
+        p.verdict = reinterpret_cast<const uint32_t*>(v.at(0));
+        gpuGatedCopyPublish(words + 16 * 5, reinterpret_cast<uint32_t*>(v.at(0)), copies, p,
+                            stream.get());
+        stream.synchronize("gpuGatedCopyPublish");
+        verdict = v.get<uint32_t>(1)[0];
+        for (int k = 0; k < 3; ++k) hostDst[k] = dstDev[k]->get(sizes[k], skews[k]);
+      } else {
+        p.verdict = &verdict;
+        cpuGatedCopyPublish(words + 16 * 5, &verdict, copies, p);
+      }
+      EXPECT_EQ(verdict, error) << what;
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(hostDst[k], error == 0 ? src[k] : std::vector<unsigned char>(sizes[k], 0))
+            << what << ", copy " << k;
+      for (int i = 0; i < p.count; ++i)
+        EXPECT_EQ(words[16 * i], error == 0 ? 100u + i : 0u) << what << ", word " << i;
+    }
+}
+
 // ---- casts -----------------------------------------------------------------------------------
 
 TEST(GpuCast, NarrowWidenAndWidenAddMatchTheCpu) {
