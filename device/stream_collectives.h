@@ -41,6 +41,11 @@
 //        all-gather: every rank copies every set; reduce-scatter: every rank folds its block of
 //          every set; all-to-all: every rank copies its block of every set;
 //   5. write each peer's inbox[me].consumed = t, and done = t.
+// A small round is fewer launches with the same effects: where every copy of step 2 is at most
+// kSmallRoundBytes (device/reduce.h), the gate, the copies and the words are one block
+// (gpuGatedCopyPublish), and where the step's first reduction is, the check and it are one
+// (gpuCheckReduceRanks); so are a small chunk's send (gate, copy, words) and receive (check,
+// copy out) below.
 // Every element is folded in rank order (then divided for avg), so every rank ends with the bits
 // the host's direct all-reduce gives (src/core/direct_allreduce.h).
 //

@@ -126,19 +126,65 @@ struct StreamCollectives::Program {
     in.verdict = verdict;
     gpuReduceRanks(DataType::kUint8, RedOp::kSum, dst, in, bytes, 1, stream);
   }
-  // Stores words[i] = values[i] (each (owner, offset) in a stream area) where *verdict == 0, the
-  // last `signals` of them after the others (gpuPublishWords).
-  void publish(const std::vector<std::pair<int, size_t>>& words,
-               const std::vector<uint32_t>& values, int signals, const uint32_t* verdict) const {
+  // The words that store words[i] = values[i] (each (owner, offset) in a stream area) where
+  // *verdict == 0, the last `signals` of them after the others.
+  PublishWords words(const std::vector<std::pair<int, size_t>>& at,
+                     const std::vector<uint32_t>& values, int signals,
+                     const uint32_t* verdict) const {
     PublishWords w{};
     w.verdict = verdict;
     w.signals = signals;
-    for (size_t i = 0; i < words.size(); ++i) {
+    for (size_t i = 0; i < at.size(); ++i) {
       w.word[w.count] =
-          reinterpret_cast<volatile uint32_t*>(c.areaDevice[words[i].first] + words[i].second);
+          reinterpret_cast<volatile uint32_t*>(c.areaDevice[at[i].first] + at[i].second);
       w.value[w.count++] = values[i];
     }
-    gpuPublishWords(w, stream);
+    return w;
+  }
+  // Stores them (gpuPublishWords).
+  void publish(const std::vector<std::pair<int, size_t>>& at, const std::vector<uint32_t>& values,
+               int signals, const uint32_t* verdict) const {
+    gpuPublishWords(words(at, values, signals, verdict), stream);
+  }
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  // What a round writes that its peers read: the gate, the copies (dst = src, device memory),
+  // then the words. One launch where every copy is small (gpuGatedCopyPublish), else the gate,
+  // a copy each and the publish.
+  void gateCopyPublish(int me, size_t errorOff, uint32_t* verdict,
+                       const std::vector<Copy>& copies, const PublishWords& w) const {
+    RoundCopies round{};
+    bool small = true;
+    for (const Copy& k : copies) {
+      if (k.bytes == 0 || k.dst == k.src) continue;
+      small = small && round.count < kMaxRoundCopies && k.bytes <= kSmallRoundBytes;
+      if (!small) break;
+      round.dst[round.count] = k.dst;
+      round.src[round.count] = k.src;
+      round.bytes[round.count++] = k.bytes;
+    }
+    if (small) {
+      gpuGatedCopyPublish(reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + errorOff),
+                          verdict, round, w, stream);
+      return;
+    }
+    gate(me, errorOff, verdict);
+    for (const Copy& k : copies) copy(k.dst, k.src, k.bytes, verdict);
+    if (w.count > 0) gpuPublishWords(w, stream);
+  }
+  // A round's check, then its first fold (r.verdict is `verdict`; n == 0: the check alone): one
+  // launch where the fold is small (gpuCheckReduceRanks).
+  void checkFold(const CallCheck& check, uint32_t* verdict, DataType dtype, RedOp op, void* out,
+                 const RankInputs& r, size_t n, int divisor) const {
+    if (n * dataTypeSize(dtype) <= kSmallRoundBytes) {
+      gpuCheckReduceRanks(check, verdict, dtype, op, out, r, n, divisor, stream);
+      return;
+    }
+    gpuCheckCalls(check, verdict, stream);
+    gpuReduceRanks(dtype, op, out, r, n, divisor, stream);
   }
   // Rank owner's window in this address space, at `off`.
   char* window(int owner, size_t off) const { return const_cast<char*>(c.windows[owner]) + off; }

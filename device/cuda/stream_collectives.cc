@@ -319,12 +319,13 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
   auto input = [&](int q, int s) { return p.window(q, s * set); };
   auto result = [&](int q, int s) { return input(q, s) + capacity_; };
   uint32_t* verdict = reinterpret_cast<uint32_t*>(p.window(me, verdictsOff(capacity_, nranks_)));
+  std::vector<Program::Copy> copies;  // a round's copies into the window
   auto copy = [&](void* dst, const void* src, size_t elems) {
-    p.copy(dst, src, elems * esz, verdict);
+    copies.push_back({dst, src, elems * esz});
   };
   // This rank's call words in set s (`words` of them: 0 or kCallWords) and then its word `off`
   // in every peer's area, under the verdict.
-  auto publish = [&](int words, int s, const uint32_t* expect, size_t (*off)(int),
+  auto wordsOf = [&](int words, int s, const uint32_t* expect, size_t (*off)(int),
                      uint32_t value) {
     std::vector<std::pair<int, size_t>> at;
     std::vector<uint32_t> values;
@@ -337,22 +338,34 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
         at.push_back({q, off(me)});
         values.push_back(value);
       }
-    p.publish(at, values, nranks_ - 1, verdict);
+    return p.words(at, values, nranks_ - 1, verdict);
+  };
+  // A round's check runs with its first fold (Program::checkFold), or alone after the folds if
+  // there is none.
+  CallCheck check{};
+  bool checked = false;
+  auto reduce = [&](char* out, const RankInputs& r, size_t elems, int div) {
+    if (checked) {
+      gpuReduceRanks(dtype, op, out, r, elems, div, stream);
+      return;
+    }
+    checked = true;
+    p.checkFold(check, verdict, dtype, op, out, r, elems, div);
   };
   // Folds `ranks` inputs (one: a copy) into out, if the round's verdict allows.
   auto fold = [&](char* out, std::initializer_list<const char*> ins, size_t elems, int div) {
-    if (ins.size() == 1 && *ins.begin() == out) return;  // a copy onto itself
     RankInputs r{};
     r.verdict = verdict;
     for (const char* in : ins) r.in[r.nranks++] = in;
-    gpuReduceRanks(dtype, op, out, r, elems, div, stream);
+    // A copy onto itself moves nothing (the check still runs).
+    reduce(out, r, ins.size() == 1 && *ins.begin() == out ? 0 : elems, div);
   };
   auto foldAll = [&](char* out, auto inputOf, size_t elems) {  // every rank's, in rank order
     RankInputs r{};
     r.verdict = verdict;
     r.nranks = nranks_;
     for (int q = 0; q < nranks_; ++q) r.in[q] = inputOf(q);
-    gpuReduceRanks(dtype, op, out, r, elems, divisor, stream);
+    reduce(out, r, elems, divisor);
   };
   std::unique_ptr<Error> failed;
   {
@@ -360,7 +373,6 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
     std::lock_guard<std::mutex> lock(mu_);
     if (released_) raise(ErrorCode::kRemote, what, ": the communicator was aborted or failed");
     const uint64_t call = ++calls_;
-    CallCheck check{};
     check.nranks = nranks_;
     check.expect[0] = static_cast<uint32_t>(call);
     check.expect[1] = static_cast<uint32_t>(count);
@@ -378,7 +390,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
         const int s = static_cast<int>(++t & 1);
         const Part mine = two ? partOf(me, nranks_, n) : Part{0, 0};
         wait(consumedOff, t - 2);  // the peers are through with this set's last round
-        p.gate(me, kErrorOff, verdict);
+        copies.clear();
         // What the peers read of this rank's input.
         switch (kind) {
           case CollKind::kAllReduce:
@@ -403,13 +415,14 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
             for (int q = 0; q < nranks_; ++q)
               if (q != me) copy(input(me, s) + q * per * esz, send + (q * count + off) * esz, n);
         }
-        // The call's words in set s (from its third round on, the set already holds them), then
-        // published.
-        publish(off < 2 * per ? kCallWords : 0, s, check.expect, publishedOff, t);
+        // Under the gate: the copies, the call's words in set s (from its third round on, the
+        // set already holds them), then published.
+        p.gateCopyPublish(me, kErrorOff, verdict, copies,
+                          wordsOf(off < 2 * per ? kCallWords : 0, s, check.expect, publishedOff, t));
         wait(publishedOff, t);
         for (int q = 0; q < nranks_; ++q)
           check.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));
-        gpuCheckCalls(check, verdict, stream);
+        checked = false;
         switch (kind) {
           case CollKind::kAllReduce:
             if (!two) {
@@ -422,7 +435,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
                       return (q == me ? send + off * esz : input(q, s)) + mine.first * esz;
                     },
                     mine.last - mine.first);
-            publish(0, s, check.expect, reducedOff, t);
+            gpuPublishWords(wordsOf(0, s, check.expect, reducedOff, t), stream);
             wait(reducedOff, t);
             for (int q = 0; q < nranks_; ++q) {
               const Part p = partOf(q, nranks_, n);
@@ -448,6 +461,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
                    {q == me ? send + (me * count + off) * esz : input(q, s) + me * per * esz}, n,
                    1);
         }
+        if (!checked) gpuCheckCalls(check, verdict, stream);  // a reduce's other ranks
         tell(consumedOff, t);
         write(word(me, kDoneOff), t);
         issued_.store(t);

@@ -91,14 +91,14 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
         const uint32_t chunk = chunksTo_[q].load() + 1;
         const int s = static_cast<int>(chunk & 1);
         p.waitFor(p.word(me, takenOff(q)), chunk - 2);  // q has read the slot's last one
-        p.gate(me, kMessageErrorOff, verdict);
-        p.copy(p.window(me, slotOff(capacity_, nranks_, q, s)),
-               static_cast<const char*>(m.m->buffer) + r * slot, n, verdict);
         const auto words = messageWords(m.number, m.m->bytes, me, q);
         std::vector<std::pair<int, size_t>> at;
         for (int w = 0; w < kCallWords; ++w) at.push_back({q, messageOff(me, s) + 4 * w});
         at.push_back({q, sentOff(me)});
-        p.publish(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict);
+        p.gateCopyPublish(me, kMessageErrorOff, verdict,
+                          {{p.window(me, slotOff(capacity_, nranks_, q, s)),
+                            static_cast<const char*>(m.m->buffer) + r * slot, n}},
+                          p.words(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict));
         chunksTo_[q].store(chunk);
       };
       auto receiveChunk = [&](const Planned& m, size_t r, size_t n) {
@@ -113,9 +113,12 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
         const auto expect = messageWords(m.number, m.m->bytes, q, me);
         std::copy(expect.begin(), expect.end(), check.expect);
         check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kMessageErrorOff);
-        gpuCheckCalls(check, verdict, stream);
-        p.copy(static_cast<char*>(m.m->buffer) + r * slot,
-               p.window(q, slotOff(capacity_, nranks_, me, s)), n, verdict);
+        RankInputs in{};
+        in.in[0] = p.window(q, slotOff(capacity_, nranks_, me, s));
+        in.nranks = 1;
+        in.verdict = verdict;
+        p.checkFold(check, verdict, DataType::kUint8, RedOp::kSum,
+                    static_cast<char*>(m.m->buffer) + r * slot, in, n, 1);
         p.write(p.word(q, takenOff(me)), chunk);
         chunksFrom_[q].store(chunk);
       };

@@ -104,7 +104,8 @@ std::string laterCallText(sqzComm_t comm, int call, sqzResult_t async, DeviceBuf
 // communicator's asynchronous error, and its time is when the stream was released. A CUDA
 // failure is reported as a failure (*wrong). Every other call is a ring exchange instead (a group
 // that sends the input to the next rank and receives the previous rank's), so a kill lands in
-// sends and receives on device buffers too.
+// sends and receives on device buffers too; and of each four calls two are small (16 KiB: a
+// round's kernels are one block each then, device/reduce.h's kSmallRoundBytes).
 sqzResult_t checkedDeviceAllReduce(sqzComm_t comm, int rank, int call, Buffers& b, DeviceBuffers& d,
                                    bool* wrong) {
   *wrong = false;
@@ -113,15 +114,16 @@ sqzResult_t checkedDeviceAllReduce(sqzComm_t comm, int rank, int call, Buffers& 
   sqzResult_t rc = sqzSuccess;
   std::string text;
   const bool exchange = call % 2 == 1;
+  const size_t count = call % 4 >= 2 ? 4096 : kCount;
   const int prev = (rank + kRanks - 1) % kRanks;
   if (problem.empty()) {
     if (exchange) {
       sqzGroupStart();
-      sqzSend(d.send, kCount, sqzFloat, (rank + 1) % kRanks, comm, d.stream);
-      sqzRecv(d.recv, kCount, sqzFloat, prev, comm, d.stream);
+      sqzSend(d.send, count, sqzFloat, (rank + 1) % kRanks, comm, d.stream);
+      sqzRecv(d.recv, count, sqzFloat, prev, comm, d.stream);
       rc = sqzGroupEnd();
     } else {
-      rc = sqzAllReduce(d.send, d.recv, kCount, sqzFloat, sqzSum, comm, d.stream);
+      rc = sqzAllReduce(d.send, d.recv, count, sqzFloat, sqzSum, comm, d.stream);
     }
     if (rc != sqzSuccess) text = sqzGetLastError(comm);  // refused: nothing was enqueued
     if (rc == sqzSuccess) problem = d.sync();
@@ -148,7 +150,7 @@ sqzResult_t checkedDeviceAllReduce(sqzComm_t comm, int rank, int call, Buffers& 
     *wrong = true;
     return rc;
   }
-  for (size_t i = 0; i < kCount; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const float want = exchange ? inputValue(prev, call, i) : expectedValue(call, i);
     if (std::memcmp(&b.recv[i], &want, sizeof want) != 0) {
       emit("fail call %d: element %zu is %g, expected %g (%s, device)", call, i,

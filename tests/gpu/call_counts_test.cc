@@ -262,7 +262,8 @@ INSTANTIATE_TEST_SUITE_P(Stand, StagedCallCounts,
 // check of the ranks' call words (one warp), then below 512 KiB one shot: one reduction of every
 // rank's input; from it two: the reduction of this rank's part, the reduced words, and a copy
 // of each part into the output (the copy in is two then: around this rank's part). In rounds of
-// the window.
+// the window. Where the copies in are at most 32 KiB each, the gate, they and the words are one
+// launch, and where the first reduction is, the check and it are one: a small call is two.
 TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
   struct Expect {
     size_t count;
@@ -272,9 +273,11 @@ TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
   // Stream operations: a wait for the calls before (on any stream); then a round's: wait for the
   // peer's read of round t - 2, wait for the peer's published, (two shots: wait for the peer's
   // reduced,) consumed to the peer, done.
-  const Expect cases[] = {{size_t(1) << 16, nullptr, 5, 0, 5},
+  // 64K floats in a 64K window: 16 rounds of 64 KiB, two shots of 32 KiB parts (2 + 3 each).
+  const Expect cases[] = {{256, nullptr, 2, 0, 5},
+                          {size_t(1) << 16, nullptr, 5, 0, 5},
                           {size_t(1) << 20, nullptr, 8, 0, 6},
-                          {size_t(1) << 18, "64K", 16 * 8, 0, 1 + 16 * 5}};  // 16 rounds
+                          {size_t(1) << 18, "64K", 16 * 5, 0, 1 + 16 * 5}};
   for (const Expect& e : cases) {
     const Counted k = countCalls("", e.count, e.window, "direct");
     EXPECT_TRUE(k.exact) << e.count << ": the stream collective's sum differs from 2x the input";
@@ -293,20 +296,23 @@ TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
 
 // A group of a send and a receive between ranks on one host is a stream program alone too: per
 // chunk of a message, the gate, the copy into the slot and the message's words and sent under it
-// (three launches), then the check of the peer's words and the copy out of its slot (two); word
+// (three launches), then the check of the peer's words and the copy out of its slot (two); a
+// chunk of at most 32 KiB in two launches (those three as one, those two as one); word
 // operations; nothing to the host, no wait, no CUDA call on a library thread.
 TEST(CallCounts, ASendAndAReceiveOnOneHostAreAStreamProgramAlone) {
   struct Expect {
     size_t count;
     const char* window;
-    double chunks;
+    double chunks, launchesEach;
   };
   // 64K floats in one chunk (an 8M window's slots are 4M at 2 ranks); 1 MiB in 32 KiB chunks.
-  const Expect cases[] = {{size_t(1) << 16, nullptr, 1}, {size_t(1) << 18, "64K", 32}};
+  const Expect cases[] = {
+      {256, nullptr, 1, 2}, {size_t(1) << 16, nullptr, 1, 5}, {size_t(1) << 18, "64K", 32, 2}};
   for (const Expect& e : cases) {
     const Counted k = countCalls("", e.count, e.window, "direct", true);
     EXPECT_TRUE(k.exact) << e.count << ": what a rank received is not what the other sent";
-    EXPECT_EQ(k.launches, 5 * e.chunks) << e.count << ": gate, copy in, words; check, copy out";
+    EXPECT_EQ(k.launches, e.launchesEach * e.chunks)
+        << e.count << ": gate, copy in, words; check, copy out";
     EXPECT_EQ(k.copies, 0) << e.count << ": a copy into the slot is a kernel (gated)";
     EXPECT_EQ(k.waits, 0) << e.count << ": a device call made a host thread wait for the device";
     EXPECT_EQ(k.toHost, 0) << e.count << ": a send or a receive copied to the host";
