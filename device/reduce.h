@@ -108,6 +108,10 @@ void cpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
 // cpuCheckCalls(c, verdict), then cpuReduceRanks (r.verdict must be `verdict`).
 void cpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
                          void* out, const RankInputs& r, size_t n, int divisor);
+// The checks both backends' entries make of these arguments (an internal error where one is out
+// of range: copies, words or ranks past their arrays, another verdict).
+void checkSmallRound(const RoundCopies& copies, const PublishWords& p, const uint32_t* verdict);
+void checkRanksFold(const CallCheck& c, const RankInputs& r, const uint32_t* verdict);
 
 #if SQZ_HAVE_CUDA
 // ---- CUDA twins (device/cuda/reduce.cu) -------------------------------------------------------

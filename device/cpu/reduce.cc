@@ -144,9 +144,22 @@ void cpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
   if (divisor > 1) cpuDivide(out, n, dtype, divisor);
 }
 
+void checkSmallRound(const RoundCopies& copies, const PublishWords& p, const uint32_t* verdict) {
+  SQZ_ENFORCE(copies.count >= 0 && copies.count <= kMaxRoundCopies && p.count >= 0 &&
+                  p.count <= kMaxPublishWords && p.signals >= 0 && p.signals <= p.count &&
+                  p.verdict == verdict,
+              "a small round of ", copies.count, " copies and ", p.count, " words");
+}
+
+void checkRanksFold(const CallCheck& c, const RankInputs& r, const uint32_t* verdict) {
+  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks && r.nranks >= 1 &&
+                  r.nranks <= kMaxReduceRanks && r.verdict == verdict,
+              "checkReduceRanks over ", c.nranks, " and ", r.nranks, " ranks");
+}
+
 void cpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
                          const RoundCopies& copies, const PublishWords& p) {
-  SQZ_ENFORCE(p.verdict == verdict, "a round's publish under another verdict");
+  checkSmallRound(copies, p, verdict);
   *verdict = __atomic_load_n(const_cast<const uint32_t*>(error), __ATOMIC_ACQUIRE);
   if (*verdict != 0) return;
   for (int c = 0; c < copies.count; ++c)
@@ -156,7 +169,7 @@ void cpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
 
 void cpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
                          void* out, const RankInputs& r, size_t n, int divisor) {
-  SQZ_ENFORCE(r.verdict == verdict, "a round's fold under another verdict");
+  checkRanksFold(c, r, verdict);
   cpuCheckCalls(c, verdict);
   cpuReduceRanks(dtype, op, out, r, n, divisor);
 }

@@ -315,10 +315,7 @@ void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
 
 void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
                          const RoundCopies& copies, const PublishWords& p, GpuStream stream) {
-  SQZ_ENFORCE(copies.count >= 0 && copies.count <= kMaxRoundCopies && p.count >= 0 &&
-                  p.count <= kMaxPublishWords && p.signals >= 0 && p.signals <= p.count &&
-                  p.verdict == verdict,
-              "a small round of ", copies.count, " copies and ", p.count, " words");
+  checkSmallRound(copies, p, verdict);
   RoundSplits splits{};
   for (int c = 0; c < copies.count; ++c)
     splits.of[c] = splitFor(copies.bytes[c], 1, {copies.dst[c], copies.src[c]});
@@ -329,9 +326,7 @@ void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
 void gpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
                          void* out, const RankInputs& r, size_t n, int divisor,
                          GpuStream stream) {
-  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks && r.nranks >= 1 &&
-                  r.nranks <= kMaxReduceRanks && r.verdict == verdict,
-              "checkReduceRanks over ", c.nranks, " and ", r.nranks, " ranks");
+  checkRanksFold(c, r, verdict);
   const bool known = visitElement(dtype, [&](auto elem) {
     using Elem = decltype(elem);
     using T = typename Elem::Storage;

@@ -137,10 +137,7 @@ void gpuReduceRanks(DataType dtype, RedOp op, void* out, const RankInputs& r, si
 
 void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
                          const RoundCopies& copies, const PublishWords& p, GpuStream stream) {
-  SQZ_ENFORCE(copies.count >= 0 && copies.count <= kMaxRoundCopies && p.count >= 0 &&
-                  p.count <= kMaxPublishWords && p.signals >= 0 && p.signals <= p.count &&
-                  p.verdict == verdict,
-              "a small round of ", copies.count, " copies and ", p.count, " words");
+  checkSmallRound(copies, p, verdict);
   std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
                            {"error", const_cast<const uint32_t*>(error), size_t(1)}};
   for (int c = 0; c < copies.count; ++c) {
@@ -157,9 +154,7 @@ void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
 void gpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, RedOp op,
                          void* out, const RankInputs& r, size_t n, int divisor,
                          GpuStream stream) {
-  SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks && r.nranks >= 1 &&
-                  r.nranks <= kMaxReduceRanks && r.verdict == verdict,
-              "checkReduceRanks over ", c.nranks, " and ", r.nranks, " ranks");
+  checkRanksFold(c, r, verdict);
   (void)cpuReduceFn(dtype, op);  // an unknown pair throws here, as on a GPU
   std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
                            {"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)}};
