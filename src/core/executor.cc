@@ -103,7 +103,9 @@ class CallRun {
     Deadline idleDeadline = deadlineAfterMs(env_.timeoutMs);
     auto pause = std::chrono::microseconds(2);
     const auto spin = std::chrono::microseconds(env_.spinUs);
-    std::optional<Clock::time_point> spinUntil;  // set at the first idle pass since progress
+    // Set at the first idle pass since progress (the epoch: not set; a std::optional here drew
+    // a false -Wmaybe-uninitialized from g++ 12).
+    Clock::time_point spinUntil{};
     while (remaining_ > 0) {
       if (env_.aborted.load(std::memory_order_relaxed))
         raise(ErrorCode::kRemote, "rank ", env_.rank, ": ", describeCall(base_),
@@ -118,7 +120,7 @@ class CallRun {
       if (moved) {
         idleDeadline = deadlineAfterMs(env_.timeoutMs);
         pause = std::chrono::microseconds(2);
-        spinUntil.reset();
+        spinUntil = {};
         continue;
       }
       if (remainingMs(idleDeadline) == 0) raiseStalled();
@@ -131,8 +133,8 @@ class CallRun {
       // polling a little longer, yielding the core to whoever needs it, spares most of them.
       if (spin.count() > 0) {
         const auto now = Clock::now();
-        if (!spinUntil) spinUntil = now + spin;
-        if (now < *spinUntil) {
+        if (spinUntil == Clock::time_point{}) spinUntil = now + spin;
+        if (now < spinUntil) {
           std::this_thread::yield();
           continue;
         }

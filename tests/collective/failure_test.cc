@@ -662,7 +662,9 @@ TEST(TcpSendBuffer, SetOnEveryDataSocketAndCallsStayExact) {
     });
     EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
     // 3 ranks, 2 peers each, 2 data sockets per peer.
-    if (checkSockets) EXPECT_EQ(seen.load(), 12);
+    if (checkSockets) {
+      EXPECT_EQ(seen.load(), 12);
+    }
   }
 }
 

@@ -145,9 +145,10 @@ Counted countCalls(const char* spec, size_t count, const char* staging = nullptr
     DeviceFloats in(count, s), out(count, s);
     const std::vector<float> mine = in.get();
     sqzCodec_t codec = nullptr;
-    if (*spec)
+    if (*spec) {
       ASSERT_EQ(sqzCodecCreate(&codec, spec, count, sqzFloat32, comm), sqzSuccess)
           << sqzGetLastError(comm);
+    }
     auto enqueue = [&] {
       if (exchange) {
         sqzGroupStart();

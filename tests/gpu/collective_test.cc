@@ -539,11 +539,12 @@ TEST(DeviceStreamSemantics, AbortAndTheTimeoutReleaseAHeldStream) {
         sqzResult_t async = sqzSuccess;
         EXPECT_EQ(sqzCommGetAsyncError(comm, &async), sqzSuccess);
         EXPECT_NE(async, sqzSuccess) << "the timed-out call left no error";
-        if (receive)
+        if (receive) {
           EXPECT_NE(std::string(sqzGetLastError(comm)).find("sends and receives on device buffers "
                                                             "waited 1000 ms"),
                     std::string::npos)
               << sqzGetLastError(comm);
+        }
       }
       sync.arrive_and_wait();
     });
@@ -609,7 +610,9 @@ TEST(DeviceStreamSemantics, MismatchedAllReducesFailAndNothingHangs) {
       ASSERT_EQ(sqzAllReduce(in.ptr, out.ptr, n, c.type[rank], sqzSum, comm, stream), sqzSuccess)
           << sqzGetLastError(comm);
       const std::string why = mismatchError(comm, stream);
-      if (rank == 1) EXPECT_NE(why.find(c.says), std::string::npos) << why;
+      if (rank == 1) {
+        EXPECT_NE(why.find(c.says), std::string::npos) << why;
+      }
       const std::vector<char> got = out.download();
       EXPECT_EQ(got, std::vector<char>(n * 4, 7)) << "a mismatched call wrote its output";
     });
@@ -639,10 +642,11 @@ TEST(DeviceStreamSemantics, MismatchedRootsAndCollectivesFail) {
                       : sqzAllReduce(in.ptr, out.ptr, n, sqzFloat32, sqzSum, comm, stream);
       ASSERT_EQ(rc, sqzSuccess) << sqzGetLastError(comm);
       const std::string why = mismatchError(comm, stream);
-      if (rank == 1)
+      if (rank == 1) {
         EXPECT_NE(why.find(roots ? "broadcast #1 of 4096 float, root 0" : "allgather #1"),
                   std::string::npos)
             << why;
+      }
       EXPECT_EQ(out.download(), std::vector<char>(2 * n * 4, 7)) << "a mismatched call wrote";
     });
     ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];
@@ -764,8 +768,9 @@ TEST(DeviceStreamSemantics, AReleasedSenderHandsItsPeerNoWrongData) {
     }
     EXPECT_EQ(wrong, 0u) << "bytes of another chunk in place of the one sent ("
                          << (async == sqzSuccess ? "and the receive succeeded" : "failed") << ")";
-    if (async == sqzSuccess)
+    if (async == sqzSuccess) {
       EXPECT_EQ(written, bytes) << "the receive succeeded without its data";
+    }
     sync.arrive_and_wait();
   });
   ASSERT_TRUE(run.initErrors.empty()) << run.initErrors[0];

@@ -166,10 +166,13 @@ void forEachWay(const std::string &what, const std::vector<float> &r0, const Res
            norms ? &got.sent : nullptr);
       const std::string how = what + isaName +
                               (residual ? " residual" : "") + (norms ? " norms" : "");
-      if (!residual && !r0.empty())  // memcmp of an empty vector's null data() is undefined
+      if (!residual && !r0.empty()) {  // memcmp of an empty vector's null data() is undefined
         EXPECT_EQ(0, std::memcmp(got.residual.data(), r0.data(), r0.size() * 4))
             << how << ": the residual was written";
-      if (!norms) EXPECT_TRUE(got.in == 0.5 && got.sent == 0.25) << how << ": norms written";
+      }
+      if (!norms) {
+        EXPECT_TRUE(got.in == 0.5 && got.sent == 0.25) << how << ": norms written";
+      }
       expectSame(got, want, residual, norms, how);
     }
   }
@@ -196,7 +199,9 @@ TEST(FeedbackKernels, CopyFeedbackIsACopyAndThePass) {
       forEachWay(what, r0, reference(x, x, r0), [&](float *residual, double *in, double *sent) {
         std::vector<float> payload(n, 9.0f);
         device::cpuCopyFeedback(x.data(), payload.data(), n, residual, in, sent);
-        if (n) EXPECT_EQ(0, std::memcmp(payload.data(), x.data(), n * 4)) << what << ": payload";
+        if (n) {
+          EXPECT_EQ(0, std::memcmp(payload.data(), x.data(), n * 4)) << what << ": payload";
+        }
       });
     }
 }
@@ -244,8 +249,9 @@ TEST(FeedbackKernels, FusedCodecsEqualTheGenericFeedback) {
                                                       genericPayload.data(),
                                                       generic.residual.data(), &genericNorms))
             << what;
-        if (bytes)
+        if (bytes) {
           EXPECT_EQ(0, std::memcmp(fusedPayload.data(), genericPayload.data(), bytes)) << what;
+        }
         fused.in = fusedNorms.inputSq;
         fused.sent = fusedNorms.sentSq;
         generic.in = genericNorms.inputSq;

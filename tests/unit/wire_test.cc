@@ -221,7 +221,9 @@ TEST(CodecIds, AreTheProtocols) {
   uint8_t previous = 0;
   for (const CodecMethod& m : codecMethods()) {
     EXPECT_STREQ(codecIdName(m.id), m.name);
-    if (&m != &codecMethods().front()) EXPECT_GT(m.id, previous) << m.name;
+    if (&m != &codecMethods().front()) {
+      EXPECT_GT(m.id, previous) << m.name;
+    }
     previous = m.id;
   }
 }
