@@ -582,7 +582,7 @@ void cpuGather(const float* x, const uint32_t* idx, size_t k, float* out) {
 }
 
 void cpuDensify(const uint32_t* idx, const float* vals, size_t k, float* dst, size_t n) {
-  std::memset(dst, 0, n * sizeof(float));
+  if (n > 0) std::memset(dst, 0, n * sizeof(float));  // dst may be null for none
   for (size_t j = 0; j < k; ++j)
     if (vals[j] != 0.0f) dst[idx[j]] = vals[j];
 }

@@ -56,6 +56,12 @@ class Dev {
   cuda::DeviceBuffer buf_;
 };
 
+// dst = the bytes of src (nothing for none: memcpy's pointers may not be null, even for 0 bytes,
+// and an empty vector's data() may be).
+inline void copyBytes(void* dst, const std::vector<unsigned char>& src) {
+  if (!src.empty()) std::memcpy(dst, src.data(), src.size());
+}
+
 inline std::vector<unsigned char> randomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::vector<unsigned char> v(n);

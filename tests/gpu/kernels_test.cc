@@ -109,7 +109,7 @@ TEST(GpuReduce, PinnedHostOperands) {
   const auto a = randomElements(DataType::kFloat32, n, 5),
              b = randomElements(DataType::kFloat32, n, 6);
   cuda::PinnedBuffer pa(a.size()), pout(a.size());
-  std::memcpy(pa.data(), a.data(), a.size());
+  copyBytes(pa.data(), a);
   Dev db(b.data(), b.size());
   std::vector<unsigned char> want(a.size());
   cpuReduceFn(DataType::kFloat32, RedOp::kSum)(want.data(), a.data(), b.data(), n);
@@ -131,10 +131,10 @@ TEST(GpuCast, NarrowWidenAndWidenAddMatchTheCpu) {
       const auto hbytes = randomElements(nt, n, 11 + n);
       std::vector<float> f(n), local(n);
       std::vector<uint16_t> h(n);
-      std::memcpy(f.data(), fbytes.data(), fbytes.size());
-      std::memcpy(h.data(), hbytes.data(), hbytes.size());
+      copyBytes(f.data(), fbytes);
+      copyBytes(h.data(), hbytes);
       const auto lbytes = randomElements(DataType::kFloat32, n, 12 + n);
-      std::memcpy(local.data(), lbytes.data(), lbytes.size());
+      copyBytes(local.data(), lbytes);
 
       std::vector<uint16_t> narrow(n);
       std::vector<float> wide(n), sum(n);
@@ -254,8 +254,8 @@ TEST(GpuCast, CastFeedbackMatchesTheCpusThreeSteps) {
       const auto xbytes = randomElements(DataType::kFloat32, n, 20 + n);
       const auto rbytes = randomElements(DataType::kFloat32, n, 21 + n);
       std::vector<float> x(n), r0(n), back(n);
-      std::memcpy(x.data(), xbytes.data(), xbytes.size());
-      std::memcpy(r0.data(), rbytes.data(), rbytes.size());
+      copyBytes(x.data(), xbytes);
+      copyBytes(r0.data(), rbytes);
       std::vector<uint16_t> payload(n);
       std::vector<float> residual = r0;
       double in = 0, sent = 0;
