@@ -141,11 +141,6 @@ struct StreamCollectives::Program {
     }
     return w;
   }
-  // Stores them (gpuPublishWords).
-  void publish(const std::vector<std::pair<int, size_t>>& at, const std::vector<uint32_t>& values,
-               int signals, const uint32_t* verdict) const {
-    gpuPublishWords(words(at, values, signals, verdict), stream);
-  }
   struct Copy {
     void* dst;
     const void* src;
