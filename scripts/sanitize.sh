@@ -11,21 +11,16 @@ case "$sanitizers" in
      exit 2 ;;
 esac
 dir=build-sanitize-${sanitizers//,/-}
-if [ ! -f "$dir/build.ninja" ]; then
-  # -Db_lundef=false: the sanitizer runtimes resolve their symbols at load time. -Dcuda=disabled:
-  # the fast tests exercise host code; nvcc under -fsanitize would only add build time. The
-  # Python extensions would load the sanitizer runtime into an uninstrumented interpreter.
-  # -Og -g1 (asserts on): line tables are all a report's stack needs. -Og, not the -O1 the
-  # sanitizers' documentation suggests: with UBSan, -O1 took 372 s to build these tests on 2 cores
-  # and -Og 199 s, and the tests ran as fast (167 s of test time against 159).
-  meson setup "$dir" -Dbuildtype=plain -Doptimization=g -Ddebug=true -Db_ndebug=false \
-    -Dcpp_args=-g1 -Db_sanitize="$sanitizers" -Db_lundef=false \
-    -Dcompare=disabled -Dcuda=disabled -Dpython=disabled >/dev/null
-elif [ "$(meson introspect "$dir" --buildoptions | /usr/bin/python3 -c '
-import json, sys
-print({o["name"]: o["value"] for o in json.load(sys.stdin)}["optimization"])')" != g ]; then
-  meson configure "$dir" -Doptimization=g >/dev/null  # a folder set up at -O1 by an older script
-fi
+# -Db_lundef=false: the sanitizer runtimes resolve their symbols at load time. -Dcuda=disabled:
+# the fast tests exercise host code; nvcc under -fsanitize would only add build time. The
+# Python extensions would load the sanitizer runtime into an uninstrumented interpreter.
+# -Og -g1 (asserts on): line tables are all a report's stack needs. -Og, not the -O1 the
+# sanitizers' documentation suggests: with UBSan, -O1 took 372 s to build these tests on 2 cores
+# and -Og 199 s, and the tests ran as fast (167 s of test time against 159). A folder set up at
+# -O1 by an older script is moved to -Og.
+scripts/configure-build.sh "$dir" -Dbuildtype=plain -Doptimization=g -Ddebug=true \
+  -Db_ndebug=false -Dcpp_args=-g1 -Db_sanitize="$sanitizers" -Db_lundef=false \
+  -Dcompare=disabled -Dcuda=disabled -Dpython=disabled
 # Only the binaries those suites run (a script test's are its arguments in the build folder):
 # the whole tree under a sanitizer takes twice as long.
 # A folder configured by an earlier run regenerates first: its introspection must list the

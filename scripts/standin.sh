@@ -24,30 +24,13 @@ fi
 # verbs are tested in build/.
 options=(-Dcuda-standin=true -Dpython=disabled -Dcompare=disabled -Dmpi=disabled -Ducx=disabled
   -Dibverbs=disabled -Dnccl_shim=auto "${sanitize[@]}")
-if [ ! -f "$dir/build.ninja" ]; then
-  if ! [ -f /usr/local/cuda/include/cuda_runtime_api.h ] && ! command -v nvcc >/dev/null 2>&1; then
-    echo "standin.sh: skipped: no CUDA toolkit headers (install the CUDA toolkit)" >&2
-    exit 77
-  fi
-  meson setup "$dir" "${options[@]}" >/dev/null
-else
-  # A build-standin set up by an older standin.sh (e.g. -Dnccl_shim=disabled): its options are
-  # brought to these, which reconfigures only when one differs.
-  changed=$(meson introspect "$dir" --buildoptions | /usr/bin/python3 -c '
-import json, sys
-have = {o["name"]: o["value"] for o in json.load(sys.stdin)}
-for arg in sys.argv[1:]:
-    name, value = arg[2:].split("=", 1)
-    cur = have.get(name)
-    if isinstance(cur, list):  # cpp_args
-        cur = " ".join(cur)
-    if str(cur).lower() != value:
-        print(arg)' "${options[@]}")
-  if [ -n "$changed" ]; then
-    echo "standin.sh: $dir: setting ${changed//$'\n'/ }"
-    meson configure "$dir" "${options[@]}" >/dev/null
-  fi
+if [ ! -f "$dir/build.ninja" ] && ! [ -f /usr/local/cuda/include/cuda_runtime_api.h ] &&
+  ! command -v nvcc >/dev/null 2>&1; then
+  echo "standin.sh: skipped: no CUDA toolkit headers (install the CUDA toolkit)" >&2
+  exit 77
 fi
+# A folder set up by an older standin.sh (e.g. -Dnccl_shim=disabled) is brought to these options.
+scripts/configure-build.sh "$dir" "${options[@]}"
 # The test list below is read from meson-info: regenerate it first if a meson.build changed.
 ninja -C "$dir" build.ninja >/dev/null
 # Only what the suite runs: each test's binary, the built files a script test is given (the

@@ -145,9 +145,8 @@ __global__ void publishWordsKernel(PublishWords p) {
 }
 
 // The stream collectives' reduction (and, with one input, their copy): each element's inputs
-// folded in rank order and stored once, unless the round's check found something.
-// Threads first, first + stride, ... of the loop over out (every thread of the grid, or of one
-// block).
+// folded in rank order and stored once, by threads first, first + stride, ... (every thread of
+// the grid, or of one block).
 template <class Elem, class Op>
 __device__ void foldRanks(typename Elem::Storage* out, const RankInputs& r, size_t n,
                           int divisor, const Split& split, size_t first, size_t stride) {
@@ -182,6 +181,7 @@ __device__ void foldRanks(typename Elem::Storage* out, const RankInputs& r, size
   for (size_t i = split.head + split.vecs * kCount + first; i < n; i += stride) scalar(i);
 }
 
+// Unless the round's check found something.
 template <class Elem, class Op>
 __global__ void reduceRanksKernel(typename Elem::Storage* out, RankInputs r, size_t n,
                                   int divisor, Split split) {
@@ -198,8 +198,9 @@ struct RoundSplits {
   Split of[kMaxRoundCopies];
 };
 
-__global__ void __launch_bounds__(kRoundThreads) gatedCopyPublishKernel(const volatile uint32_t* error, uint32_t* verdict,
-                                       RoundCopies copies, RoundSplits splits, PublishWords p) {
+__global__ void __launch_bounds__(kRoundThreads)
+    gatedCopyPublishKernel(const volatile uint32_t* error, uint32_t* verdict, RoundCopies copies,
+                           RoundSplits splits, PublishWords p) {
   __shared__ uint32_t gate;
   if (threadIdx.x == 0) {
     gate = *error;
@@ -221,9 +222,9 @@ __global__ void __launch_bounds__(kRoundThreads) gatedCopyPublishKernel(const vo
 }
 
 template <class Elem, class Op>
-__global__ void __launch_bounds__(kRoundThreads) checkReduceRanksKernel(CallCheck c, uint32_t* verdict,
-                                       typename Elem::Storage* out, RankInputs r, size_t n,
-                                       int divisor, Split split) {
+__global__ void __launch_bounds__(kRoundThreads)
+    checkReduceRanksKernel(CallCheck c, uint32_t* verdict, typename Elem::Storage* out,
+                           RankInputs r, size_t n, int divisor, Split split) {
   __shared__ uint32_t result;
   if (threadIdx.x < 32) {
     const uint32_t v = checkCalls(c, verdict, threadIdx.x);

@@ -57,11 +57,14 @@ inline size_t slotOff(size_t capacity, int nranks, int to, int slot) {
   return verdictsOff(capacity, nranks) + 256 +
          (size_t(to) * 2 + size_t(slot)) * slotBytes(capacity, nranks);
 }
-inline size_t windowBytes(size_t capacity, int nranks) { return slotOff(capacity, nranks, nranks, 0); }
+inline size_t windowBytes(size_t capacity, int nranks) {
+  return slotOff(capacity, nranks, nranks, 0);
+}
 
 // The words that describe a message (CallCheck's four): its number in the pair's sequence, its
 // size and its ends.
-inline std::array<uint32_t, kCallWords> messageWords(uint32_t number, size_t bytes, int from, int to) {
+inline std::array<uint32_t, kCallWords> messageWords(uint32_t number, size_t bytes, int from,
+                                                     int to) {
   return {number, static_cast<uint32_t>(bytes), static_cast<uint32_t>(uint64_t(bytes) >> 32),
           uint32_t(from) | uint32_t(to) << 8 | 0x50u << 24};
 }
@@ -98,7 +101,8 @@ struct StreamCollectives::Program {
 
   // Word `off` of rank owner's stream area.
   cuda::StreamWord word(int owner, size_t off) const {
-    return cuda::StreamWord{stream_area::areaWord(peers.areas[owner], off), c.areaDevice[owner] + off};
+    return cuda::StreamWord{stream_area::areaWord(peers.areas[owner], off),
+                            c.areaDevice[owner] + off};
   }
   void waitFor(const cuda::StreamWord& w, uint32_t value) const {
     if (!cuda::streamWaitWord(stream, w, value))

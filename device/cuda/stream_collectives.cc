@@ -417,8 +417,9 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
         }
         // Under the gate: the copies, the call's words in set s (from its third round on, the
         // set already holds them), then published.
+        const int callWords = off < 2 * per ? kCallWords : 0;
         p.gateCopyPublish(me, kErrorOff, verdict, copies,
-                          wordsOf(off < 2 * per ? kCallWords : 0, s, check.expect, publishedOff, t));
+                          wordsOf(callWords, s, check.expect, publishedOff, t));
         wait(publishedOff, t);
         for (int q = 0; q < nranks_; ++q)
           check.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));

@@ -104,13 +104,32 @@ void gpuDivide(void* buf, size_t n, DataType dtype, int divisor, GpuStream strea
   enqueue(stream, "gpuDivide", {{"buf", buf, n}}, [=] { cpuDivide(buf, n, dtype, divisor); });
 }
 
+namespace {
+
+// What the stream collectives' kernels touch, for enqueue's checks: a check's verdict, error
+// words and ranks' call words; the words a publish stores; a fused fold's output and inputs.
+void addCheckArgs(std::vector<Arg>& args, const CallCheck& c, uint32_t* verdict) {
+  args.push_back({"verdict", verdict, size_t(1)});
+  args.push_back({"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)});
+  for (int q = 0; q < c.nranks; ++q)
+    args.push_back({"call", const_cast<const uint32_t*>(c.call[q]), size_t(kCallWords)});
+}
+void addWordArgs(std::vector<Arg>& args, const PublishWords& p) {
+  for (int i = 0; i < p.count; ++i)
+    args.push_back({"word", const_cast<uint32_t*>(p.word[i]), size_t(1)});
+}
+void addFoldArgs(std::vector<Arg>& args, void* out, const RankInputs& r, size_t n) {
+  args.push_back({"out", out, n});
+  for (int q = 0; q < r.nranks; ++q) args.push_back({"in", r.in[q], n});
+}
+
+}  // namespace
+
 void gpuCheckCalls(const CallCheck& c, uint32_t* verdict, GpuStream stream) {
   SQZ_ENFORCE(c.nranks >= 0 && c.nranks <= kMaxReduceRanks, "checkCalls over ", c.nranks,
               " ranks");
-  std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
-                           {"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)}};
-  for (int q = 0; q < c.nranks; ++q)
-    args.push_back({"call", const_cast<const uint32_t*>(c.call[q]), size_t(kCallWords)});
+  std::vector<Arg> args;
+  addCheckArgs(args, c, verdict);
   enqueue(stream, "gpuCheckCalls", args, [=] { cpuCheckCalls(c, verdict); });
 }
 
@@ -119,8 +138,7 @@ void gpuPublishWords(const PublishWords& p, GpuStream stream) {
                   p.signals <= p.count,
               "publishing ", p.count, " words");
   std::vector<Arg> args = {{"verdict", p.verdict, size_t(1)}};
-  for (int i = 0; i < p.count; ++i)
-    args.push_back({"word", const_cast<uint32_t*>(p.word[i]), size_t(1)});
+  addWordArgs(args, p);
   enqueue(stream, "gpuPublishWords", args, [=] { cpuPublishWords(p); });
 }
 
@@ -145,8 +163,7 @@ void gpuGatedCopyPublish(const volatile uint32_t* error, uint32_t* verdict,
     args.push_back({"dst", static_cast<uint8_t*>(copies.dst[c]), copies.bytes[c]});
     args.push_back({"src", static_cast<const uint8_t*>(copies.src[c]), copies.bytes[c]});
   }
-  for (int i = 0; i < p.count; ++i)
-    args.push_back({"word", const_cast<uint32_t*>(p.word[i]), size_t(1)});
+  addWordArgs(args, p);
   enqueue(stream, "gpuGatedCopyPublish", args,
           [=] { cpuGatedCopyPublish(error, verdict, copies, p); });
 }
@@ -156,14 +173,9 @@ void gpuCheckReduceRanks(const CallCheck& c, uint32_t* verdict, DataType dtype, 
                          GpuStream stream) {
   checkRanksFold(c, r, verdict);
   (void)cpuReduceFn(dtype, op);  // an unknown pair throws here, as on a GPU
-  std::vector<Arg> args = {{"verdict", verdict, size_t(1)},
-                           {"error", const_cast<uint32_t*>(c.error), size_t(kErrorWords)}};
-  for (int q = 0; q < c.nranks; ++q)
-    args.push_back({"call", const_cast<const uint32_t*>(c.call[q]), size_t(kCallWords)});
-  if (n > 0) {
-    args.push_back({"out", out, n});
-    for (int q = 0; q < r.nranks; ++q) args.push_back({"in", r.in[q], n});
-  }
+  std::vector<Arg> args;
+  addCheckArgs(args, c, verdict);
+  if (n > 0) addFoldArgs(args, out, r, n);
   enqueue(stream, "gpuCheckReduceRanks", args,
           [=] { cpuCheckReduceRanks(c, verdict, dtype, op, out, r, n, divisor); });
 }

@@ -166,6 +166,18 @@ TEST(GpuReduce, CallCheckNamesTheFirstRankThatDiffers) {
   }
 }
 
+// Five words to store, a 64-byte line apart from `words` on (word i: 100 + i), the last a signal.
+PublishWords fiveWords(uint32_t* words) {
+  PublishWords p{};
+  p.count = 5;
+  p.signals = 1;
+  for (int i = 0; i < p.count; ++i) {
+    p.word[i] = words + 16 * i;
+    p.value[i] = 100 + i;
+  }
+  return p;
+}
+
 // A round's words to its peers are stored only under a clean verdict, by the GPU as by the CPU.
 TEST(GpuReduce, PublishWordsOnlyUnderACleanVerdict) {
   for (uint32_t verdict : {0u, 2u, kReleased})
@@ -173,13 +185,7 @@ TEST(GpuReduce, PublishWordsOnlyUnderACleanVerdict) {
       cuda::PinnedBuffer pinned(5 * 64);
       auto* words = static_cast<uint32_t*>(pinned.data());
       std::memset(words, 0, 5 * 64);
-      PublishWords p{};
-      p.count = 5;
-      p.signals = 1;
-      for (int i = 0; i < p.count; ++i) {
-        p.word[i] = words + 16 * i;
-        p.value[i] = 100 + i;
-      }
+      PublishWords p = fiveWords(words);
       if (gpu) {
         cuda::Stream stream;
         Dev v(&verdict, sizeof verdict);
@@ -293,13 +299,7 @@ TEST(GpuReduce, ASmallRoundsGateCopiesAndWordsAreTheSeparateCalls) {
       for (int k = 0; k < 3; ++k) hostDst.emplace_back(sizes[k], 0);
       if (!gpu)
         for (int k = 0; k < 3; ++k) copies.dst[k] = hostDst[k].data();
-      PublishWords p{};
-      p.count = 5;
-      p.signals = 1;
-      for (int i = 0; i < p.count; ++i) {
-        p.word[i] = words + 16 * i;
-        p.value[i] = 100 + i;
-      }
+      PublishWords p = fiveWords(words);
       uint32_t verdict = kVerdictUnset;
       if (gpu) {
         cuda::Stream stream;
