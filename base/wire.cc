@@ -10,12 +10,12 @@
 #include "base/types.h"
 
 namespace squeeze {
-namespace {
-
 std::string codecName(uint8_t id) {
   const char* name = codecIdName(id);
   return name ? name : strCat("#", int(id));
 }
+
+namespace {
 
 // "topk", or "powersgd (dense on the wire)" when the method sends another chunk codec.
 std::string describeCodec(const WireHeader& h) {

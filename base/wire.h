@@ -19,6 +19,8 @@ namespace squeeze {
 void registerCodecIdName(uint8_t id, const char* name);
 // The method's name ("topk"), or null for a byte no method has.
 const char* codecIdName(uint8_t id);
+// The same, or "#<id>" for a byte no method has (for errors).
+std::string codecName(uint8_t id);
 
 constexpr uint32_t kWireMagic = 0x57515a53;  // "SZQW" little-endian
 constexpr uint16_t kWireVersion = 2;
