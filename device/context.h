@@ -70,6 +70,11 @@ class Context {
   // device later (CUDA: the kernels' fixed scratch, cuBLAS; host: nothing). A communicator's
   // progress thread calls it when it starts.
   virtual void prepareThread() {}
+  // prepareThread's part that is the context's own, not the thread's: its pinned slots (header
+  // checks, small copies from the host, norms). Enough for work whose kernels need no thread
+  // scratch (the casts' and quantizers' without norms), made on a thread that may exit while
+  // streams are held (a thread's scratch is freed with cudaFree, which waits for the device).
+  virtual void prepareSlots() {}
 
   // ---- memory ----------------------------------------------------------------------------------
   // Memory of at least `bytes` in `space` that the caller owns (a codec handle's state).
@@ -140,6 +145,18 @@ class Context {
   virtual bool reached(Mark m) = 0;
   // Blocks until the work enqueued so far has run; a failure throws naming `what`.
   virtual void wait(const char* what) = 0;
+  // Enqueues the work from now on onto `stream` (a cudaStream_t of the context's GPU; null: the
+  // legacy default stream), after the work up to the last mark (an event's wait: nothing goes
+  // onto the stream it was on, which its caller may have destroyed since): the caller's stream of
+  // a device call that runs there alone, whose work ends with a mark. Host: nothing to do.
+  virtual void follow(GpuStream stream) { (void)stream; }
+  // The last mark made (0: none), and a wait until the work before mark m has run (CUDA: its
+  // event, not the stream); a failure throws naming `what`. Host: at once.
+  virtual Mark marked() const { return 0; }
+  virtual void waitFor(Mark m, const char* what) {
+    (void)m;
+    (void)what;
+  }
 
   // ---- kernels: each runs device::cpu<Name> or its gpu twin (device/*.h) ---------------------
   // reduce.h
@@ -242,5 +259,10 @@ std::unique_ptr<Context> makeHostContext();
 // null: the context makes and owns a non-blocking stream of its own. Throws Error(kInvalidUsage)
 // in a build without CUDA, saying so.
 std::unique_ptr<Context> makeCudaContext(int device, GpuStream stream);
+// A CUDA context for work on its callers' streams (Context::follow), made with no stream of its
+// own: until its first follow it is on the legacy default stream (prepareSlots' few
+// operations, and a wait for them). A stream made here would take a hardware work queue that
+// the callers' streams may then share (CUDA_DEVICE_MAX_CONNECTIONS).
+std::unique_ptr<Context> makeFollowingCudaContext(int device);
 
 }  // namespace squeeze::device

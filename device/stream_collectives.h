@@ -17,7 +17,8 @@
 //                q's stream finished reading; the words that describe the message in each of
 //                q's two slots to this rank (written by q's stream);
 //   call[s]      the words that describe this rank's call in set s (CallCheck, device/reduce.h):
-//                its number, count, datatype, op, collective and root;
+//                its number, count, datatype, op, collective and root, and for a compressed
+//                call's all-gather of payloads its codec method and a byte of its spec's hash;
 //   error        what this rank's checks found (device/reduce.h, kErrorWords), for the
 //                collectives and for the messages apart;
 //   done         the last round this rank's stream finished, and the last group of messages it
@@ -103,6 +104,8 @@
 
 namespace squeeze::device {
 
+class Context;
+
 // Bytes of a rank's stream area (zeroed when the communicator is made).
 constexpr size_t kStreamAreaBytes = 2048;
 // What a rank tells its peers about its window (exportWindow), fixed-size.
@@ -166,6 +169,11 @@ class StreamCollectives {
   void enqueueSendRecv(GpuStream stream, const std::vector<Message>& messages,
                        const std::string& what);
 
+  // The context of the compressed calls that gather their payloads with enqueue (a codec's
+  // passes on the caller's stream, CodecHandle::enqueueOnStream): made and prepared with the
+  // window, where waiting for the device is allowed, and parked with it at destruction.
+  Context& codecContext() const;
+
   // The communicator failed or was aborted: no reduction reads a peer's window from now on and
   // every wait of this rank's stream ends. No CUDA; idempotent.
   void release();
@@ -202,6 +210,7 @@ class StreamCollectives {
   const int timeoutMs_;
   std::function<void(const Error&)> fail_;
   std::unique_ptr<Cuda> cuda_;
+  std::unique_ptr<Context> codecs_;
   Peers peers_;
   std::mutex mu_;  // enqueue's numbering; the watcher's sleep
   std::condition_variable cv_;

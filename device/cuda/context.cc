@@ -76,9 +76,15 @@ class CudaContext final : public Context {
   bool onDevice() const override { return true; }
   int device() const override { return device_; }
   void prepareThread() override {
+    {
+      cuda::DeviceGuard guard(device_);
+      settle();
+      gpuPrepareThread(stream_);
+    }
+    prepareSlots();
+  }
+  void prepareSlots() override {
     cuda::DeviceGuard guard(device_);
-    settle();
-    gpuPrepareThread(stream_);
     if (!prepared()) {  // made once, here, where waiting for the device is allowed
       sumSlots_ = cuda::DeviceBuffer(kSumSlots * 2 * sizeof(double));
       sumsHost_ = cuda::PinnedBuffer(kSumSlots * 2 * sizeof(double));
@@ -203,6 +209,29 @@ class CudaContext final : public Context {
       if (targets[i].second) *targets[i].second += sums[2 * i + 1];
     }
     compareChecks(marked_ + 1);  // all of them: the stream has run everything
+  }
+
+  void follow(GpuStream stream) override {
+    auto next = static_cast<cudaStream_t>(stream);
+    reached(marked_);  // the events and slots of the work that has run come back
+    if (next == stream_) return;
+    cuda::DeviceGuard guard(device_);
+    settle();  // held kernels belong to the old stream's work
+    if (!events_.empty())  // the last mark's event, recorded on the old stream
+      cuda::check(cudaStreamWaitEvent(next, events_.back().event->get(), 0),
+                  "cudaStreamWaitEvent (a context moves to the caller's stream)");
+    stream_ = next;
+  }
+  Mark marked() const override { return marked_; }
+  void waitFor(Mark m, const char* what) override {
+    if (m <= reached_) return;
+    cuda::DeviceGuard guard(device_);
+    for (const Marked& e : events_)
+      if (e.mark >= m) {
+        cuda::check(cudaEventSynchronize(e.event->get()), what);
+        break;
+      }
+    reached(m);
   }
 
   void checkWords(const void* src, const uint32_t* expected, size_t words,
@@ -718,6 +747,10 @@ class CudaContext final : public Context {
 
 std::unique_ptr<Context> makeCudaContext(int device, GpuStream stream) {
   return std::make_unique<CudaContext>(device, stream);
+}
+
+std::unique_ptr<Context> makeFollowingCudaContext(int device) {
+  return std::make_unique<CudaContext>(device, cudaStreamLegacy);
 }
 
 }  // namespace squeeze::device

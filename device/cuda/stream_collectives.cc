@@ -16,8 +16,10 @@
 
 #include "base/logging.h"
 #include "base/strings.h"
+#include "base/wire.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
+#include "device/context.h"
 #include "device/cuda/stream_area.h"
 #include "device/reduce.h"
 
@@ -37,9 +39,13 @@ bool twoShot(uint64_t count, DataType dtype) {
   return count * dataTypeSize(dtype) >= kTwoShotBytes;
 }
 
-// The call words' fourth: the collective and its root (0 where it has none).
-uint32_t kindWord(CollKind kind, int root) {
-  return uint32_t(kind) | uint32_t(root) << 8;
+// The call words' fourth: the collective, its root (0 where it has none), and the codec method
+// that made it with 8 bits of its spec's hash (0 for a plain call: a compressed call's payloads
+// are gathered on the stream, and ranks whose codecs differ must not decode each other's).
+uint32_t kindWord(const CollRequest& req, int root) {
+  const uint32_t h = req.specHash;
+  return uint32_t(req.kind) | uint32_t(root) << 8 | uint32_t(req.codecMethod) << 16 |
+         ((h ^ h >> 8 ^ h >> 16 ^ h >> 24) & 0xff) << 24;
 }
 
 // Rank q's part of a round of n elements: [first, last).
@@ -76,6 +82,7 @@ uint64_t processToken() {
 std::string describeCall(const uint32_t* w) {
   const uint64_t count = w[1] | (uint64_t(w[2] & 0xffff) << 32);
   const uint32_t dtype = (w[2] >> 16) & 0xff, op = w[2] >> 24, kind = w[3] & 0xff;
+  const uint32_t method = (w[3] >> 16) & 0xff;
   const bool rooted = kind == uint32_t(CollKind::kBroadcast) || kind == uint32_t(CollKind::kReduce);
   const bool reduces = kind == uint32_t(CollKind::kAllReduce) ||
                        kind == uint32_t(CollKind::kReduce) ||
@@ -88,7 +95,10 @@ std::string describeCall(const uint32_t* w) {
                 reduces ? strCat(" (", op < uint32_t(kNumRedOps) ? redOpName(RedOp(op)) : "?",
                                  ")")
                         : std::string(),
-                rooted ? strCat(", root ", w[3] >> 8) : std::string());
+                rooted ? strCat(", root ", (w[3] >> 8) & 0xff) : std::string(),
+                method ? strCat(" of codec ", codecName(uint8_t(method)), " (spec hash byte ",
+                                w[3] >> 24, ")")
+                       : std::string());
 }
 
 // What a destroyed StreamCollectives leaves behind until nothing can use it: cudaFree and
@@ -105,6 +115,7 @@ struct Parked {
   std::vector<const char*> opened;  // peers' windows this rank mapped (CUDA IPC)
   std::vector<void*> registered;
   std::shared_ptr<const void> keepAlive;
+  std::unique_ptr<Context> codecs;  // the compressed calls' context (its slots)
 
   bool through() const {
     return areas.empty() || (reached(loadWord(areas[rank], kDoneOff), issued) &&
@@ -145,7 +156,8 @@ void collectParked() {
   for (auto it = all.begin(); it != all.end();) {
     Parked& p = **it;
     if (!p.detached && p.through()) (void)p.detach();
-    if (!p.detached || !p.peersDetached()) {
+    // The codecs' work (a decode's header check into a pinned slot) may come after the gather.
+    if (!p.detached || !p.peersDetached() || (p.codecs && !p.codecs->reached(p.codecs->marked()))) {
       ++it;
       continue;
     }
@@ -186,7 +198,12 @@ StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t ca
   cuda::check(cudaMalloc(&cuda_->window, windowBytes(capacity_, nranks_)),
               strCat("cudaMalloc of the stream collectives' window (",
                      windowBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
+  codecs_ = makeFollowingCudaContext(device_);
+  codecs_->prepareSlots();
+  codecs_->wait("preparing the context of compressed calls on device buffers");
 }
+
+Context& StreamCollectives::codecContext() const { return *codecs_; }
 
 WindowExport StreamCollectives::exportWindow() const {
   ExportData d{};
@@ -378,7 +395,7 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
     check.expect[1] = static_cast<uint32_t>(count);
     check.expect[2] = static_cast<uint32_t>((count >> 32) & 0xffff) | uint32_t(dtype) << 16 |
                       uint32_t(op) << 24;
-    check.expect[3] = kindWord(kind, root);
+    check.expect[3] = kindWord(req, root);
     check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kErrorOff);
     uint32_t t = issued_.load();
     try {
@@ -529,9 +546,11 @@ std::string StreamCollectives::describeDisagreement() const {
   }
   return strCat("rank ", rank_, ": the ranks' collectives on device buffers do not match: rank ",
                 q, "'s is ", describeCall(theirs), ", this rank's ", describeCall(mine),
-                ". Every rank must make the same calls, with the same count, datatype, op and "
-                "root, in the same order. That call's output was not written; destroy the "
-                "communicator.");
+                ". Every rank must make the same calls, with the same count, datatype, op, "
+                "root and codec, in the same order. That call's output ",
+                (mine[3] >> 16) & 0xff ? "holds no result (a compressed call's)"
+                                       : "was not written",
+                "; destroy the communicator.");
 }
 
 void StreamCollectives::watch() {
@@ -639,6 +658,7 @@ StreamCollectives::~StreamCollectives() {
   parked->window = c.window;
   parked->registered = c.registered;
   parked->keepAlive = peers_.keepAlive;
+  parked->codecs = std::move(codecs_);
   for (size_t q = 0; q < c.opened.size(); ++q)
     if (c.opened[q]) parked->opened.push_back(c.windows[q]);
   if (c.connected) {
