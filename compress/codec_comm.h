@@ -5,9 +5,14 @@
 
 #include <cstddef>
 
+#include "base/error.h"
 #include "base/types.h"
 
 namespace squeeze {
+
+namespace device {
+class Context;
+}
 
 // The SQZ_CODEC_* settings a handle reads per call. CommConfig (src/core/config.h) derives from
 // it.
@@ -20,6 +25,7 @@ struct CodecSettings {
 class CodecComm {
  public:
   virtual int size() const = 0;
+  virtual int rank() const = 0;
   virtual const CodecSettings& codecSettings() const = 0;
   // One collective on this communicator (req.kind says which), run now, in the execution
   // context of the call it is part of: on device buffers inside a device call.
@@ -27,6 +33,20 @@ class CodecComm {
   // The same on host buffers whatever the call's context (the figures an adaptive method or the
   // pay-off guard makes the ranks agree on): a GPU kernel must never be handed host memory.
   virtual void hostCollective(const CollRequest& req) = 0;
+  // Device calls whose exchange runs on the caller's stream alone (ranks that share one host,
+  // device/stream_collectives.h): the context their passes run in (prepared, made with the
+  // communicator; Context::follow moves it onto each call's stream), or null where there is no
+  // such exchange.
+  virtual device::Context* streamContext() { return nullptr; }
+  // Enqueues req, an all-gather of device memory, on `stream` (a cudaStream_t of the context's
+  // GPU; null: the legacy default stream), returning at once; every rank's call words include
+  // req.codecMethod and req.specHash, so ranks that differ are told. Only where streamContext()
+  // is not null.
+  virtual void enqueueGather(const CollRequest& req, void* stream) {
+    (void)req;
+    (void)stream;
+    raise(ErrorCode::kInternal, "enqueueGather on a communicator without stream collectives");
+  }
 
  protected:
   ~CodecComm() = default;

@@ -28,6 +28,9 @@ struct CodecHandle::DeviceState {
   // waits for nothing else on the device (the legacy default stream would wait for the
   // caller's streams).
   std::unique_ptr<device::Context> downloads;
+  // enqueueOnStream's last call: the context it ran in (the communicator's) and the mark after it.
+  device::Context* streamCalls = nullptr;
+  device::Context::Mark lastStreamCall = 0;
 };
 
 CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
@@ -96,9 +99,13 @@ void CodecHandle::placeState(device::Context& ctx) {
     }
   }
   if (d.current == Current::kHost)
-    for (size_t i = 0; i < arrays.size(); ++i)
-      ctx.copy(d.arrays[i]->data(), arrays[i].second->data(),
-               arrays[i].second->size() * sizeof(float));
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      const size_t bytes = arrays[i].second->size() * sizeof(float);
+      if (i == 0 && residualClear_)  // the residual is all zero: no copy from pageable memory
+        ctx.zero(d.arrays[i]->data(), bytes);
+      else
+        ctx.copy(d.arrays[i]->data(), arrays[i].second->data(), bytes);
+    }
   d.current = Current::kDevice;
 }
 
@@ -168,6 +175,91 @@ double nowSeconds() {
 
 }  // namespace
 
+bool CodecHandle::guardOn(const CodecComm& comm) const {
+  return autoDense_ &&
+         (spec_.autoDense ? *spec_.autoDense != 0 : comm.codecSettings().codecAutoDense);
+}
+
+void CodecHandle::settleStreams(CodecComm& comm) const {
+  if (device_ && device_->streamCalls && device_->streamCalls == comm.streamContext())
+    device_->streamCalls->waitFor(device_->lastStreamCall,
+                                  "a compressed all-reduce on the caller's stream");
+}
+
+bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, RedOp op,
+                                  void* stream) {
+  const int ranks = comm.size();
+  device::Context* const on = comm.streamContext();
+  if (!on || !chunk_->fixedPayload() || !plainPrepare() || policy_ || guardOn(comm) ||
+      tooSmall(comm) || comm.codecSettings().codecDelayUs > 0)
+    return false;
+  device::Context& ctx = *on;
+  // After the calls before, whatever their stream (the state is theirs); the slots (pinned
+  // headers, header checks) of those that have run come back, and a check that failed there
+  // raises here, as a GPU's errors come with a later call.
+  ctx.follow(static_cast<device::GpuStream>(stream));
+  CodecCall call;
+  call.call = calls_;
+  placeState(ctx);
+  device_->streamCalls = &ctx;
+  try {
+    const float* g = static_cast<const float*>(in);
+    float* x = static_cast<float*>(out);
+    prepare(g, x, ranks, ctx);
+    if (ranks > 1) {
+      const size_t bytes = chunk_->maxEncodedBytes(count_, dtype_);
+      // Slots past any a method uses for itself.
+      auto* mine = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot, bytes));
+      auto* all = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot + 1, bytes * ranks));
+      ChunkInfo at;
+      at.call = calls_;
+      at.rank = comm.rank();
+      at.ctx = &ctx;
+      const size_t wrote = chunk_->encodeFeedback(
+          x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr,
+          nullptr);
+      SQZ_ENFORCE(wrote == bytes, chunk_->name(), ": a fixed payload of ", wrote, " bytes, not ",
+                  bytes);
+      CollRequest gather;
+      gather.kind = CollKind::kAllGather;
+      gather.sendbuf = mine;
+      gather.recvbuf = all;
+      gather.count = bytes;
+      gather.dtype = DataType::kUint8;
+      gather.codecMethod = methodId_;
+      gather.specHash = specHash_;
+      comm.enqueueGather(gather, stream);
+      for (int q = 0; q < ranks; ++q) {
+        at.peer = q;
+        if (q == 0)
+          chunk_->decode(all, bytes, count_, dtype_, at, x);
+        else
+          chunk_->combine(x, x, all + q * bytes, bytes, count_, dtype_, RedOp::kSum, at);
+      }
+      if (op == RedOp::kAvg) ctx.divide(x, count_, DataType::kFloat32, ranks);
+      call.wireBytes = bytes * (ranks - 1);
+      call.denseBytes = count_ * sizeof(float) * (ranks - 1);
+    }
+  } catch (...) {
+    // What was enqueued still uses the state: settleStreams waits for it.
+    try {
+      device_->lastStreamCall = ctx.mark();
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  compressedCall_ = true;
+  device_->lastStreamCall = ctx.mark();
+  endRun(false, true, 0, call);
+  // An encode's norms stay unmeasured (their sum brought to the host would be a copy and a wait
+  // a call): the statistics keep the last gain a call measured. One rank encodes nothing (1).
+  const double gain = stats_.gain;
+  account(call);
+  if (ranks > 1) stats_.gain = gain;
+  ++calls_;
+  return true;
+}
+
 bool CodecHandle::tooSmall(const CodecComm& comm) const {
   const double minBytes = spec_.minBytes ? *spec_.minBytes : double(comm.codecSettings().codecMinBytes);
   return double(count_) * dataTypeSize(dtype_) < minBytes;
@@ -235,8 +327,7 @@ void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op
 bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
                         CodecCall& call) {
   const double callStart = nowSeconds();
-  const bool guardOn =
-      autoDense_ && (spec_.autoDense ? *spec_.autoDense != 0 : comm.codecSettings().codecAutoDense);
+  const bool guardOn = this->guardOn(comm);
   if (!policy_ && !guardOn) return true;
   const int ranks = comm.size();
   if (policy_) {  // this call's measures, kept by the policy until the next exchange

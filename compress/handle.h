@@ -126,12 +126,29 @@ class CodecHandle {
   Codec* chunkCodec() const { return chunk_.get(); }
 
   // One compressed all-reduce of in (count values) into out; op is sum or avg. Collective.
-  // ctx: the call's execution context: the host's for host buffers; for device buffers the
-  // communicator's CUDA context (the call then runs on its progress thread,
-  // device/call_queue.h): every pass runs on the GPU (the chunk codec's kernels, and the
-  // handle's own on the state's device mirror), and the work is done when the call returns.
+  // ctx: the call's execution context, the host's for host buffers (a staged device call runs
+  // here on host copies, device/call_queue.h); on a CUDA context every pass runs on the GPU (the
+  // chunk codec's kernels, and the handle's own on the state's device mirror), and the work is
+  // done when the call returns. A device call on one host may run on its stream instead
+  // (enqueueOnStream).
   virtual void allReduce(CodecComm& comm, const void* in, void* out, RedOp op,
                          device::Context& ctx = device::hostContext());
+
+  // A call on device buffers whose every pass runs on the caller's stream alone, where the
+  // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext)
+  // and the call needs no figure from the host: a chunk codec with a fixed payload size
+  // (Codec::fixedPayload), error feedback's plain prepare, no adaptive policy, the pay-off guard
+  // off (it times calls on the host), a tensor of min_bytes or more, no SQZ_CODEC_DELAY_US.
+  // Then: x = g + e into out (prepare), the codec's encode with feedback of the whole tensor
+  // (ChunkInfo::call the call number, rank this rank's, offset 0), an all-gather of every rank's
+  // payload on the stream, and out = the payloads decoded and added in rank order (decode of
+  // rank 0's, combine of each next), divided for avg: the same bits on every rank, and no byte
+  // through the host. One rank: prepare alone, as the host's schedule runs it. Returns at once
+  // (true), or false with nothing enqueued where the call does not qualify.
+  bool enqueueOnStream(CodecComm& comm, const void* in, void* out, RedOp op, void* stream);
+  // Waits until the calls enqueueOnStream enqueued through comm have run (their state is theirs
+  // until then).
+  void settleStreams(CodecComm& comm) const;
 
   // The state as bytes (checkpoint) and back; load checks method, count and datatype.
   std::vector<char> saveState() const;
@@ -175,6 +192,8 @@ class CodecHandle {
   // Memory of at least `bytes` in ctx's space owned by the handle (slot: 0, 1, ...; contents
   // are kept between calls only while the size and the space stay).
   void* callScratch(device::Context& ctx, int slot, size_t bytes);
+  // enqueueOnStream's two (this rank's payload, every rank's): past the slots methods use.
+  static constexpr int kStreamPayloadSlot = 8;
   // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.
   void runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
                   Codec& codec, CodecCall& call);
@@ -195,6 +214,8 @@ class CodecHandle {
   void endRun(bool adapted, bool compressed, double seconds, const CodecCall& call);
   // Whether this call's tensor is under min_bytes (it then travels dense, with no adapt step).
   bool tooSmall(const CodecComm& comm) const;
+  // Whether the pay-off guard decides this handle's calls (a lossy method, auto_dense on).
+  bool guardOn(const CodecComm& comm) const;
 
   CodecSpec spec_;
   // What the pay-off guard has told the log (reportGuard).

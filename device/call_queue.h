@@ -17,8 +17,9 @@
 // is held can wait forever (for a hardware work queue it shares with that stream, for the
 // driver lock another thread holds in cudaFree, for a module or library load); here the GPU only
 // ever waits for the host, and the host never for the GPU's driver. The cost is two copies over
-// PCIe per call and the host's speed for the reduction; kernels on the caller's stream are the
-// next step, with the same flags.
+// PCIe per call and the host's speed for the reduction. Ranks on one host skip it for dense
+// calls and for compressed calls with a fixed-size payload (device/stream_collectives.h,
+// CodecHandle::enqueueOnStream).
 //
 // The two words count pieces across calls (32-bit, compared cyclically as CUDA's GEQ does):
 //   streamDone  pieces the stream has finished (an input piece copied into staging, a result

@@ -41,7 +41,12 @@ sqzCodec* checkCodec(sqzCodec_t codec, const char* fn) {
 // Waits for the codec's enqueued device calls (its state is theirs until they have run).
 void settle(sqzCodec* c) {
   if (!commIsLive(c->comm)) return;  // destroyed: it drained its calls then
-  c->comm->impl->drainDevice();
+  Communicator& impl = *c->comm->impl;
+  {
+    std::lock_guard<std::mutex> lock(impl.streamContextMutex());
+    c->impl->settleStreams(impl);  // the calls on the callers' streams
+  }
+  impl.drainDevice();
 }
 
 sqzResult_t createCodec(sqzCodec_t* out, const CodecSpec& spec, size_t count,
@@ -177,12 +182,22 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
     Communicator& impl = *comm->impl;
     if (!device) {
       impl.drainDevice();  // after the device calls enqueued before it
+      {
+        std::lock_guard<std::mutex> lock(impl.streamContextMutex());
+        h.settleStreams(impl);
+      }
       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op));
       return;
     }
-    // The handle's passes and its collectives run on the progress thread on host copies of the
-    // buffers, in stream order; the codec must stay alive until then (as the buffers must until
-    // the stream has passed the call).
+    // On the caller's stream alone where the call qualifies (CodecHandle::enqueueOnStream);
+    // else the handle's passes and its collectives run on the progress thread on host copies of
+    // the buffers, in stream order. The codec must stay alive until then (as the buffers must
+    // until the stream has passed the call).
+    impl.throwIfFailed();
+    {
+      std::lock_guard<std::mutex> lock(impl.streamContextMutex());
+      if (h.enqueueOnStream(impl, sendbuff, recvbuff, static_cast<RedOp>(op), stream)) return;
+    }
     impl.enqueueTask(stream, {{sendbuff, bytes, true, false}, {recvbuff, bytes, false, true}},
                      [&h, &impl, sendbuff, recvbuff, op](const device::HostCopies& copies) {
                        h.allReduce(impl, copies.at(sendbuff), copies.at(recvbuff),

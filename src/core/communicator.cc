@@ -543,6 +543,20 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
               what);
 }
 
+device::Context* Communicator::streamContext() {
+  return streamColls_ && config_.algoSpec.empty() ? &streamColls_->codecContext() : nullptr;
+}
+
+void Communicator::enqueueGather(const CollRequest& req, void* stream) {
+  SQZ_ENFORCE(streamColls_ && req.kind == CollKind::kAllGather && req.count > 0,
+              "enqueueGather");
+  throwIfFailed();
+  streamColls_->enqueue(static_cast<device::GpuStream>(stream), req,
+                        strCat("compressed all-reduce (", codecName(req.codecMethod),
+                               "): the all-gather of ", req.count, " payload bytes"));
+  lastAlgorithm_ = "stream";
+}
+
 void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {
   // Ranks on one host: on the caller's stream alone, like the dense collectives.
   if (streamColls_) {

@@ -38,7 +38,7 @@ class Communicator final : public CodecComm {
                                               const CommConfig& config);
   ~Communicator();
 
-  int rank() const { return rank_; }
+  int rank() const override { return rank_; }
   int size() const override { return nranks_; }
   const CommConfig& config() const { return config_; }
   const CodecSettings& codecSettings() const override { return config_; }
@@ -57,6 +57,14 @@ class Communicator final : public CodecComm {
   // progress thread to run the call on host copies.
   void enqueueCollective(const CollRequest& req, void* stream);
   void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
+  // A compressed device call on the caller's stream (CodecComm): the context its passes run in,
+  // where every rank runs the stream collectives and SQZ_ALGO names no algorithm (compressed
+  // calls through the host follow it), else null; and the all-gather of its payloads.
+  device::Context* streamContext() override;
+  // Held by whoever uses streamContext() (a compressed call's passes, a codec's settle): calls
+  // may come from several threads, and the context is one.
+  std::mutex& streamContextMutex() { return streamContextMu_; }
+  void enqueueGather(const CollRequest& req, void* stream) override;
   // Any work on device buffers that makes calls on this communicator (a compressed all-reduce:
   // its codec handle's passes and its collectives): enqueued on `stream` like a collective;
   // task(copies) runs on the progress thread with host copies of `spans`, where collective()
@@ -66,6 +74,8 @@ class Communicator final : public CodecComm {
   // Waits for every device call enqueued so far (host calls come after them: ranks number calls
   // in issue order). Not on the progress thread.
   void drainDevice();
+  // Throws the error that put the communicator in error state, if any.
+  void throwIfFailed() const;
   void barrier();
   // Collective over this communicator: ranks with the same color form a new communicator,
   // ordered by (key, rank); color < 0 takes part and gets nullptr.
@@ -149,8 +159,6 @@ class Communicator final : public CodecComm {
   // Collective; every rank ends with the same model.
   void buildTuner(const char* transport, const CostModel& configured, const TunerFile* file,
                   const std::vector<PeerInfo>& peers);
-  // Throws the error that put the communicator in error state, if any.
-  void throwIfFailed() const;
   // The progress thread of device calls (throws when the communicator has no GPU).
   device::CallQueue& callQueue();
 
@@ -178,6 +186,7 @@ class Communicator final : public CodecComm {
   std::unique_ptr<DirectAllReduce> direct_;  // null: no window, dense calls run schedules
   std::atomic<bool> aborted_{false};
   std::mutex callMu_;              // held for the duration of a collective
+  std::mutex streamContextMu_;     // streamContextMutex()
   mutable std::mutex errorMu_;     // protects asyncError_
   std::optional<Error> asyncError_;
   std::unique_ptr<device::Context> hostCtx_;  // host calls' execution context

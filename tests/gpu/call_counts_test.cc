@@ -295,6 +295,27 @@ TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
   }
 }
 
+// A compressed all-reduce of ranks on one host whose codec's payload has a fixed size
+// (CodecHandle::enqueueOnStream) is a stream program alone as well: prepare, the codec's encode
+// with feedback, a stream all-gather of the payloads, and each rank's payload decoded and added
+// in rank order, on the caller's stream. Nothing goes to the host, no thread waits, no library
+// thread makes a CUDA call, nothing is made, allocated or staged through a fallback.
+TEST(CallCounts, ACompressedCallOnOneHostIsAStreamProgramAlone) {
+  for (const char* spec : {"int8:auto_dense=0", "fp16:auto_dense=0"})
+    for (size_t count : {size_t(1) << 12, size_t(1) << 20}) {
+      const uint64_t fallbacks = squeeze::device::slotFallbacks();
+      const Counted k = countCalls(spec, count, nullptr, "");
+      EXPECT_EQ(squeeze::device::slotFallbacks(), fallbacks) << spec << " " << count;
+      EXPECT_EQ(k.waits, 0) << spec << " " << count << ": a host thread waited for the device";
+      EXPECT_EQ(k.toHost, 0) << spec << " " << count << ": a compressed call copied to the host";
+      EXPECT_EQ(k.pageable, 0) << spec << " " << count;
+      EXPECT_EQ(k.progressCalls, 0) << spec << " " << count;
+      EXPECT_EQ(k.made, 0) << spec << " " << count << ": a call made a stream or an event";
+      EXPECT_EQ(k.allocations, 0) << spec << " " << count;
+      EXPECT_LE(k.launches, 16) << spec << " " << count;
+    }
+}
+
 // A group of a send and a receive between ranks on one host is a stream program alone too: per
 // chunk of a message, the gate, the copy into the slot and the message's words and sent under it
 // (three launches), then the check of the peer's words and the copy out of its slot (two); a

@@ -269,6 +269,7 @@ class CountingComm final : public CodecComm {
  public:
   explicit CountingComm(int ranks) : ranks_(ranks) {}
   int size() const override { return ranks_; }
+  int rank() const override { return 0; }
   const CodecSettings& codecSettings() const override { return settings_; }
   void collective(const CollRequest& req) override {
     ++dataCalls;
