@@ -1,0 +1,239 @@
+// Compressed all-reduce on device buffers of ranks on one GPU (threads of one process), where
+// the call runs on the caller's stream alone (CodecHandle::enqueueOnStream: a codec whose payload
+// has a fixed size, the pay-off guard off, SQZ_ALGO unset): results and residuals bit for bit
+// against a CPU model of that algorithm, state moved to the host and back between calls, and ranks
+// whose codecs differ told so.
+// main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
+#include <cuda_runtime_api.h>
+
+#include <barrier>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../collective/test_util.h"
+#include "compress/codec.h"
+#include "compress/handle.h"
+#include "compress/spec.h"
+#include "device/context.h"
+#include "tests/gpu/compress_checks.h"
+
+namespace sqztest {
+namespace {
+
+// What a compressed call on the caller's stream computes (CodecHandle::enqueueOnStream), on the
+// host with the codec's cpu kernels: every rank's x = g + e, its payload (encode with feedback,
+// whole tensor, the call's number, the rank's own), and the payloads decoded and added in rank
+// order (avg: divided); residual[q] ends as rank q's.
+std::vector<float> streamReference(const std::string& spec, size_t count, int nranks, int call,
+                                   sqzRedOp_t op, std::vector<std::vector<float>>& residual) {
+  auto handle = squeeze::createCodecHandle(squeeze::CodecSpec::parse(spec), count,
+                                           squeeze::DataType::kFloat32);
+  squeeze::Codec& codec = *handle->chunkCodec();
+  const size_t bytes = codec.maxEncodedBytes(count, squeeze::DataType::kFloat32);
+  std::vector<char> payloads(bytes * nranks);
+  for (int q = 0; q < nranks; ++q) {
+    std::vector<float> x = inputs(q, call, count);
+    float* e = residual[q].empty() ? nullptr : residual[q].data();
+    if (e)
+      for (size_t i = 0; i < count; ++i) {
+        x[i] += e[i];
+        e[i] = 0;
+      }
+    squeeze::ChunkInfo at;
+    at.call = uint64_t(call);
+    at.rank = q;
+    codec.encodeFeedback(x.data(), count, squeeze::DataType::kFloat32, at,
+                         payloads.data() + q * bytes, e, nullptr);
+  }
+  std::vector<float> out(count);
+  squeeze::ChunkInfo at;
+  for (int q = 0; q < nranks; ++q) {
+    const char* p = payloads.data() + q * bytes;
+    if (q == 0)
+      codec.decode(p, bytes, count, squeeze::DataType::kFloat32, at, out.data());
+    else
+      codec.combine(out.data(), out.data(), p, bytes, count, squeeze::DataType::kFloat32,
+                    squeeze::RedOp::kSum, at);
+  }
+  if (op == sqzAvg && nranks > 1)
+    squeeze::device::hostContext().divide(out.data(), count, squeeze::DataType::kFloat32, nranks);
+  return out;
+}
+
+class StreamCompressed : public ::testing::TestWithParam<int> {};
+
+// Ranks on one GPU, the tuner's choice, codecs whose payload has a fixed size: each device call
+// runs on the caller's stream (last algorithm "stream"), and its result and the codec's residual
+// are the reference's bit for bit, over four calls (sum and avg, in place and not) so the
+// residual carries; the third runs on host buffers (the host's algorithm), so the state goes to
+// the host and back, and the ranks then share their residuals for the reference.
+TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
+  const int nranks = GetParam();
+  const std::vector<std::string> specs = {"fp16:min_bytes=0", "bf16:min_bytes=0",
+                                          "int8:min_bytes=0", "int8:block=100,min_bytes=0",
+                                          "qsgd:levels=4,block=100,seed=3,min_bytes=0",
+                                          "onebit:min_bytes=0", "terngrad:ef=0,min_bytes=0"};
+  const size_t counts[] = {1, 4099, 70001};
+  constexpr int kCallsHere = 4, kOnHost = 2;
+  RunOptions opts;
+  opts.transports = "cuda_ipc,shm,tcp";
+  opts.watchdogSeconds = 300;
+  std::vector<std::vector<std::string>> failures(nranks);
+  std::barrier<> sync(nranks);
+  ScopedEnv env;
+  env.unset("SQZ_ALGO");
+  env.set("SQZ_CODEC_AUTO_DENSE", "0");
+  RunResult run = runRanks(nranks, opts, [&](sqzComm_t& comm, int rank) {
+    std::vector<std::string>& fails = failures[rank];
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    for (const std::string& spec : specs)
+      for (size_t count : counts) {
+        const std::string base = spec + " count=" + std::to_string(count);
+        setStatus(base);
+        sqzCodec_t codec = nullptr;
+        if (sqzCodecCreate(&codec, spec.c_str(), count, sqzFloat32, comm) != sqzSuccess) {
+          fails.push_back(base + ": sqzCodecCreate: " + sqzGetLastError(comm));
+          continue;
+        }
+        const bool ef = spec.find("ef=0") == std::string::npos;
+        std::vector<std::vector<float>> residual(nranks, std::vector<float>(ef ? count : 0));
+        GpuBytes din(count * sizeof(float), false, stream);
+        GpuBytes dout(count * sizeof(float), false, stream);
+        for (int call = 0; call < kCallsHere; ++call) {
+          const std::string key = base + " call " + std::to_string(call);
+          const sqzRedOp_t op = call % 2 ? sqzAvg : sqzSum;
+          const bool inPlace = call % 2 == 1, onHost = call == kOnHost;
+          const std::vector<float> want =
+              onHost ? std::vector<float>()
+                     : streamReference(spec, count, nranks, call, op, residual);
+          // Every rank waits at `sync` before its call and after its stream is through it, so
+          // no rank's stream is held by a call while another rank's thread waits for its own
+          // stream (ranks as threads share the GPU's hardware work queues).
+          const std::vector<float> in = inputs(rank, call, count);
+          if (!onHost) {
+            din.put(in);
+            dout.put(std::vector<float>(count, -1.0f));
+            cudaStreamSynchronize(stream);
+          }
+          sync.arrive_and_wait();
+          std::vector<float> got;
+          bool ok = true;
+          if (onHost) {
+            ok = deviceCodecCall(codec, comm, in, op, inPlace, true, din, dout, stream, key, got,
+                                 fails);
+          } else if (sqzAllReduceCompressed(din.ptr(), inPlace ? din.ptr() : dout.ptr(), count,
+                                            sqzFloat32, op, codec, comm, stream) != sqzSuccess) {
+            fails.push_back(key + ": device call: " + sqzGetLastError(comm));
+            ok = false;
+          } else {
+            cudaStreamSynchronize(stream);
+          }
+          sync.arrive_and_wait();
+          sqzResult_t async = sqzSuccess;
+          sqzCommGetAsyncError(comm, &async);
+          if (async != sqzSuccess) {
+            fails.push_back(key + ": the communicator failed: " + sqzGetLastError(comm));
+            ok = false;
+          }
+          if (!ok) break;
+          if (!onHost) got = (inPlace ? din : dout).get<float>(count);
+          const SavedState st = parseState(saveState(codec));
+          if (!st.ok || st.arrays.size() != 1) {
+            fails.push_back(key + ": the codec's saved state does not parse");
+            break;
+          }
+          if (onHost) {  // every rank's residual after the host's algorithm, for the reference
+            std::vector<float> all(count * nranks);
+            if (ef && sqzAllGather(st.arrays[0].second.data(), all.data(), count, sqzFloat32,
+                                   comm, nullptr) != sqzSuccess) {
+              fails.push_back(key + ": sqzAllGather: " + sqzGetLastError(comm));
+              break;
+            }
+            for (int q = 0; ef && q < nranks; ++q)
+              residual[q].assign(all.begin() + q * count, all.begin() + (q + 1) * count);
+            continue;
+          }
+          const char* algo = "";
+          sqzCommGetLastAlgorithm(comm, &algo);
+          if (std::string(algo) != "stream")
+            fails.push_back(key + ": ran as '" + algo + "', not on the stream");
+          if (!sameBits(got, want))
+            fails.push_back(key + ": result differs from the reference at " +
+                            firstDifference(got, want));
+          if (ef && !sameBits(st.arrays[0].second, residual[rank]))
+            fails.push_back(key + ": the codec's residual differs from the reference at " +
+                            firstDifference(st.arrays[0].second, residual[rank]));
+        }
+        sqzCodecDestroy(codec);
+      }
+    cudaStreamDestroy(stream);
+  });
+  for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
+  size_t shown = 0;
+  for (int r = 0; r < nranks; ++r)
+    for (const std::string& f : failures[r])
+      if (shown++ < 40) ADD_FAILURE() << "rank " << r << ": " << f;
+}
+
+// Ranks whose codecs differ but whose payloads have the same size (fp16 and bf16) are told so:
+// the call words name the codec, and the communicator fails with both calls described.
+TEST(StreamCompressedErrors, RanksWithDifferentCodecsFailNamingBoth) {
+  constexpr int kRanks = 2;
+  constexpr size_t kCount = 4099;
+  RunOptions opts;
+  opts.transports = "cuda_ipc,shm,tcp";
+  opts.timeoutMs = 10000;
+  std::vector<std::string> errors(kRanks);
+  std::barrier<> sync(kRanks);
+  ScopedEnv env;
+  env.unset("SQZ_ALGO");
+  env.set("SQZ_CODEC_AUTO_DENSE", "0");
+  RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      GpuBytes buf(kCount * sizeof(float), false, stream);
+      buf.put(inputs(rank, 0, kCount));
+      cudaStreamSynchronize(stream);
+      sqzCodec_t codec = nullptr;
+      const char* spec = rank == 0 ? "fp16:min_bytes=0" : "bf16:min_bytes=0";
+      if (sqzCodecCreate(&codec, spec, kCount, sqzFloat32, comm) != sqzSuccess) {
+        errors[rank] = std::string("sqzCodecCreate: ") + sqzGetLastError(comm);
+      } else {
+        sync.arrive_and_wait();
+        if (sqzAllReduceCompressed(buf.ptr(), buf.ptr(), kCount, sqzFloat32, sqzSum, codec, comm,
+                                   stream) != sqzSuccess)
+          errors[rank] = sqzGetLastError(comm);
+        cudaStreamSynchronize(stream);  // the check skips the folds: no hang
+        // The watcher finds the disagreement in the error word within its poll.
+        sqzResult_t async = sqzSuccess;
+        const auto t0 = std::chrono::steady_clock::now();
+        while (async == sqzSuccess &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+          sqzCommGetAsyncError(comm, &async);
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        if (async != sqzSuccess) errors[rank] = sqzGetLastError(comm);
+        sync.arrive_and_wait();
+        sqzCodecDestroy(codec);
+      }
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_NE(errors[r].find("do not match"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("codec fp16"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("codec bf16"), std::string::npos) << errors[r];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCompressed, ::testing::Values(2, 3, 4));
+
+}  // namespace
+}  // namespace sqztest
