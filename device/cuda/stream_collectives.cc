@@ -117,6 +117,15 @@ struct Parked {
   std::shared_ptr<const void> keepAlive;
   std::unique_ptr<Context> codecs;  // the compressed calls' context (its slots)
 
+  // The codecs' work (a decode's header check into a pinned slot) may come after the gather; a
+  // failed kernel is through too.
+  bool codecsThrough() const {
+    try {
+      return !codecs || codecs->reached(codecs->marked());
+    } catch (const Error&) {
+      return true;
+    }
+  }
   bool through() const {
     return areas.empty() || (reached(loadWord(areas[rank], kDoneOff), issued) &&
                              reached(loadWord(areas[rank], kGroupDoneOff), groups));
@@ -156,8 +165,7 @@ void collectParked() {
   for (auto it = all.begin(); it != all.end();) {
     Parked& p = **it;
     if (!p.detached && p.through()) (void)p.detach();
-    // The codecs' work (a decode's header check into a pinned slot) may come after the gather.
-    if (!p.detached || !p.peersDetached() || (p.codecs && !p.codecs->reached(p.codecs->marked()))) {
+    if (!p.detached || !p.peersDetached() || !p.codecsThrough()) {
       ++it;
       continue;
     }
@@ -195,12 +203,12 @@ StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t ca
   // Its reduction's first launch must not load the kernel while a stream waits on a peer.
   loadKernelModules();
   collectParked();
-  cuda::check(cudaMalloc(&cuda_->window, windowBytes(capacity_, nranks_)),
-              strCat("cudaMalloc of the stream collectives' window (",
-                     windowBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
   codecs_ = makeFollowingCudaContext(device_);
   codecs_->prepareSlots();
   codecs_->wait("preparing the context of compressed calls on device buffers");
+  cuda::check(cudaMalloc(&cuda_->window, windowBytes(capacity_, nranks_)),
+              strCat("cudaMalloc of the stream collectives' window (",
+                     windowBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
 }
 
 Context& StreamCollectives::codecContext() const { return *codecs_; }
