@@ -181,11 +181,7 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
     if (count == 0) return;
     Communicator& impl = *comm->impl;
     if (!device) {
-      impl.drainDevice();  // after the device calls enqueued before it
-      {
-        std::lock_guard<std::mutex> lock(impl.streamContextMutex());
-        h.settleStreams(impl);
-      }
+      settle(c);  // after the device calls enqueued before it
       h.allReduce(impl, sendbuff, recvbuff, static_cast<RedOp>(op));
       return;
     }
