@@ -255,9 +255,9 @@ Stream::~Stream() {
 
 void Stream::synchronize(const char* what) const { check(cudaStreamSynchronize(stream_), what); }
 
-Event::Event(bool interprocess) {
-  unsigned flags = cudaEventDisableTiming;
-  if (interprocess) flags |= cudaEventInterprocess;
+Event::Event(Kind kind) {
+  unsigned flags = kind == kTimed ? cudaEventDefault : cudaEventDisableTiming;
+  if (kind == kInterprocess) flags |= cudaEventInterprocess;
   check(cudaEventCreateWithFlags(&event_, flags), "cudaEventCreate");
 }
 

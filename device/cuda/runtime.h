@@ -179,10 +179,12 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// An event without timing (cheaper to record and wait on); interprocess when asked (CUDA IPC).
+// An event; without timing (cheaper to record and wait on) unless kTimed, interprocess when
+// kInterprocess (CUDA IPC; never timed).
 class Event {
  public:
-  explicit Event(bool interprocess = false);
+  enum Kind { kPlain, kInterprocess, kTimed };
+  explicit Event(Kind kind = kPlain);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
