@@ -109,6 +109,19 @@ class GpuBytes {
   void* ptr_ = nullptr;
 };
 
+// ---- results -----------------------------------------------------------------------------------
+
+// A test's init errors and its ranks' failures (failures[r]: rank r's), the first 40 shown.
+inline void reportFailures(const RunResult& run,
+                           const std::vector<std::vector<std::string>>& failures) {
+  for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
+  size_t shown = 0;
+  for (size_t r = 0; r < failures.size(); ++r)
+    for (const std::string& f : failures[r])
+      if (shown++ < 40) ADD_FAILURE() << "rank " << r << ": " << f;
+  if (shown > 40) ADD_FAILURE() << shown - 40 << " more failures not shown";
+}
+
 inline bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);

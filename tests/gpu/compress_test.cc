@@ -266,12 +266,7 @@ TEST_P(DeviceCompressed, EveryCodecMatchesTheHostPath) {
       sqzCommDestroy(hostComm);
     });
   }
-  for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
-  size_t shown = 0;
-  for (int r = 0; r < p.nranks; ++r)
-    for (const std::string& f : failures[r])
-      if (shown++ < 40) ADD_FAILURE() << "rank " << r << ": " << f;
-  if (shown > 40) ADD_FAILURE() << shown - 40 << " more failures not shown";
+  reportFailures(run, failures);
 }
 
 INSTANTIATE_TEST_SUITE_P(
