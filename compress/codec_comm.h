@@ -38,14 +38,15 @@ class CodecComm {
   // communicator; Context::follow moves it onto each call's stream), or null where there is no
   // such exchange.
   virtual device::Context* streamContext() { return nullptr; }
-  // Enqueues req, an all-gather of device memory, on `stream` (a cudaStream_t of the context's
-  // GPU; null: the legacy default stream), returning at once; every rank's call words include
+  // Enqueues req on `stream` (a cudaStream_t of the context's GPU; null: the legacy default
+  // stream), returning at once: an all-gather of a compressed call's payloads, or the dense
+  // all-reduce of a call the codec sends dense (device memory). Every rank's call words include
   // req.codecMethod and req.specHash, so ranks that differ are told. Only where streamContext()
   // is not null.
-  virtual void enqueueGather(const CollRequest& req, void* stream) {
+  virtual void enqueueOnStream(const CollRequest& req, void* stream) {
     (void)req;
     (void)stream;
-    raise(ErrorCode::kInternal, "enqueueGather on a communicator without stream collectives");
+    raise(ErrorCode::kInternal, "enqueueOnStream on a communicator without stream collectives");
   }
 
  protected:

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -31,6 +33,15 @@ struct CodecHandle::DeviceState {
   // enqueueOnStream's last call: the context it ran in (the communicator's) and the mark after it.
   device::Context* streamCalls = nullptr;
   device::Context::Mark lastStreamCall = 0;
+  // The guard's timing of those calls, in call order, until their stamps have run: a
+  // compressed call's start, after its encode, after its all-gather and its end (one rank:
+  // start and end); a dense call's run, start and end.
+  struct Timed {
+    bool compressed = false;
+    size_t stamps = 0;
+    device::Context::Stamp at[4] = {};
+  };
+  std::deque<Timed> timed;
 };
 
 CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
@@ -180,66 +191,78 @@ bool CodecHandle::guardOn(const CodecComm& comm) const {
          (spec_.autoDense ? *spec_.autoDense != 0 : comm.codecSettings().codecAutoDense);
 }
 
-void CodecHandle::settleStreams(CodecComm& comm) const {
-  if (device_ && device_->streamCalls && device_->streamCalls == comm.streamContext())
+void CodecHandle::settleStreams(CodecComm& comm) {
+  if (device_ && device_->streamCalls && device_->streamCalls == comm.streamContext()) {
     device_->streamCalls->waitFor(device_->lastStreamCall,
                                   "a compressed all-reduce on the caller's stream");
+    takeStreamSeconds(*device_->streamCalls);
+  }
+}
+
+void CodecHandle::takeStreamSeconds(device::Context& ctx) {
+  if (!device_) return;
+  while (!device_->timed.empty()) {
+    const DeviceState::Timed& t = device_->timed.front();
+    double seconds[3] = {};
+    if (!ctx.takeSeconds(t.at, t.stamps, seconds)) return;  // still running: the next call's
+    RunSums& r = runs_[t.compressed ? 0 : 1];
+    r.calls += 1;
+    for (size_t i = 0; i + 1 < t.stamps; ++i) r.seconds += seconds[i];
+    // A compressed call's codec work: everything but the all-gather.
+    if (t.compressed) r.codecSeconds += t.stamps == 4 ? seconds[0] + seconds[2] : seconds[0];
+    device_->timed.pop_front();
+  }
 }
 
 bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, RedOp op,
                                   void* stream) {
   const int ranks = comm.size();
   device::Context* const on = comm.streamContext();
-  if (!on || !chunk_->fixedPayload() || !plainPrepare() || policy_ || guardOn(comm) ||
-      tooSmall(comm) || comm.codecSettings().codecDelayUs > 0)
+  if (!on || !chunk_->fixedPayload() || !plainPrepare() || policy_ ||
+      comm.codecSettings().codecDelayUs > 0)
     return false;
   device::Context& ctx = *on;
   // After the calls before, whatever their stream (the state is theirs); the slots (pinned
   // headers, header checks) of those that have run come back, and a check that failed there
-  // raises here, as a GPU's errors come with a later call.
+  // raises here, as a GPU's errors come with a later call. The guard's figures of the calls
+  // that have run come back too: it decides from what has run, with no wait.
   ctx.follow(static_cast<device::GpuStream>(stream));
+  takeStreamSeconds(ctx);
   CodecCall call;
   call.call = calls_;
+  const bool small = tooSmall(comm);
+  // Too small: dense, with no adapt step. Else the guard's decision, which on the calls it names
+  // exchanges the figures (a small all-reduce of host memory); compressed where it is off.
+  const bool compress = !small && adapt(comm, nullptr, ctx, call);
+  DeviceState::Timed timed;
+  timed.compressed = compress;
+  const bool timing = !small && guardOn(comm);
+  auto stamp = [&] {
+    if (timing) timed.at[timed.stamps++] = ctx.stamp();
+  };
   placeState(ctx);
   device_->streamCalls = &ctx;
   try {
     const float* g = static_cast<const float*>(in);
     float* x = static_cast<float*>(out);
-    prepare(g, x, ranks, ctx);
-    if (ranks > 1) {
-      const size_t bytes = chunk_->maxEncodedBytes(count_, dtype_);
-      // Slots past any a method uses for itself.
-      auto* mine = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot, bytes));
-      auto* all = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot + 1, bytes * ranks));
-      ChunkInfo at;
-      at.call = calls_;
-      at.rank = comm.rank();
-      at.ctx = &ctx;
-      const size_t wrote = chunk_->encodeFeedback(
-          x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr,
-          nullptr);
-      SQZ_ENFORCE(wrote == bytes, chunk_->name(), ": a fixed payload of ", wrote, " bytes, not ",
-                  bytes);
-      CollRequest gather;
-      gather.kind = CollKind::kAllGather;
-      gather.sendbuf = mine;
-      gather.recvbuf = all;
-      gather.count = bytes;
-      gather.dtype = DataType::kUint8;
-      gather.codecMethod = methodId_;
-      gather.specHash = specHash_;
-      comm.enqueueGather(gather, stream);
-      for (int q = 0; q < ranks; ++q) {
-        at.peer = q;
-        if (q == 0)
-          chunk_->decode(all, bytes, count_, dtype_, at, x);
-        else
-          chunk_->combine(x, x, all + q * bytes, bytes, count_, dtype_, RedOp::kSum, at);
+    if (compress) {
+      stamp();
+      prepare(g, x, ranks, ctx);
+      if (ranks > 1) encodeGatherDecode(comm, x, op, ctx, stream, stamp, call);
+    } else {  // as sqzAllReduce, of x = g + e, or of g where the residual is empty
+      const bool direct = runsDirect(false);
+      if (!direct) prepare(g, x, ranks, ctx);
+      stamp();  // a dense call's time is its run, as on the host (prepare is not)
+      const void* from = direct ? in : out;
+      if (ranks > 1) {
+        comm.enqueueOnStream(
+            streamRequest(CollKind::kAllReduce, from, x, count_, DataType::kFloat32, op), stream);
+      } else if (from != x) {
+        ctx.copy(x, from, count_ * sizeof(float));
       }
-      if (op == RedOp::kAvg) ctx.divide(x, count_, DataType::kFloat32, ranks);
-      call.wireBytes = bytes * (ranks - 1);
-      call.denseBytes = count_ * sizeof(float) * (ranks - 1);
+      call.wireBytes = call.denseBytes = count_ * sizeof(float) * (ranks - 1);
     }
+    stamp();
   } catch (...) {
     // What was enqueued still uses the state: settleStreams waits for it.
     try {
@@ -248,16 +271,65 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
     }
     throw;
   }
-  compressedCall_ = true;
+  if (timing) device_->timed.push_back(timed);
+  compressedCall_ = compress;
   device_->lastStreamCall = ctx.mark();
-  endRun(false, true, 0, call);
-  // An encode's norms stay unmeasured (their sum brought to the host would be a copy and a wait
-  // a call): the statistics keep the last gain a call measured. One rank encodes nothing (1).
+  endRun(false, compress, 0, call);  // the guard's figures come from the stamps
+  // A compressed call's norms stay unmeasured (their sum brought to the host would be a copy and
+  // a wait a call): the statistics keep the last gain a call measured. One rank encodes nothing
+  // (1), nor does a dense call.
   const double gain = stats_.gain;
   account(call);
-  if (ranks > 1) stats_.gain = gain;
+  if (compress && ranks > 1) stats_.gain = gain;
   ++calls_;
   return true;
+}
+
+CollRequest CodecHandle::streamRequest(CollKind kind, const void* in, void* out, size_t count,
+                                       DataType dtype, RedOp op) const {
+  CollRequest req;
+  req.kind = kind;
+  req.sendbuf = in;
+  req.recvbuf = out;
+  req.count = count;
+  req.dtype = dtype;
+  req.op = op;
+  req.codecMethod = methodId_;  // in the call words: ranks whose codecs differ are told
+  req.specHash = specHash_;
+  return req;
+}
+
+void CodecHandle::encodeGatherDecode(CodecComm& comm, float* x, RedOp op, device::Context& ctx,
+                                     void* stream, const std::function<void()>& stamp,
+                                     CodecCall& call) {
+  const int ranks = comm.size();
+  const size_t bytes = chunk_->maxEncodedBytes(count_, dtype_);
+  // Slots past any a method uses for itself.
+  auto* mine = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot, bytes));
+  auto* all = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot + 1, bytes * ranks));
+  ChunkInfo at;
+  at.call = calls_;
+  at.rank = comm.rank();
+  at.ctx = &ctx;
+  const size_t wrote = chunk_->encodeFeedback(
+      x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr, nullptr);
+  SQZ_ENFORCE(wrote == bytes, chunk_->name(), ": a fixed payload of ", wrote, " bytes, not ",
+              bytes);
+  stamp();
+  comm.enqueueOnStream(
+      streamRequest(CollKind::kAllGather, mine, all, bytes, DataType::kUint8, RedOp::kSum),
+      stream);
+  stamp();
+  for (int q = 0; q < ranks; ++q) {
+    at.peer = q;
+    if (q == 0)
+      chunk_->decode(all, bytes, count_, dtype_, at, x);
+    else
+      chunk_->combine(x, x, all + q * bytes, bytes, count_, dtype_, RedOp::kSum, at);
+  }
+  if (op == RedOp::kAvg) ctx.divide(x, count_, DataType::kFloat32, ranks);
+  call.wireBytes = bytes * (ranks - 1);
+  call.denseBytes = count_ * sizeof(float) * (ranks - 1);
 }
 
 bool CodecHandle::tooSmall(const CodecComm& comm) const {

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -135,20 +136,23 @@ class CodecHandle {
                          device::Context& ctx = device::hostContext());
 
   // A call on device buffers whose every pass runs on the caller's stream alone, where the
-  // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext)
-  // and the call needs no figure from the host: a chunk codec with a fixed payload size
-  // (Codec::fixedPayload), error feedback's plain prepare, no adaptive policy, the pay-off guard
-  // off (it times calls on the host), a tensor of min_bytes or more, no SQZ_CODEC_DELAY_US.
-  // Then: x = g + e into out (prepare), the codec's encode with feedback of the whole tensor
-  // (ChunkInfo::call the call number, rank this rank's, offset 0), an all-gather of every rank's
-  // payload on the stream, and out = the payloads decoded and added in rank order (decode of
-  // rank 0's, combine of each next), divided for avg: the same bits on every rank, and no byte
-  // through the host. One rank: prepare alone, as the host's schedule runs it. Returns at once
+  // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext):
+  // a chunk codec with a fixed payload size (Codec::fixedPayload), error feedback's plain
+  // prepare, no adaptive policy, no SQZ_CODEC_DELAY_US. A compressed call: x = g + e into out
+  // (prepare), the codec's encode with feedback of the whole tensor (ChunkInfo::call the call
+  // number, rank this rank's, offset 0), an all-gather of every rank's payload on the stream,
+  // and out = the payloads decoded and added in rank order (decode of rank 0's, combine of each
+  // next), divided for avg: the same bits on every rank, and no byte through the host. One
+  // rank: prepare alone, as the host's schedule runs it. A dense call (under min_bytes, or the
+  // pay-off guard's choice): the stream's dense all-reduce of x = g + e, or of in where the
+  // residual is empty. The guard decides as on the host, from figures the ranks exchange on the
+  // calls it names (a small all-reduce of host memory), but a call's times come from GPU events
+  // (Context::stamp) read, without a wait, at a later call once they have run. Returns at once
   // (true), or false with nothing enqueued where the call does not qualify.
   bool enqueueOnStream(CodecComm& comm, const void* in, void* out, RedOp op, void* stream);
   // Waits until the calls enqueueOnStream enqueued through comm have run (their state is theirs
-  // until then).
-  void settleStreams(CodecComm& comm) const;
+  // until then), and takes their times for the guard.
+  void settleStreams(CodecComm& comm);
 
   // The state as bytes (checkpoint) and back; load checks method, count and datatype.
   std::vector<char> saveState() const;
@@ -194,6 +198,15 @@ class CodecHandle {
   void* callScratch(device::Context& ctx, int slot, size_t bytes);
   // enqueueOnStream's two (this rank's payload, every rank's): past the slots methods use.
   static constexpr int kStreamPayloadSlot = 8;
+  // enqueueOnStream's compressed call past prepare, on ranks > 1: encode, all-gather (stamp()
+  // after each), decode and combine, avg's division.
+  void encodeGatherDecode(CodecComm& comm, float* x, RedOp op, device::Context& ctx,
+                          void* stream, const std::function<void()>& stamp, CodecCall& call);
+  // One of enqueueOnStream's collectives, carrying the codec's method and spec hash.
+  CollRequest streamRequest(CollKind kind, const void* in, void* out, size_t count,
+                            DataType dtype, RedOp op) const;
+  // The times of the stream calls whose stamps have run, into runs_ (the guard's next figures).
+  void takeStreamSeconds(device::Context& ctx);
   // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.
   void runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
                   Codec& codec, CodecCall& call);

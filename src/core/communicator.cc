@@ -547,13 +547,16 @@ device::Context* Communicator::streamContext() {
   return streamColls_ && config_.algoSpec.empty() ? &streamColls_->codecContext() : nullptr;
 }
 
-void Communicator::enqueueGather(const CollRequest& req, void* stream) {
-  SQZ_ENFORCE(streamColls_ && req.kind == CollKind::kAllGather && req.count > 0,
-              "enqueueGather");
+void Communicator::enqueueOnStream(const CollRequest& req, void* stream) {
+  const bool gather = req.kind == CollKind::kAllGather;
+  SQZ_ENFORCE(streamColls_ && (gather || req.kind == CollKind::kAllReduce) && req.count > 0,
+              "enqueueOnStream");
   throwIfFailed();
+  const std::string codec = strCat("compressed all-reduce (", codecName(req.codecMethod), ")");
   streamColls_->enqueue(static_cast<device::GpuStream>(stream), req,
-                        strCat("compressed all-reduce (", codecName(req.codecMethod),
-                               "): the all-gather of ", req.count, " payload bytes"));
+                        gather ? strCat(codec, ": the all-gather of ", req.count, " payload bytes")
+                               : strCat(codec, " sent dense: ", req.count, " ",
+                                        dataTypeName(req.dtype)));
   lastAlgorithm_ = "stream";
 }
 

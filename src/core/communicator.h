@@ -64,7 +64,7 @@ class Communicator final : public CodecComm {
   // Held by whoever uses streamContext() (a compressed call's passes, a codec's settle): calls
   // may come from several threads, and the context is one.
   std::mutex& streamContextMutex() { return streamContextMu_; }
-  void enqueueGather(const CollRequest& req, void* stream) override;
+  void enqueueOnStream(const CollRequest& req, void* stream) override;
   // Any work on device buffers that makes calls on this communicator (a compressed all-reduce:
   // its codec handle's passes and its collectives): enqueued on `stream` like a collective;
   // task(copies) runs on the progress thread with host copies of `spans`, where collective()

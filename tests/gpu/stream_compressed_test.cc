@@ -1,8 +1,8 @@
 // Compressed all-reduce on device buffers of ranks on one GPU (threads of one process), where
 // the call runs on the caller's stream alone (CodecHandle::enqueueOnStream: a codec whose payload
-// has a fixed size, the pay-off guard off, SQZ_ALGO unset): results and residuals bit for bit
-// against a CPU model of that algorithm, state moved to the host and back between calls, and ranks
-// whose codecs differ told so.
+// has a fixed size, SQZ_ALGO unset): results and residuals bit for bit against a CPU model of
+// that algorithm, state moved to the host and back between calls, the pay-off guard's calls in
+// both modes, and ranks whose codecs differ told so.
 // main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
 #include <cuda_runtime_api.h>
 
@@ -26,9 +26,26 @@ namespace {
 // What a compressed call on the caller's stream computes (CodecHandle::enqueueOnStream), on the
 // host with the codec's cpu kernels: every rank's x = g + e, its payload (encode with feedback,
 // whole tensor, the call's number, the rank's own), and the payloads decoded and added in rank
-// order (avg: divided); residual[q] ends as rank q's.
+// order (avg: divided); residual[q] ends as rank q's. A call sent dense: every rank's x added in
+// rank order, as the stream's all-reduce folds (avg: divided), and every residual 0.
 std::vector<float> streamReference(const std::string& spec, size_t count, int nranks, int call,
-                                   sqzRedOp_t op, std::vector<std::vector<float>>& residual) {
+                                   sqzRedOp_t op, std::vector<std::vector<float>>& residual,
+                                   bool dense = false) {
+  if (dense) {
+    std::vector<float> out(count, 0.0f);
+    for (int q = 0; q < nranks; ++q) {
+      std::vector<float> x = inputs(q, call, count);
+      for (size_t i = 0; i < count; ++i) {
+        if (!residual[q].empty()) x[i] += residual[q][i];
+        out[i] = q == 0 ? x[i] : out[i] + x[i];
+      }
+      std::fill(residual[q].begin(), residual[q].end(), 0.0f);
+    }
+    if (op == sqzAvg && nranks > 1)
+      squeeze::device::hostContext().divide(out.data(), count, squeeze::DataType::kFloat32,
+                                            nranks);
+    return out;
+  }
   auto handle = squeeze::createCodecHandle(squeeze::CodecSpec::parse(spec), count,
                                            squeeze::DataType::kFloat32);
   squeeze::Codec& codec = *handle->chunkCodec();
@@ -172,11 +189,98 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
       }
     cudaStreamDestroy(stream);
   });
-  for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
-  size_t shown = 0;
-  for (int r = 0; r < nranks; ++r)
-    for (const std::string& f : failures[r])
-      if (shown++ < 40) ADD_FAILURE() << "rank " << r << ": " << f;
+  reportFailures(run, failures);
+}
+
+class StreamCompressedGuard : public ::testing::TestWithParam<int> {};
+
+// With the pay-off guard on (the default), a call of a codec whose payload has a fixed size still
+// runs on the caller's stream alone, compressed or dense as the guard decides: its first four
+// calls alternate compressed, dense, compressed, dense, and the later ones follow the figures,
+// which come from the GPU's times of the calls that have run (the guard has both modes measured
+// by the last call). A tensor under min_bytes runs dense on the stream, every call, and the guard
+// takes no part. Each call's result and residual are its mode's reference, bit for bit.
+TEST_P(StreamCompressedGuard, EachCallIsItsModesReference) {
+  const int nranks = GetParam();
+  struct Case {
+    const char* spec;
+    size_t count;
+    bool small;  // under min_bytes (16 KiB by default)
+  };
+  const Case cases[] = {{"int8:auto_dense=1", 70001, false},
+                        {"int8:auto_dense=1", 1000, true},
+                        {"fp16:auto_dense=1,min_bytes=0", 4099, false}};
+  constexpr int kCallsHere = 8;
+  RunOptions opts;
+  opts.transports = "cuda_ipc,shm,tcp";
+  opts.watchdogSeconds = 300;
+  std::vector<std::vector<std::string>> failures(nranks);
+  std::barrier<> sync(nranks);
+  ScopedEnv env;
+  env.unset("SQZ_ALGO");
+  RunResult run = runRanks(nranks, opts, [&](sqzComm_t& comm, int rank) {
+    std::vector<std::string>& fails = failures[rank];
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    for (const Case& c : cases) {
+      const std::string base = std::string(c.spec) + " count=" + std::to_string(c.count);
+      setStatus(base);
+      sqzCodec_t codec = nullptr;
+      if (sqzCodecCreate(&codec, c.spec, c.count, sqzFloat32, comm) != sqzSuccess) {
+        fails.push_back(base + ": sqzCodecCreate: " + sqzGetLastError(comm));
+        continue;
+      }
+      std::vector<std::vector<float>> residual(nranks, std::vector<float>(c.count));
+      GpuBytes din(c.count * sizeof(float), false, stream);
+      GpuBytes dout(c.count * sizeof(float), false, stream);
+      sqzCodecStats_t before{};
+      for (int call = 0; call < kCallsHere; ++call) {
+        const std::string key = base + " call " + std::to_string(call);
+        const sqzRedOp_t op = call % 2 ? sqzAvg : sqzSum;
+        const bool inPlace = call % 2 == 1;
+        din.put(inputs(rank, call, c.count));
+        dout.put(std::vector<float>(c.count, -1.0f));
+        cudaStreamSynchronize(stream);
+        sync.arrive_and_wait();  // as in StreamCompressed: no rank waits while a stream is held
+        const bool ok = sqzAllReduceCompressed(din.ptr(), inPlace ? din.ptr() : dout.ptr(),
+                                               c.count, sqzFloat32, op, codec, comm,
+                                               stream) == sqzSuccess;
+        if (!ok) fails.push_back(key + ": " + sqzGetLastError(comm));
+        cudaStreamSynchronize(stream);
+        sync.arrive_and_wait();
+        if (!ok) break;
+        sqzCodecStats_t st{};
+        sqzCodecGetStats(codec, &st);
+        const bool dense = st.denseCalls > before.denseCalls;
+        const bool guardDense = st.guardDenseCalls > before.guardDenseCalls;
+        before = st;
+        if (c.small ? !dense || guardDense : call < 4 && dense != (call % 2 == 1))
+          fails.push_back(key + ": ran " + (dense ? "dense" : "compressed") +
+                          (guardDense ? " (the guard's)" : ""));
+        const char* algo = "";
+        sqzCommGetLastAlgorithm(comm, &algo);
+        if (std::string(algo) != "stream")
+          fails.push_back(key + ": ran as '" + algo + "', not on the stream");
+        const std::vector<float> want =
+            streamReference(c.spec, c.count, nranks, call, op, residual, dense);
+        const std::vector<float> got = (inPlace ? din : dout).get<float>(c.count);
+        if (!sameBits(got, want))
+          fails.push_back(key + ": result differs from the reference at " +
+                          firstDifference(got, want));
+        const SavedState saved = parseState(saveState(codec));
+        if (!saved.ok || saved.arrays.size() != 1 ||
+            !sameBits(saved.arrays[0].second, residual[rank]))
+          fails.push_back(key + ": the codec's residual differs from the reference");
+      }
+      if (!c.small && (before.linkDensePerByte <= 0 || before.codecPerByte <= 0))
+        fails.push_back(base + ": the guard has not measured both modes (dense " +
+                        std::to_string(before.linkDensePerByte) + ", codec " +
+                        std::to_string(before.codecPerByte) + " s/B)");
+      sqzCodecDestroy(codec);
+    }
+    cudaStreamDestroy(stream);
+  });
+  reportFailures(run, failures);
 }
 
 // Ranks whose codecs differ but whose payloads have the same size (fp16 and bf16) are told so:
@@ -234,6 +338,7 @@ TEST(StreamCompressedErrors, RanksWithDifferentCodecsFailNamingBoth) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCompressed, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCompressedGuard, ::testing::Values(2, 3));
 
 }  // namespace
 }  // namespace sqztest
