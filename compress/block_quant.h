@@ -36,7 +36,7 @@ class BlockQuantCodec : public Codec {
 
   uint8_t id() const override { return id_; }
   size_t maxEncodedBytes(size_t count, DataType) const override { return bytesFor(count); }
-  bool fixedPayload() const override { return true; }
+  bool fixedPayload(const device::Context&) const override { return true; }
 
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {

@@ -21,7 +21,7 @@ class CastCodec final : public Codec {
   CastCodec(device::Narrow kind, uint8_t id) : kind_(kind), id_(id) {}
   uint8_t id() const override { return id_; }
   size_t maxEncodedBytes(size_t count, DataType) const override { return count * 2; }
-  bool fixedPayload() const override { return true; }
+  bool fixedPayload(const device::Context&) const override { return true; }
   size_t encode(const void* src, size_t count, DataType, const ChunkInfo& at,
                 void* payload) override {
     at.ctx->narrow(kind_, static_cast<const float*>(src),

@@ -81,10 +81,14 @@ class Codec {
   // True when a chunk's payload is exactly its values: the executor then sends straight from
   // and receives straight into the caller's buffers, with no encode or decode pass.
   virtual bool rawWire() const { return false; }
-  // True when encode's payload is always maxEncodedBytes(count) bytes, on every context (the
-  // casts and the block quantizers): a device call's payloads can then be gathered on the
-  // caller's stream without the host learning their sizes (CodecHandle::enqueueOnStream).
-  virtual bool fixedPayload() const { return false; }
+  // True when encodeFeedback's payload on ctx is always maxEncodedBytes(count) bytes (the casts
+  // and the block quantizers everywhere; top-k on a GPU, which pads to k entries): a device
+  // call's payloads can then be gathered on the caller's stream without the host learning their
+  // sizes (CodecHandle::enqueueOnStream).
+  virtual bool fixedPayload(const device::Context& ctx) const {
+    (void)ctx;
+    return false;
+  }
   // An upper bound on encode's output for count values.
   virtual size_t maxEncodedBytes(size_t count, DataType dtype) const = 0;
   // Writes the payload for src[0..count); returns its size (<= maxEncodedBytes).

@@ -218,7 +218,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
                                   void* stream) {
   const int ranks = comm.size();
   device::Context* const on = comm.streamContext();
-  if (!on || !chunk_->fixedPayload() || !plainPrepare() || policy_ ||
+  if (!on || !chunk_->fixedPayload(*on) || !plainPrepare() || policy_ ||
       comm.codecSettings().codecDelayUs > 0)
     return false;
   device::Context& ctx = *on;

@@ -86,6 +86,8 @@ class TopkCodec final : public Codec {
   double ratio() const { return ratio_; }
 
   uint8_t id() const override { return id_; }
+  // A GPU's encode pads to k entries (topk.cc), so its size is known before the selection runs.
+  bool fixedPayload(const device::Context& ctx) const override { return ctx.onDevice(); }
   size_t maxEncodedBytes(size_t count, DataType dtype) const override;
   size_t encode(const void* src, size_t count, DataType dtype, const ChunkInfo& at,
                 void* payload) override;
