@@ -35,6 +35,10 @@ class RandkCodec final : public Codec {
  public:
   RandkCodec(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {}
   uint8_t id() const override { return kRandkId; }
+  // Its k values, always: the indices are drawn from the seed, the call and the offset. (On the
+  // caller's stream, ranks with different seeds are told by the call words' 24 bits of the
+  // spec's hash: the payloads alone would decode at the wrong indices.)
+  bool fixedPayload(const device::Context&) const override { return true; }
   bool setRatio(double ratio) override {
     ratio_ = ratio;
     return true;

@@ -18,7 +18,8 @@
 //                q's two slots to this rank (written by q's stream);
 //   call[s]      the words that describe this rank's call in set s (CallCheck, device/reduce.h):
 //                its number, count, datatype, op, collective and root, and for a compressed
-//                call's all-gather of payloads its codec method and a byte of its spec's hash;
+//                call's collectives its codec method and 24 bits of its spec's hash (16 for
+//                a dense all-reduce: the op byte is its op);
 //   error        what this rank's checks found (device/reduce.h, kErrorWords), for the
 //                collectives and for the messages apart;
 //   done         the last round this rank's stream finished, and the last group of messages it

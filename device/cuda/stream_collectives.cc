@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <tuple>
+#include <utility>
 
 #include "base/logging.h"
 #include "base/strings.h"
@@ -39,13 +41,25 @@ bool twoShot(uint64_t count, DataType dtype) {
   return count * dataTypeSize(dtype) >= kTwoShotBytes;
 }
 
-// The call words' fourth: the collective, its root (0 where it has none), and the codec method
-// that made it with 8 bits of its spec's hash (0 for a plain call: a compressed call's payloads
-// are gathered on the stream, and ranks whose codecs differ must not decode each other's).
-uint32_t kindWord(const CollRequest& req, int root) {
+// The call words' third and fourth. Third: the count's bits 32-47, the datatype and the op.
+// Fourth: the collective and its root. A compressed call's collectives (an all-gather of
+// payloads, or the dense all-reduce of a call sent dense) add the codec method and its spec's
+// hash, so ranks whose codecs or settings differ must not fold each other's bytes: the hash's
+// low byte in the fourth word's top byte, its next where a collective has no root (the root
+// byte), and its third where it has no op (the op byte): 24 bits for an all-gather, 16 for an
+// all-reduce. (Random-k's payload is only values at indices drawn from its seed: a mismatch
+// would pass every other check.)
+std::pair<uint32_t, uint32_t> callWords(const CollRequest& req, size_t count, DataType dtype,
+                                        RedOp op, int root, bool rooted, bool reduces) {
   const uint32_t h = req.specHash;
-  return uint32_t(req.kind) | uint32_t(root) << 8 | uint32_t(req.codecMethod) << 16 |
-         ((h ^ h >> 8 ^ h >> 16 ^ h >> 24) & 0xff) << 24;
+  const bool codec = req.codecMethod != 0;
+  const uint32_t opByte = codec && !reduces ? (h >> 16) & 0xff : uint32_t(op);
+  const uint32_t rootByte = codec && !rooted ? (h >> 8) & 0xff : uint32_t(root);
+  const uint32_t third =
+      static_cast<uint32_t>((count >> 32) & 0xffff) | uint32_t(dtype) << 16 | opByte << 24;
+  const uint32_t fourth = uint32_t(req.kind) | rootByte << 8 | uint32_t(req.codecMethod) << 16 |
+                          (codec ? h & 0xff : 0) << 24;
+  return {third, fourth};
 }
 
 // Rank q's part of a round of n elements: [first, last).
@@ -82,22 +96,35 @@ uint64_t processToken() {
 std::string describeCall(const uint32_t* w) {
   const uint64_t count = w[1] | (uint64_t(w[2] & 0xffff) << 32);
   const uint32_t dtype = (w[2] >> 16) & 0xff, op = w[2] >> 24, kind = w[3] & 0xff;
-  const uint32_t method = (w[3] >> 16) & 0xff;
+  const uint32_t method = (w[3] >> 16) & 0xff, root = (w[3] >> 8) & 0xff;
   const bool rooted = kind == uint32_t(CollKind::kBroadcast) || kind == uint32_t(CollKind::kReduce);
   const bool reduces = kind == uint32_t(CollKind::kAllReduce) ||
                        kind == uint32_t(CollKind::kReduce) ||
                        kind == uint32_t(CollKind::kReduceScatter);
   const bool known =
       kind >= uint32_t(CollKind::kAllReduce) && kind <= uint32_t(CollKind::kAlltoAll);
+  // A compressed call's spec hash bits, as callWords placed them (the digest's first bytes, in
+  // memory order on this little-endian host).
+  uint32_t hash = w[3] >> 24;
+  int hashBits = 8;
+  if (!rooted) {
+    hash |= root << 8;
+    hashBits += 8;
+  }
+  if (!reduces) {
+    hash |= op << 16;
+    hashBits += 8;
+  }
   return strCat(known ? collKindName(CollKind(kind)) : "?", " #",
                 w[0], " of ", count, " ",
                 dtype < uint32_t(kNumDataTypes) ? dataTypeName(DataType(dtype)) : "?",
                 reduces ? strCat(" (", op < uint32_t(kNumRedOps) ? redOpName(RedOp(op)) : "?",
                                  ")")
                         : std::string(),
-                rooted ? strCat(", root ", (w[3] >> 8) & 0xff) : std::string(),
-                method ? strCat(" of codec ", codecName(uint8_t(method)), " (spec hash byte ",
-                                w[3] >> 24, ")")
+                rooted ? strCat(", root ", root) : std::string(),
+                method ? strCat(" of codec ", codecName(uint8_t(method)),
+                                " (its spec's SHA-256 begins ",
+                                toHex(&hash, size_t(hashBits / 8)), ")")
                        : std::string());
 }
 
@@ -401,9 +428,8 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
     check.nranks = nranks_;
     check.expect[0] = static_cast<uint32_t>(call);
     check.expect[1] = static_cast<uint32_t>(count);
-    check.expect[2] = static_cast<uint32_t>((count >> 32) & 0xffff) | uint32_t(dtype) << 16 |
-                      uint32_t(op) << 24;
-    check.expect[3] = kindWord(req, root);
+    std::tie(check.expect[2], check.expect[3]) =
+        callWords(req, count, dtype, op, root, rooted, reduces);
     check.error = reinterpret_cast<volatile uint32_t*>(c.areaDevice[me] + kErrorOff);
     uint32_t t = issued_.load();
     try {
@@ -555,7 +581,7 @@ std::string StreamCollectives::describeDisagreement() const {
   return strCat("rank ", rank_, ": the ranks' collectives on device buffers do not match: rank ",
                 q, "'s is ", describeCall(theirs), ", this rank's ", describeCall(mine),
                 ". Every rank must make the same calls, with the same count, datatype, op, "
-                "root and codec, in the same order. That call's output ",
+                "root and codec spec (method and settings), in the same order. That call's output ",
                 (mine[3] >> 16) & 0xff ? "holds no result (a compressed call's)"
                                        : "was not written",
                 "; destroy the communicator.");

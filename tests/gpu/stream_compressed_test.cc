@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../collective/test_util.h"
+#include "base/crypto.h"
 #include "compress/codec.h"
 #include "compress/handle.h"
 #include "compress/spec.h"
@@ -68,6 +69,7 @@ std::vector<float> streamReference(const std::string& spec, size_t count, int nr
   }
   std::vector<float> out(count);
   squeeze::ChunkInfo at;
+  at.call = uint64_t(call);  // random-k's indices are the call's
   for (int q = 0; q < nranks; ++q) {
     const char* p = payloads.data() + q * bytes;
     if (q == 0)
@@ -95,7 +97,8 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
                                           "qsgd:levels=4,block=100,seed=3,min_bytes=0",
                                           "onebit:min_bytes=0", "terngrad:ef=0,min_bytes=0",
                                           "topk:min_bytes=0", "topk:ratio=0.2,sample=1,min_bytes=0",
-                                          "topk:ratio=0.6,min_bytes=0"};
+                                          "topk:ratio=0.6,min_bytes=0",
+                                          "randk:ratio=0.05,seed=9,min_bytes=0"};
   const size_t counts[] = {1, 4099, 70001};
   constexpr int kCallsHere = 4, kOnHost = 2;
   RunOptions opts;
@@ -286,57 +289,83 @@ TEST_P(StreamCompressedGuard, EachCallIsItsModesReference) {
   reportFailures(run, failures);
 }
 
-// Ranks whose codecs differ but whose payloads have the same size (fp16 and bf16) are told so:
-// the call words name the codec, and the communicator fails with both calls described.
+// The first byte of a spec's hash (what the call words carried of it before they carried 24 bits).
+uint8_t firstHashByte(const std::string& spec) {
+  const std::string canonical = squeeze::CodecSpec::parse(spec).str();
+  return squeeze::sha256(canonical.data(), canonical.size())[0];
+}
+
+// Ranks whose codecs differ but whose payloads have the same size are told so: the call words
+// carry the codec and 24 bits of its spec's hash, and the communicator fails with both calls
+// described, before any rank folds the other's bytes. fp16 against bf16 (the codec), and random-k
+// with different seeds (the settings: its payload is only values, at indices drawn from the seed)
+// whose specs' hashes share their first byte.
 TEST(StreamCompressedErrors, RanksWithDifferentCodecsFailNamingBoth) {
+  const std::string randk1 = "randk:seed=1,min_bytes=0";
+  std::string randk2;
+  for (int seed = 2; randk2.empty(); ++seed) {
+    const std::string spec = "randk:seed=" + std::to_string(seed) + ",min_bytes=0";
+    if (firstHashByte(spec) == firstHashByte(randk1)) randk2 = spec;
+  }
+  struct Case {
+    std::string spec[2];
+    const char* named[2];  // what the error must say of each rank's call
+  };
+  const Case cases[] = {
+      {{"fp16:min_bytes=0", "bf16:min_bytes=0"}, {"codec fp16", "codec bf16"}},
+      {{randk1, randk2},
+       {"codec randk (its spec's SHA-256 begins ", "codec randk (its spec's SHA-256 begins "}}};
   constexpr int kRanks = 2;
   constexpr size_t kCount = 4099;
-  RunOptions opts;
-  opts.transports = "cuda_ipc,shm,tcp";
-  opts.timeoutMs = 10000;
-  std::vector<std::string> errors(kRanks);
-  std::barrier<> sync(kRanks);
-  ScopedEnv env;
-  env.unset("SQZ_ALGO");
-  env.set("SQZ_CODEC_AUTO_DENSE", "0");
-  RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
-    cudaStream_t stream;
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    {
-      GpuBytes buf(kCount * sizeof(float), false, stream);
-      buf.put(inputs(rank, 0, kCount));
-      cudaStreamSynchronize(stream);
-      sqzCodec_t codec = nullptr;
-      const char* spec = rank == 0 ? "fp16:min_bytes=0" : "bf16:min_bytes=0";
-      if (sqzCodecCreate(&codec, spec, kCount, sqzFloat32, comm) != sqzSuccess) {
-        errors[rank] = std::string("sqzCodecCreate: ") + sqzGetLastError(comm);
-      } else {
-        sync.arrive_and_wait();
-        if (sqzAllReduceCompressed(buf.ptr(), buf.ptr(), kCount, sqzFloat32, sqzSum, codec, comm,
-                                   stream) != sqzSuccess)
-          errors[rank] = sqzGetLastError(comm);
-        cudaStreamSynchronize(stream);  // the check skips the folds: no hang
-        // The watcher finds the disagreement in the error word within its poll.
-        sqzResult_t async = sqzSuccess;
-        const auto t0 = std::chrono::steady_clock::now();
-        while (async == sqzSuccess &&
-               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
-          sqzCommGetAsyncError(comm, &async);
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec[0] + " against " + c.spec[1]);
+    RunOptions opts;
+    opts.transports = "cuda_ipc,shm,tcp";
+    opts.timeoutMs = 10000;
+    std::vector<std::string> errors(kRanks);
+    std::barrier<> sync(kRanks);
+    ScopedEnv env;
+    env.unset("SQZ_ALGO");
+    env.set("SQZ_CODEC_AUTO_DENSE", "0");
+    RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
+      cudaStream_t stream;
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      {
+        GpuBytes buf(kCount * sizeof(float), false, stream);
+        buf.put(inputs(rank, 0, kCount));
+        cudaStreamSynchronize(stream);
+        sqzCodec_t codec = nullptr;
+        if (sqzCodecCreate(&codec, c.spec[rank].c_str(), kCount, sqzFloat32, comm) !=
+            sqzSuccess) {
+          errors[rank] = std::string("sqzCodecCreate: ") + sqzGetLastError(comm);
+        } else {
+          sync.arrive_and_wait();
+          if (sqzAllReduceCompressed(buf.ptr(), buf.ptr(), kCount, sqzFloat32, sqzSum, codec,
+                                     comm, stream) != sqzSuccess)
+            errors[rank] = sqzGetLastError(comm);
+          cudaStreamSynchronize(stream);  // the check skips the folds: no hang
+          // The watcher finds the disagreement in the error word within its poll.
+          sqzResult_t async = sqzSuccess;
+          const auto t0 = std::chrono::steady_clock::now();
+          while (async == sqzSuccess &&
+                 std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+            sqzCommGetAsyncError(comm, &async);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+          if (async != sqzSuccess) errors[rank] = sqzGetLastError(comm);
+          sync.arrive_and_wait();
+          sqzCodecDestroy(codec);
         }
-        if (async != sqzSuccess) errors[rank] = sqzGetLastError(comm);
-        sync.arrive_and_wait();
-        sqzCodecDestroy(codec);
       }
+      cudaStreamDestroy(stream);
+    });
+    for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
+    for (int r = 0; r < kRanks; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      EXPECT_NE(errors[r].find("do not match"), std::string::npos) << errors[r];
+      for (const char* named : c.named)
+        EXPECT_NE(errors[r].find(named), std::string::npos) << errors[r];
     }
-    cudaStreamDestroy(stream);
-  });
-  for (const std::string& e : run.initErrors) ADD_FAILURE() << "init failed: " << e;
-  for (int r = 0; r < kRanks; ++r) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    EXPECT_NE(errors[r].find("do not match"), std::string::npos) << errors[r];
-    EXPECT_NE(errors[r].find("codec fp16"), std::string::npos) << errors[r];
-    EXPECT_NE(errors[r].find("codec bf16"), std::string::npos) << errors[r];
   }
 }
 
