@@ -85,6 +85,9 @@ class DgcHandle final : public CodecHandle {
 
  protected:
   bool plainPrepare() const override { return false; }  // u = m u + g even on a dense call
+  // Clipping reads |g| on the host; the rest are kernels (on the caller's stream alone: its
+  // payload is top-k's, of a known size on a GPU).
+  bool prepareOnDevice() const override { return p_.clip == 0; }
 
   void prepare(const float* g, float* x, int nranks, device::Context& ctx) override {
     topk_->setRatio(densityAt(calls_));

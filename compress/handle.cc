@@ -218,7 +218,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
                                   void* stream) {
   const int ranks = comm.size();
   device::Context* const on = comm.streamContext();
-  if (!on || !chunk_->fixedPayload(*on) || !plainPrepare() || policy_ ||
+  if (!on || !chunk_->fixedPayload(*on) || !prepareOnDevice() || policy_ ||
       comm.codecSettings().codecDelayUs > 0)
     return false;
   device::Context& ctx = *on;
@@ -242,6 +242,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   };
   placeState(ctx);
   device_->streamCalls = &ctx;
+  compressedCall_ = compress;
   try {
     const float* g = static_cast<const float*>(in);
     float* x = static_cast<float*>(out);
@@ -251,8 +252,11 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
       if (ranks > 1) encodeGatherDecode(comm, x, op, ctx, stream, stamp, call);
     } else {  // as sqzAllReduce, of x = g + e, or of g where the residual is empty
       const bool direct = runsDirect(false);
+      // A dense call's time is its run, as on the host, and its prepare where every dense call
+      // needs one (DGC's momentum).
+      if (!plainPrepare()) stamp();
       if (!direct) prepare(g, x, ranks, ctx);
-      stamp();  // a dense call's time is its run, as on the host (prepare is not)
+      if (plainPrepare()) stamp();
       const void* from = direct ? in : out;
       if (ranks > 1) {
         comm.enqueueOnStream(
@@ -262,6 +266,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
       }
       call.wireBytes = call.denseBytes = count_ * sizeof(float) * (ranks - 1);
     }
+    finish(x, ctx);
     stamp();
   } catch (...) {
     // What was enqueued still uses the state: settleStreams waits for it.
@@ -272,7 +277,6 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
     throw;
   }
   if (timing) device_->timed.push_back(timed);
-  compressedCall_ = compress;
   device_->lastStreamCall = ctx.mark();
   endRun(false, compress, 0, call);  // the guard's figures come from the stamps
   // A compressed call's norms stay unmeasured (their sum brought to the host would be a copy and

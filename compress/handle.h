@@ -137,15 +137,16 @@ class CodecHandle {
 
   // A call on device buffers whose every pass runs on the caller's stream alone, where the
   // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext):
-  // a chunk codec with a fixed payload size (Codec::fixedPayload), error feedback's plain
-  // prepare, no adaptive policy, no SQZ_CODEC_DELAY_US. A compressed call: x = g + e into out
-  // (prepare), the codec's encode with feedback of the whole tensor (ChunkInfo::call the call
-  // number, rank this rank's, offset 0), an all-gather of every rank's payload on the stream,
-  // and out = the payloads decoded and added in rank order (decode of rank 0's, combine of each
-  // next), divided for avg: the same bits on every rank, and no byte through the host. One
-  // rank: prepare alone, as the host's schedule runs it. A dense call (under min_bytes, or the
-  // pay-off guard's choice): the stream's dense all-reduce of x = g + e, or of in where the
-  // residual is empty. The guard decides as on the host, from figures the ranks exchange on the
+  // a chunk codec with a fixed payload size (Codec::fixedPayload), a prepare and finish on the
+  // device alone (prepareOnDevice), no adaptive policy, no SQZ_CODEC_DELAY_US. A compressed
+  // call: x = g + e into out (prepare), the codec's encode with feedback of the whole tensor
+  // (ChunkInfo::call the call number, rank this rank's, offset 0), an all-gather of every rank's
+  // payload on the stream, out = the payloads decoded and added in rank order (decode of rank
+  // 0's, combine of each next), divided for avg, then finish: the same bits on every rank, and
+  // no byte through the host. One rank: prepare and finish alone, as the host's schedule runs
+  // it. A dense call (under min_bytes, or the pay-off guard's choice): the stream's dense
+  // all-reduce of x = g + e (or of in where the residual is empty and prepare is plain), then
+  // finish. The guard decides as on the host, from figures the ranks exchange on the
   // calls it names (a small all-reduce of host memory), but a call's times come from GPU events
   // (Context::stamp) read, without a wait, at a later call once they have run. Returns at once
   // (true), or false with nothing enqueued where the call does not qualify.
@@ -172,6 +173,9 @@ class CodecHandle {
   // True when prepare is this class's x = g + e and finish does nothing: a dense call with an
   // empty residual may then skip both and run from in to out (DGC's momentum needs both).
   virtual bool plainPrepare() const { return true; }
+  // True when prepare and finish read nothing back to the host (DGC's clipping reads a norm), so
+  // that a call may run on the caller's stream alone (enqueueOnStream).
+  virtual bool prepareOnDevice() const { return true; }
   // After a call's schedule ran; out holds the result. compressedCall_ says whether it ran
   // through the codec (false: dense, every value sent in full).
   virtual void finish(float* out, device::Context& ctx) {

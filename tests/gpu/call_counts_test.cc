@@ -296,14 +296,14 @@ TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
 }
 
 // A compressed all-reduce of ranks on one host whose codec's payload has a fixed size
-// (CodecHandle::enqueueOnStream: the casts, the quantizers, top-k) is a stream program alone as
-// well: prepare, the codec's encode with feedback, a stream all-gather of the payloads, and each
-// rank's payload decoded and added in rank order, on the caller's stream. Nothing goes to the
-// host, no thread waits, no library thread makes a CUDA call, nothing is made, allocated or
-// staged through a fallback. So with the pay-off guard on (auto_dense=1: the calls counted are
-// its third to fifth, compressed, dense, then its choice; each adds GPU events' stamps, read at
-// a later call, and an exchange of figures on host memory), and for a tensor under min_bytes
-// (16 KiB), sent dense every call.
+// (CodecHandle::enqueueOnStream: the casts, the quantizers, top-k, random-k and DGC without
+// clipping) is a stream program alone as well: prepare, the codec's encode with feedback, a
+// stream all-gather of the payloads, and each rank's payload decoded and added in rank order, on
+// the caller's stream. Nothing goes to the host, no thread waits, no library thread makes a CUDA
+// call, nothing is made, allocated or staged through a fallback. So with the pay-off guard on
+// (auto_dense=1: the calls counted are its third to fifth, compressed, dense, then its choice;
+// each adds GPU events' stamps, read at a later call, and an exchange of figures on host
+// memory), and for a tensor under min_bytes (16 KiB), sent dense every call.
 TEST(CallCounts, ACompressedCallOnOneHostIsAStreamProgramAlone) {
   struct Case {
     const char* spec;
@@ -315,7 +315,8 @@ TEST(CallCounts, ACompressedCallOnOneHostIsAStreamProgramAlone) {
                         {"fp16:auto_dense=0", 1 << 12, 16},  {"fp16:auto_dense=0", 1 << 20, 16},
                         {"int8:auto_dense=1", 1 << 12, 16},  {"int8:auto_dense=1", 1 << 20, 16},
                         {"int8", 256, 16},                   {"topk:auto_dense=0", 1 << 12, 28},
-                        {"topk:auto_dense=0", 1 << 20, 28}};
+                        {"topk:auto_dense=0", 1 << 20, 28},  {"dgc:auto_dense=0", 1 << 20, 32},
+                        {"randk:auto_dense=0", 1 << 20, 16}};
   for (const auto& [spec, count, launches] : cases) {
     const uint64_t fallbacks = squeeze::device::slotFallbacks();
     const Counted k = countCalls(spec, count, nullptr, "");

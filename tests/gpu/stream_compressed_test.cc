@@ -6,7 +6,9 @@
 // main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,53 +26,74 @@
 namespace sqztest {
 namespace {
 
-// What a compressed call on the caller's stream computes (CodecHandle::enqueueOnStream), on the
-// host with the codec's cpu kernels: every rank's x = g + e, its payload (encode with feedback,
-// whole tensor, the call's number, the rank's own), and the payloads decoded and added in rank
-// order (avg: divided); residual[q] ends as rank q's. A call sent dense: every rank's x added in
-// rank order, as the stream's all-reduce folds (avg: divided), and every residual 0.
-std::vector<float> streamReference(const std::string& spec, size_t count, int nranks, int call,
-                                   sqzRedOp_t op, std::vector<std::vector<float>>& residual,
-                                   bool dense = false) {
-  if (dense) {
-    std::vector<float> out(count, 0.0f);
-    for (int q = 0; q < nranks; ++q) {
-      std::vector<float> x = inputs(q, call, count);
-      for (size_t i = 0; i < count; ++i) {
-        if (!residual[q].empty()) x[i] += residual[q][i];
-        out[i] = q == 0 ? x[i] : out[i] + x[i];
-      }
-      std::fill(residual[q].begin(), residual[q].end(), 0.0f);
-    }
-    if (op == sqzAvg && nranks > 1)
-      squeeze::device::hostContext().divide(out.data(), count, squeeze::DataType::kFloat32,
-                                            nranks);
-    return out;
+// The ranks' codec state in the model, as the codec saves it: per array (the residual, then DGC's
+// momentum), per rank, the values (an empty residual: ef=0).
+using ModelState = std::vector<std::vector<std::vector<float>>>;
+
+ModelState initialState(const std::string& spec, size_t count, int nranks) {
+  const squeeze::CodecSpec parsed = squeeze::CodecSpec::parse(spec);
+  const bool dgc = parsed.method == "dgc";
+  const bool ef = dgc || spec.find("ef=0") == std::string::npos;  // DGC keeps v either way
+  ModelState state(dgc ? 2 : 1, std::vector<std::vector<float>>(nranks));
+  for (int q = 0; q < nranks; ++q) {
+    state[0][q].assign(ef ? count : 0, 0.0f);
+    if (dgc) state[1][q].assign(count, 0.0f);
   }
-  auto handle = squeeze::createCodecHandle(squeeze::CodecSpec::parse(spec), count,
-                                           squeeze::DataType::kFloat32);
+  return state;
+}
+
+// What a compressed call on the caller's stream computes (CodecHandle::enqueueOnStream), on the
+// host with the codec's cpu kernels: every rank's x = g + e (DGC: its prepare, u = m u + g,
+// x = v + u, v = 0), its payload (encode with feedback, whole tensor, the call's number, the
+// rank's own; DGC at the call's density), and the payloads decoded and added in rank order (avg:
+// divided); then DGC masks u and v where a rank sent an element in full. A call sent dense:
+// every rank's x added in rank order, as the stream's all-reduce folds (avg: divided), every
+// residual 0, DGC's momentum kept. state ends as the ranks'.
+std::vector<float> streamReference(const std::string& spec, size_t count, int nranks, int call,
+                                   sqzRedOp_t op, ModelState& state, bool dense = false) {
+  const squeeze::CodecSpec parsed = squeeze::CodecSpec::parse(spec);
+  const bool dgc = parsed.method == "dgc";
+  auto handle = squeeze::createCodecHandle(parsed, count, squeeze::DataType::kFloat32);
   squeeze::Codec& codec = *handle->chunkCodec();
+  if (dgc) {  // DgcHandle::densityAt
+    const double ratio = parsed.getRatio(0.001);
+    const double warmup = parsed.getWhole("warmup", 0, 0, 1e15);
+    codec.setRatio(call >= warmup ? ratio
+                                  : std::max(ratio, std::pow(0.25, int(call * 4 / warmup) + 1)));
+  }
+  const float momentum = float(parsed.get("momentum", 0.9, 0, 1));
+  squeeze::device::Context& host = squeeze::device::hostContext();
   const size_t bytes = codec.maxEncodedBytes(count, squeeze::DataType::kFloat32);
   std::vector<char> payloads(bytes * nranks);
   std::vector<size_t> sizes(nranks);  // the host's top-k may send fewer entries than a GPU's k
+  std::vector<std::vector<uint8_t>> nonzero(nranks, std::vector<uint8_t>(count));
+  std::vector<float> out(count, 0.0f);
   for (int q = 0; q < nranks; ++q) {
-    std::vector<float> x = inputs(q, call, count);
-    float* e = residual[q].empty() ? nullptr : residual[q].data();
-    if (e)
-      for (size_t i = 0; i < count; ++i) {
+    const std::vector<float> g = inputs(q, call, count);
+    std::vector<float> x = g;
+    std::vector<float>& e = state[0][q];
+    if (dgc)
+      host.dgcPrepare(g.data(), 1.0f, momentum, state[1][q].data(), e.data(), x.data(),
+                      nonzero[q].data(), count);
+    else
+      for (size_t i = 0; i < e.size(); ++i) {
         x[i] += e[i];
         e[i] = 0;
       }
+    if (dense) {
+      for (size_t i = 0; i < count; ++i) out[i] = q == 0 ? x[i] : out[i] + x[i];
+      continue;
+    }
     squeeze::ChunkInfo at;
     at.call = uint64_t(call);
     at.rank = q;
     sizes[q] = codec.encodeFeedback(x.data(), count, squeeze::DataType::kFloat32, at,
-                                    payloads.data() + q * bytes, e, nullptr);
+                                    payloads.data() + q * bytes, e.empty() ? nullptr : e.data(),
+                                    nullptr);
   }
-  std::vector<float> out(count);
   squeeze::ChunkInfo at;
   at.call = uint64_t(call);  // random-k's indices are the call's
-  for (int q = 0; q < nranks; ++q) {
+  for (int q = 0; q < nranks && !dense; ++q) {
     const char* p = payloads.data() + q * bytes;
     if (q == 0)
       codec.decode(p, sizes[q], count, squeeze::DataType::kFloat32, at, out.data());
@@ -79,8 +102,21 @@ std::vector<float> streamReference(const std::string& spec, size_t count, int nr
                     squeeze::RedOp::kSum, at);
   }
   if (op == sqzAvg && nranks > 1)
-    squeeze::device::hostContext().divide(out.data(), count, squeeze::DataType::kFloat32, nranks);
+    host.divide(out.data(), count, squeeze::DataType::kFloat32, nranks);
+  for (int q = 0; q < nranks && dgc && !dense; ++q)
+    host.dgcMask(state[1][q].data(), state[0][q].data(), nonzero[q].data(), count);
   return out;
+}
+
+// Where the codec's saved state differs from the model's for `rank` ("": nowhere).
+std::string stateDifference(sqzCodec_t codec, const ModelState& state, int rank) {
+  const SavedState saved = parseState(saveState(codec));
+  if (!saved.ok || saved.arrays.size() != state.size()) return "its saved state does not parse";
+  for (size_t a = 0; a < state.size(); ++a)
+    if (!sameBits(saved.arrays[a].second, state[a][rank]))
+      return saved.arrays[a].first + " differs from the reference at " +
+             firstDifference(saved.arrays[a].second, state[a][rank]);
+  return "";
 }
 
 class StreamCompressed : public ::testing::TestWithParam<int> {};
@@ -98,7 +134,9 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
                                           "onebit:min_bytes=0", "terngrad:ef=0,min_bytes=0",
                                           "topk:min_bytes=0", "topk:ratio=0.2,sample=1,min_bytes=0",
                                           "topk:ratio=0.6,min_bytes=0",
-                                          "randk:ratio=0.05,seed=9,min_bytes=0"};
+                                          "randk:ratio=0.05,seed=9,min_bytes=0",
+                                          "dgc:ratio=0.01,min_bytes=0",
+                                          "dgc:ratio=0.3,warmup=3,sample=0,min_bytes=0"};
   const size_t counts[] = {1, 4099, 70001};
   constexpr int kCallsHere = 4, kOnHost = 2;
   RunOptions opts;
@@ -122,8 +160,7 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
           fails.push_back(base + ": sqzCodecCreate: " + sqzGetLastError(comm));
           continue;
         }
-        const bool ef = spec.find("ef=0") == std::string::npos;
-        std::vector<std::vector<float>> residual(nranks, std::vector<float>(ef ? count : 0));
+        ModelState state = initialState(spec, count, nranks);
         GpuBytes din(count * sizeof(float), false, stream);
         GpuBytes dout(count * sizeof(float), false, stream);
         for (int call = 0; call < kCallsHere; ++call) {
@@ -132,7 +169,7 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
           const bool inPlace = call % 2 == 1, onHost = call == kOnHost;
           const std::vector<float> want =
               onHost ? std::vector<float>()
-                     : streamReference(spec, count, nranks, call, op, residual);
+                     : streamReference(spec, count, nranks, call, op, state);
           // Every rank waits at `sync` before its call and after its stream is through it, so
           // no rank's stream is held by a call while another rank's thread waits for its own
           // stream (ranks as threads share the GPU's hardware work queues).
@@ -164,20 +201,24 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
           }
           if (!ok) break;
           if (!onHost) got = (inPlace ? din : dout).get<float>(count);
-          const SavedState st = parseState(saveState(codec));
-          if (!st.ok || st.arrays.size() != 1) {
-            fails.push_back(key + ": the codec's saved state does not parse");
-            break;
-          }
-          if (onHost) {  // every rank's residual after the host's algorithm, for the reference
-            std::vector<float> all(count * nranks);
-            if (ef && sqzAllGather(st.arrays[0].second.data(), all.data(), count, sqzFloat32,
-                                   comm, nullptr) != sqzSuccess) {
-              fails.push_back(key + ": sqzAllGather: " + sqzGetLastError(comm));
+          if (onHost) {  // every rank's state after the host's algorithm, for the reference
+            const SavedState st = parseState(saveState(codec));
+            if (!st.ok || st.arrays.size() != state.size()) {
+              fails.push_back(key + ": the codec's saved state does not parse");
               break;
             }
-            for (int q = 0; ef && q < nranks; ++q)
-              residual[q].assign(all.begin() + q * count, all.begin() + (q + 1) * count);
+            for (size_t a = 0; a < state.size(); ++a) {
+              const std::vector<float>& mine = st.arrays[a].second;
+              std::vector<float> all(mine.size() * nranks);
+              if (!mine.empty() && sqzAllGather(mine.data(), all.data(), mine.size(), sqzFloat32,
+                                                comm, nullptr) != sqzSuccess) {
+                fails.push_back(key + ": sqzAllGather: " + sqzGetLastError(comm));
+                break;
+              }
+              for (int q = 0; q < nranks; ++q)
+                state[a][q].assign(all.begin() + q * mine.size(),
+                                   all.begin() + (q + 1) * mine.size());
+            }
             continue;
           }
           const char* algo = "";
@@ -187,9 +228,8 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
           if (!sameBits(got, want))
             fails.push_back(key + ": result differs from the reference at " +
                             firstDifference(got, want));
-          if (ef && !sameBits(st.arrays[0].second, residual[rank]))
-            fails.push_back(key + ": the codec's residual differs from the reference at " +
-                            firstDifference(st.arrays[0].second, residual[rank]));
+          if (const std::string d = stateDifference(codec, state, rank); !d.empty())
+            fails.push_back(key + ": the codec's " + d);
         }
         sqzCodecDestroy(codec);
       }
@@ -215,7 +255,8 @@ TEST_P(StreamCompressedGuard, EachCallIsItsModesReference) {
   };
   const Case cases[] = {{"int8:auto_dense=1", 70001, false},
                         {"int8:auto_dense=1", 1000, true},
-                        {"fp16:auto_dense=1,min_bytes=0", 4099, false}};
+                        {"fp16:auto_dense=1,min_bytes=0", 4099, false},
+                        {"dgc:ratio=0.05,auto_dense=1,min_bytes=0", 4099, false}};
   constexpr int kCallsHere = 8;
   RunOptions opts;
   opts.transports = "cuda_ipc,shm,tcp";
@@ -236,7 +277,7 @@ TEST_P(StreamCompressedGuard, EachCallIsItsModesReference) {
         fails.push_back(base + ": sqzCodecCreate: " + sqzGetLastError(comm));
         continue;
       }
-      std::vector<std::vector<float>> residual(nranks, std::vector<float>(c.count));
+      ModelState state = initialState(c.spec, c.count, nranks);
       GpuBytes din(c.count * sizeof(float), false, stream);
       GpuBytes dout(c.count * sizeof(float), false, stream);
       sqzCodecStats_t before{};
@@ -268,15 +309,13 @@ TEST_P(StreamCompressedGuard, EachCallIsItsModesReference) {
         if (std::string(algo) != "stream")
           fails.push_back(key + ": ran as '" + algo + "', not on the stream");
         const std::vector<float> want =
-            streamReference(c.spec, c.count, nranks, call, op, residual, dense);
+            streamReference(c.spec, c.count, nranks, call, op, state, dense);
         const std::vector<float> got = (inPlace ? din : dout).get<float>(c.count);
         if (!sameBits(got, want))
           fails.push_back(key + ": result differs from the reference at " +
                           firstDifference(got, want));
-        const SavedState saved = parseState(saveState(codec));
-        if (!saved.ok || saved.arrays.size() != 1 ||
-            !sameBits(saved.arrays[0].second, residual[rank]))
-          fails.push_back(key + ": the codec's residual differs from the reference");
+        if (const std::string d = stateDifference(codec, state, rank); !d.empty())
+          fails.push_back(key + ": the codec's " + d);
       }
       if (!c.small && (before.linkDensePerByte <= 0 || before.codecPerByte <= 0))
         fails.push_back(base + ": the guard has not measured both modes (dense " +
