@@ -51,6 +51,12 @@ PayoffGuard::Reason PayoffGuard::lastReason() const {
   return lastProbe_ == calls_ - 1 ? Reason::kProbe : Reason::kDecision;
 }
 
+bool PayoffGuard::timesLastCall() const {
+  const uint64_t call = calls_ - 1;
+  return call <= kSyncEvery || lastReason() == Reason::kProbe ||
+         call % kSyncEvery >= kSyncEvery - 4;
+}
+
 bool PayoffGuard::nextCompresses() {
   const uint64_t call = calls_++;
   bool compress;

@@ -50,6 +50,10 @@ class PayoffGuard {
   // alternate to measure both modes; the figures' decision; or a probe of the other mode.
   enum class Reason { kWarmup, kDecision, kProbe };
   Reason lastReason() const;
+  // Whether the call nextCompresses last decided is one whose time the next figures need where
+  // timing costs something (GPU events, on the caller's stream): each of the first 17, a probe,
+  // and the last 4 before each sync. A mean over those is a mean over the mode's calls.
+  bool timesLastCall() const;
 
   // Seconds per tensor byte; 0 until measured.
   double linkDensePerByte() const { return linkDense_.value; }

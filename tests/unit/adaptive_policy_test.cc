@@ -412,6 +412,23 @@ TEST(PayoffGuard, ExchangesFiguresOnlyWhenItNeedsThem) {
   EXPECT_EQ(syncs, expected);
 }
 
+// Where timing a call costs (GPU events), the guard names the calls whose times its figures
+// need: the first 17, the probes, and the 4 before each sync.
+TEST(PayoffGuard, TimesTheCallsItsFiguresNeed) {
+  GuardRun r;
+  std::vector<uint64_t> timed;
+  for (uint64_t call = 0; call < 100; ++call) {
+    r.run(1, 0.010, 0.001, 0.020);
+    if (r.guard.timesLastCall()) timed.push_back(call);
+  }
+  std::vector<uint64_t> expected;
+  for (uint64_t c = 0; c <= 16; ++c) expected.push_back(c);
+  for (uint64_t c : {28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63, 68, 76, 77, 78, 79, 92, 93,
+                     94, 95})
+    expected.push_back(c);
+  EXPECT_EQ(timed, expected);
+}
+
 TEST(PayoffGuard, FollowsALinkThatChanges) {
   GuardRun r;
   r.run(50, 0.100, 0.005, 0.010);   // slow link: compress
