@@ -3,6 +3,7 @@
 #include "compress/handle.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -111,11 +112,17 @@ void CodecHandle::placeState(device::Context& ctx) {
   }
   if (d.current == Current::kHost)
     for (size_t i = 0; i < arrays.size(); ++i) {
-      const size_t bytes = arrays[i].second->size() * sizeof(float);
-      if (i == 0 && residualClear_)  // the residual is all zero: no copy from pageable memory
+      const std::vector<float>& host = *arrays[i].second;
+      const size_t bytes = host.size() * sizeof(float);
+      // An array of zero bits (a new codec's, a residual after a dense call) is a memset: a copy
+      // from pageable memory would wait for the stream.
+      const bool zero = (i == 0 && residualClear_) ||
+                        std::all_of(host.begin(), host.end(),
+                                    [](float v) { return std::bit_cast<uint32_t>(v) == 0; });
+      if (zero)
         ctx.zero(d.arrays[i]->data(), bytes);
       else
-        ctx.copy(d.arrays[i]->data(), arrays[i].second->data(), bytes);
+        ctx.copy(d.arrays[i]->data(), host.data(), bytes);
     }
   d.current = Current::kDevice;
 }

@@ -116,6 +116,7 @@ struct SmallCopyJob {
 };
 
 #if SQZ_HAVE_CUDA
+struct SparseScratch;  // device/sparse.h
 // ---- CUDA (device/cuda/quantize.cu, cast.cu, handle_kernels.cu) -------------------------------
 // Enqueue only, on `stream`; nothing waits. Jobs with n == 0 are skipped. The sums of a batch
 // (feedback norms) go to two doubles in device memory, job after job, each job's as its single
@@ -143,8 +144,9 @@ void gpuSelectTopkBatch(const SelectJob* jobs, size_t count, GpuStream stream);
 void gpuGatherBatch(const GatherJob* jobs, size_t count, GpuStream stream);
 void gpuDensifyBatch(const ScatterJob* jobs, size_t count, GpuStream stream);
 void gpuScatterAddBatch(const ScatterJob* jobs, size_t count, GpuStream stream);
+// scratch: as device/sparse.h's (its sums' partials); null: the thread's for the stream.
 void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double* deviceSums,
-                            GpuStream stream);
+                            GpuStream stream, SparseScratch* scratch = nullptr);
 void gpuFindBadIndexBatch(const IndexCheckJob* jobs, size_t count, GpuStream stream);
 // dst and src: device memory or pinned, mapped host memory.
 void gpuSmallCopyBatch(const SmallCopyJob* jobs, size_t count, GpuStream stream);

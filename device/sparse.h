@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "device/elementwise.h"
 #include "device/hd.h"
@@ -183,11 +184,21 @@ void cpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, si
 // is enqueued on. Pointers are device memory or pinned, mapped host memory (unified
 // addressing: the kernels access them directly). gpuSelectAtLeast (its count) and a feedback
 // that adds to host doubles synchronize the stream before returning; the others only enqueue.
-// Scratch device memory is cached per thread, device and stream (grown, never shrunk, in the
-// stream's order), so work still queued on one stream never shares it with another, and the
-// steady state allocates nothing. Throw Error(kCuda) on a CUDA failure. Thread-safe: distinct
-// threads may call them concurrently, on the same stream or not. `stream` belongs to the current
-// device (CUDA's rule for launches; the scratch is the current device's).
+// Scratch (a selection's state, a pinned slot, device buffers grown, never shrunk, in the order of
+// the work that uses them) is the `scratch` given: an execution context's own (makeSparseScratch,
+// made where waiting for the device is allowed; the context's work is one sequence whatever
+// stream it is on, so one scratch serves it), or, where null, the calling thread's for `stream`,
+// made at first use (cudaMalloc, cudaHostAlloc: a wait for the device). The steady state
+// allocates nothing. Throw Error(kCuda) on a CUDA failure. Thread-safe: distinct threads may call
+// them concurrently, on the same stream or not, with distinct scratch. `stream` belongs to the
+// current device (CUDA's rule for launches; the scratch is the current device's).
+struct SparseScratch;
+struct SparseScratchFree {
+  void operator()(SparseScratch* s) const;
+};
+using SparseScratchPtr = std::unique_ptr<SparseScratch, SparseScratchFree>;
+// For the current device.
+SparseScratchPtr makeSparseScratch();
 
 // The indices cpuSelectTopk selects (the same set by either route), padded with zeros to
 // min(k, n) (cpuPadSelection), and min(k, n): the count is known before the selection runs, so
@@ -195,11 +206,11 @@ void cpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, si
 // on the device. Exact selection is a radix select on the keys, zeros included, with the
 // lowest-index tie rule: that is the padded set.
 size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
-                     GpuStream stream);
+                     GpuStream stream, SparseScratch* scratch = nullptr);
 // cpuSelectAtLeast's indices (ascending) and count, or SIZE_MAX past cap; idx needs room for cap
 // entries (cap + kSelectSlack, as for the CPU, is more than enough).
 size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
-                        GpuStream stream);
+                        GpuStream stream, SparseScratch* scratch = nullptr);
 void gpuGather(const float* x, const uint32_t* idx, size_t k, float* out, GpuStream stream);
 // Indices distinct (as the CPU's callers check them), else the winner of a duplicate is
 // unspecified.
@@ -213,7 +224,8 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
 // and deviceSums is: deviceSums (two doubles in device memory) gets both sums added on the device
 // instead, and nothing waits; *inputSq and *sentSq are left to whoever reads them back.
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream);
+                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream,
+                       SparseScratch* scratch = nullptr);
 void gpuRandomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                      uint32_t* idx, GpuStream stream);
 #endif

@@ -71,6 +71,7 @@ class CudaContext final : public Context {
       idleTimed_.clear();
       sumSlots_ = cuda::DeviceBuffer();
       badIndices_ = cuda::DeviceBuffer();
+      sparse_.reset();
       own_.reset();
     } catch (const Error&) {  // the device is gone: nothing left to free on it
     }
@@ -95,6 +96,7 @@ class CudaContext final : public Context {
       for (size_t i = kCheckSlots; i-- > 0;) freeChecks_.push_back(i);
       staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
       badIndices_ = cuda::DeviceBuffer(kCheckSlots * 2 * sizeof(unsigned long long));
+      sparse_ = makeSparseScratch();  // the selections' (else each thread's, made at first use)
       // Each slot's found pair starts as none ({~0, ~0}); its batched check leaves it so.
       cuda::check(cudaMemsetAsync(badIndices_.data(), 0xff, badIndices_.size(), stream_),
                   "cudaMemsetAsync(index check slots)");
@@ -375,13 +377,13 @@ class CudaContext final : public Context {
       return k;
     }
     settle();
-    return gpuSelectTopk(x, n, k, sampled, idx, stream_);
+    return gpuSelectTopk(x, n, k, sampled, idx, stream_, sparse_.get());
   }
   size_t selectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx,
                        size_t cap) override {
     cuda::DeviceGuard guard(device_);
     settle();
-    return gpuSelectAtLeast(x, n, minKey, idx, cap, stream_);
+    return gpuSelectAtLeast(x, n, minKey, idx, cap, stream_, sparse_.get());
   }
   void gather(const float* x, const uint32_t* idx, size_t k, float* out) override {
     cuda::DeviceGuard guard(device_);
@@ -416,7 +418,7 @@ class CudaContext final : public Context {
       return;
     }
     settle();
-    gpuSparseFeedback(x, n, idx, k, residual, inputSq, sentSq, sums, stream_);
+    gpuSparseFeedback(x, n, idx, k, residual, inputSq, sentSq, sums, stream_, sparse_.get());
   }
   void randomStrata(uint64_t seed, uint64_t call, uint64_t offset, size_t n, size_t k,
                     uint32_t* idx) override {
@@ -662,7 +664,7 @@ class CudaContext final : public Context {
           break;
         case Held::kSparseFeedback:
           gpuSparseFeedbackBatch(h.sparseFeedbacks.data(), h.sparseFeedbacks.size(), h.sums,
-                                 stream_);
+                                 stream_, sparse_.get());
           break;
         case Held::kIndexCheck:
           gpuFindBadIndexBatch(h.checks.data(), h.checks.size(), stream_);  // into the slots
@@ -777,6 +779,7 @@ class CudaContext final : public Context {
   std::deque<Check> checks_;       // in enqueue order
   cuda::PinnedBuffer staging_;     // kStageSlots slots for copy()'s small host sources
   cuda::DeviceBuffer badIndices_;  // in a batch, each check's at its check slot
+  SparseScratchPtr sparse_;        // device/sparse.h's scratch of this context's work
   std::vector<Mark> stagedAfter_;  // per slot: the last mark before its copy, or kUnused
   size_t nextStage_ = 0;
   bool batching_ = false;  // between beginBatch and endBatch (on a prepared context)

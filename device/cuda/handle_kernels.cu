@@ -454,7 +454,6 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
 void gpuPrepareThread(GpuStream stream) {
   loadKernelModules();  // first: the scratch below may launch kernels
   (void)scratch();
-  prepareSparseThread(stream);
   prepareQuantizeThread();
   prepareLinalgThread(stream);
 }

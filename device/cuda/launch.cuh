@@ -131,7 +131,6 @@ __global__ void moduleAnchorKernel() {}
 #endif
 
 // Each kernel file's part of it (pinned result slots, cuBLAS's handle).
-void prepareSparseThread(cudaStream_t stream);
 void prepareQuantizeThread();
 void prepareLinalgThread(cudaStream_t stream);
 

@@ -75,21 +75,35 @@ struct Slots {
   double sums[2];
 };
 
-struct Scratch {
+}  // namespace
+
+struct SparseScratch {
   int sms = 0;
   cuda::DeviceBuffer state, sample, sampleAlt, cand, candAlt, tiles, temp, sums;
   cuda::PinnedBuffer slots;
 };
 
-// The calling thread's scratch for `stream` on the current device.
-Scratch& scratch(cudaStream_t stream) {
-  return perThreadDeviceStream<Scratch>(stream, [](int dev) {
-    auto fresh = std::make_unique<Scratch>();
-    cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount, dev),
-                "cudaDeviceGetAttribute(multiprocessors)");
-    fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
-    fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
-    return fresh;
+void SparseScratchFree::operator()(SparseScratch* s) const { delete s; }
+
+SparseScratchPtr makeSparseScratch() {
+  SparseScratchPtr fresh(new SparseScratch);
+  cuda::check(cudaDeviceGetAttribute(&fresh->sms, cudaDevAttrMultiProcessorCount,
+                                     cuda::currentDevice()),
+              "cudaDeviceGetAttribute(multiprocessors)");
+  fresh->state = cuda::DeviceBuffer(sizeof(SelectState));
+  fresh->slots = cuda::PinnedBuffer(sizeof(Slots));
+  return fresh;
+}
+
+namespace {
+
+using Scratch = SparseScratch;
+
+// `given`, or the calling thread's scratch for `stream` on the current device.
+Scratch& scratch(cudaStream_t stream, Scratch* given) {
+  if (given) return *given;
+  return *perThreadDeviceStream<SparseScratchPtr>(stream, [](int) {
+    return std::make_unique<SparseScratchPtr>(makeSparseScratch());
   });
 }
 
@@ -654,7 +668,7 @@ void launchFeedback(const std::vector<FeedbackArgs>& jobs, double* add, GpuStrea
 }  // namespace
 
 size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
-                     GpuStream stream) {
+                     GpuStream stream, SparseScratch* given) {
   k = std::min(k, n);
   if (k == 0) return 0;
   if (n <= kOneBlockSelectMax) {
@@ -662,7 +676,7 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
     gpuSelectTopkBatch(&job, 1, stream);
     return k;
   }
-  Scratch& sc = scratch(stream);
+  Scratch& sc = scratch(stream, given);
   if (!sampled || k == n) {
     selectDirect(sc, x, n, k, idx, stream);
     return k;
@@ -698,8 +712,8 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
 }
 
 size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
-                        GpuStream stream) {
-  Scratch& sc = scratch(stream);
+                        GpuStream stream, SparseScratch* given) {
+  Scratch& sc = scratch(stream, given);
   uint32_t* sorted = nullptr;
   const size_t kept = atLeast(sc, x, n, minKey, cap, &sorted, stream);
   if (kept == kNone || kept == 0) return kept;
@@ -725,7 +739,7 @@ void gpuSelectTopkBatch(const SelectJob* jobs, size_t count, GpuStream stream) {
 }
 
 void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double* deviceSums,
-                            GpuStream stream) {
+                            GpuStream stream, SparseScratch* given) {
   std::vector<FeedbackArgs> args;
   size_t allBlocks = 0;
   for (size_t j = 0; j < count; ++j) {
@@ -737,7 +751,7 @@ void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double*
   }
   if (args.empty()) return;
   if (deviceSums) {  // each chunk's partials after the previous one's
-    Scratch& sc = scratch(stream);
+    Scratch& sc = scratch(stream, given);
     sc.sums.reserve(allBlocks * sizeof(double2), stream);
     auto* partial = static_cast<double2*>(sc.sums.data());
     for (FeedbackArgs& a : args) {
@@ -749,16 +763,17 @@ void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double*
 }
 
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
+                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream,
+                       SparseScratch* given) {
   const bool sums = inputSq || sentSq || deviceSums;
   if (n == 0 || (!residual && !sums)) return;
   const unsigned blocks = gridFor(n, kTile, kSumBlocks);
   if (!sums || deviceSums) {  // no scratch held past the call, which a later call could reuse
     const SparseFeedbackJob job{x, n, idx, k, residual};
-    gpuSparseFeedbackBatch(&job, 1, deviceSums, stream);
+    gpuSparseFeedbackBatch(&job, 1, deviceSums, stream, given);
     return;
   }
-  Scratch& sc = scratch(stream);
+  Scratch& sc = scratch(stream, given);
   sc.sums.reserve(blocks * sizeof(double2), stream);
   auto* partial = static_cast<double2*>(sc.sums.data());
   launchFeedback({{x, n, idx, k, residual, partial, blocks}}, nullptr, stream);
@@ -770,8 +785,5 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
   if (sentSq) *sentSq += slots->sums[1];
 }
 
-// Made at a progress thread's start (gpuPrepareThread), for the stream it drives, before any
-// stream waits for it.
-void prepareSparseThread(cudaStream_t stream) { (void)scratch(stream); }
 
 }  // namespace squeeze::device

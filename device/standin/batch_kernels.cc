@@ -235,7 +235,7 @@ void gpuScatterAddBatch(const ScatterJob* jobs, size_t count, GpuStream stream) 
 }
 
 void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double* deviceSums,
-                            GpuStream stream) {
+                            GpuStream stream, SparseScratch* given) {
   std::vector<SparseFeedbackJob> live;
   size_t allBlocks = 0;
   constexpr size_t kTile = 4096, kSumBlocks = 1024;  // sparse.cu's partial sums, one per block
@@ -245,7 +245,8 @@ void gpuSparseFeedbackBatch(const SparseFeedbackJob* jobs, size_t count, double*
     allBlocks += std::clamp<size_t>((jobs[j].n + kTile - 1) / kTile, 1, kSumBlocks);
   }
   if (live.empty()) return;
-  if (deviceSums) sparseScratch(stream).sums.reserve(allBlocks * 2 * sizeof(double), stream);
+  if (deviceSums)
+    sparseScratch(stream, given).sums.reserve(allBlocks * 2 * sizeof(double), stream);
   forEachLaunch(live.data(), live.size(), [&](std::vector<SparseFeedbackJob> batch) {
     std::vector<Arg> args;
     for (const SparseFeedbackJob& j : batch) {

@@ -24,6 +24,26 @@
 #include "base/strings.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
+#include "device/sparse.h"
+
+namespace squeeze::device {
+
+// sparse.cu's scratch (device/sparse.h) as the stand-in's kernels use it: the selection state
+// (device) and the pinned slots the host reads counts and sums from; cand and candAlt are the
+// passes' index buffers, sums the feedback's partials.
+struct SparseScratch {
+  static constexpr size_t kStateBytes = 8 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
+  struct Slots {
+    uint32_t count;
+    double sums[2];
+  };
+  SparseScratch() : state(kStateBytes), slots(sizeof(Slots)) {}
+  Slots* slotsData() const { return static_cast<Slots*>(slots.data()); }
+  cuda::DeviceBuffer state, cand, candAlt, sums;
+  cuda::PinnedBuffer slots;
+};
+
+}  // namespace squeeze::device
 
 namespace squeeze::device::standin_kernels {
 
@@ -126,25 +146,9 @@ struct LinalgNorm {
   cuda::PinnedBuffer result;
 };
 
-// sparse.cu: the selection state (device) and the pinned slots the host reads counts and sums
-// from; cand and candAlt are the passes' index buffers, sums the feedback's partials. One per
-// stream (sparseScratch), as sparse.cu's.
-struct SparseScratch {
-  static constexpr size_t kStateBytes = 8 * sizeof(uint32_t) + 2048 * sizeof(uint32_t);
-  struct Slots {
-    uint32_t count;
-    double sums[2];
-  };
-  explicit SparseScratch(int) : state(kStateBytes), slots(sizeof(Slots)) {}
-  Slots* slotsData() const { return static_cast<Slots*>(slots.data()); }
-  cuda::DeviceBuffer state, cand, candAlt, sums;
-  cuda::PinnedBuffer slots;
-};
-
-inline SparseScratch& sparseScratch(GpuStream stream) {
-  return perThreadDeviceStream<SparseScratch>(
-      stream, [](int dev) { return std::make_unique<SparseScratch>(dev); });
-}
+// `given` (a context's, device/sparse.h), or the calling thread's scratch for `stream`, made at
+// first use: sparse.cu's.
+SparseScratch& sparseScratch(GpuStream stream, SparseScratch* given);
 
 inline uint32_t* u32(cuda::DeviceBuffer& b, size_t count, GpuStream stream) {
   b.reserve(std::max<size_t>(count, 1) * sizeof(uint32_t), stream);

@@ -197,7 +197,6 @@ void loadKernelModules() { standin::loadKernels(); }
 void gpuPrepareThread(GpuStream stream) {
   loadKernelModules();  // first, as on a GPU
   (void)scratchOf<HandleScratch>();
-  (void)sparseScratch(stream);
   (void)scratchOf<QuantizeNorms>();
   (void)scratchOf<LinalgNorm>();
   blasWorkspace(stream);

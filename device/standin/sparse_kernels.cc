@@ -10,17 +10,31 @@ namespace squeeze::device {
 
 using namespace standin_kernels;
 
+void SparseScratchFree::operator()(SparseScratch* s) const { delete s; }
+
+SparseScratchPtr makeSparseScratch() { return SparseScratchPtr(new SparseScratch); }
+
+SparseScratch& standin_kernels::sparseScratch(GpuStream stream, SparseScratch* given) {
+  if (given) return *given;
+  return *perThreadDeviceStream<SparseScratchPtr>(
+      stream, [](int) { return std::make_unique<SparseScratchPtr>(makeSparseScratch()); });
+}
+
 // ---- sparse.h ------------------------------------------------------------------------------
 
 size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t* idx,
-                     GpuStream stream) {
+                     GpuStream stream, SparseScratch* given) {
   k = std::min(k, n);
   if (k == 0) return 0;
   // sparse.cu steers its route on the device and never waits: the selection padded with zeros
-  // to min(k, n).
-  if (sampled && n > kOneBlockSelectMax && k < n)
-    u32(sparseScratch(stream).cand,
-        topkPassCap(n, k, topkFirstRank(n, k, topkSampleSize(n)), topkSampleSize(n)), stream);
+  // to min(k, n). Past one block's chunk it uses the scratch (its state), and the sampled route
+  // its candidates.
+  if (n > kOneBlockSelectMax) {
+    SparseScratch& sc = sparseScratch(stream, given);
+    if (sampled && k < n)
+      u32(sc.cand, topkPassCap(n, k, topkFirstRank(n, k, topkSampleSize(n)), topkSampleSize(n)),
+          stream);
+  }
   enqueue(stream, "gpuSelectTopk", {{"x", x, n}, {"idx", idx, k}},
           [=] { cpuPadSelection(x, n, idx, cpuSelectTopk(x, n, k, sampled, idx), k); });
   // sparse.cu's launches besides (the work above stands for its first): none for a chunk that
@@ -45,9 +59,9 @@ size_t gpuSelectTopk(const float* x, size_t n, size_t k, bool sampled, uint32_t*
 }
 
 size_t gpuSelectAtLeast(const float* x, size_t n, uint32_t minKey, uint32_t* idx, size_t cap,
-                        GpuStream stream) {
+                        GpuStream stream, SparseScratch* given) {
   // sparse.cu's atLeast: the indices go to scratch, then to idx by a copy.
-  SparseScratch& sc = sparseScratch(stream);
+  SparseScratch& sc = sparseScratch(stream, given);
   cap = std::min(cap, n);
   // The CPU's vector stores need the slack.
   uint32_t* cand = u32(sc.cand, cap + kSelectSlack, stream);
@@ -109,7 +123,8 @@ void gpuScatterAdd(float* out, const float* local, size_t n, const uint32_t* idx
 }
 
 void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, float* residual,
-                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream) {
+                       double* inputSq, double* sentSq, double* deviceSums, GpuStream stream,
+                       SparseScratch* given) {
   const bool sums = inputSq || sentSq || deviceSums;
   if (n == 0 || (!residual && !sums)) return;
   const std::initializer_list<Arg> args = {{"x", x, n}, {"idx", idx, k}, {"residual", residual, n}};
@@ -118,7 +133,7 @@ void gpuSparseFeedback(const float* x, size_t n, const uint32_t* idx, size_t k, 
             [=] { cpuSparseFeedback(x, n, idx, k, residual, nullptr, nullptr); });
     return;
   }
-  SparseScratch& sc = sparseScratch(stream);
+  SparseScratch& sc = sparseScratch(stream, given);
   constexpr size_t kTile = 4096, kSumBlocks = 1024;  // sparse.cu's partial sums, one per block
   sc.sums.reserve(std::clamp<size_t>((n + kTile - 1) / kTile, 1, kSumBlocks) * 2 * sizeof(double),
                   stream);

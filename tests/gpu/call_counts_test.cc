@@ -331,6 +331,50 @@ TEST(CallCounts, ACompressedCallOnOneHostIsAStreamProgramAlone) {
   }
 }
 
+// Nothing in a compressed call on the caller's stream waits for the whole device, its first call
+// included (a rank's stream may be held by its call while another rank's thread makes its own):
+// the selections of more than one block's chunk use their context's scratch, made at init, not
+// the calling thread's, which its first use would make with cudaMalloc and cudaHostAlloc. Top-k
+// by either route, and DGC (sampled), at 256K floats.
+TEST(CallCounts, NoCompressedCallOnTheStreamWaitsForTheDevice) {
+  constexpr int kRanks = 2, kCalls = 2;
+  constexpr size_t kCount = size_t(1) << 18;
+  for (const char* spec : {"topk:auto_dense=0", "topk:sample=1,auto_dense=0", "dgc:auto_dense=0"}) {
+    ScopedEnv env;
+    env.unset("SQZ_ALGO");
+    RunOptions opts;
+    opts.transports = "shm";
+    std::barrier sync(kRanks);
+    Counters before, after;
+    RunResult run = runRanks(kRanks, opts, [&](sqzComm_t& comm, int rank) {
+      Stream stream;
+      DeviceFloats in(kCount, stream.s), out(kCount, stream.s);
+      sqzCodec_t codec = nullptr;
+      ASSERT_EQ(sqzCodecCreate(&codec, spec, kCount, sqzFloat32, comm), sqzSuccess)
+          << sqzGetLastError(comm);
+      sync.arrive_and_wait();
+      if (rank == 0) before = processCounters();
+      sync.arrive_and_wait();
+      for (int i = 0; i < kCalls; ++i) {
+        EXPECT_EQ(sqzAllReduceCompressed(in.ptr, out.ptr, kCount, sqzFloat32, sqzSum, codec, comm,
+                                         stream.s), sqzSuccess) << sqzGetLastError(comm);
+        EXPECT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+      }
+      const char* algo = "";
+      sqzCommGetLastAlgorithm(comm, &algo);
+      EXPECT_EQ(std::string(algo), "stream") << spec;
+      sync.arrive_and_wait();
+      if (rank == 0) after = processCounters();
+      sync.arrive_and_wait();
+      sqzCodecDestroy(codec);
+    });
+    EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+    const Counters k = after - before;
+    EXPECT_EQ(k.implicitSyncs, 0u) << spec << ": a call waited for the whole device";
+    EXPECT_EQ(k.hostWaits, uint64_t(kRanks * kCalls)) << spec << ": only the test's synchronizes";
+  }
+}
+
 // A group of a send and a receive between ranks on one host is a stream program alone too: per
 // chunk of a message, the gate, the copy into the slot and the message's words and sent under it
 // (three launches), then the check of the peer's words and the copy out of its slot (two); a
