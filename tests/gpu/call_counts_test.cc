@@ -13,6 +13,8 @@
 //     the progress threads (the stand-in counts calls by thread name); a call larger than the
 //     staging moves in pieces and stays exact;
 //   - a top-k selection, either route, waits for nothing: its count is k, known before it runs;
+//   - a compressed call on the caller's stream (ranks on one host) is a stream program alone,
+//     with the pay-off guard on too, and none waits for the whole device, its first included;
 //   - a codec's per-piece calls on a CUDA context (encode with feedback, combine, decode): their
 //     launches, waits and copies to the host under ceilings, and no pageable copy, slot
 //     fallback, allocation, or stream or event made (device::slotFallbacks counts the library's
