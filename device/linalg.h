@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <memory>
 
 #include "device/hd.h"
 #include "squeeze_config.h"
@@ -73,18 +74,28 @@ double cpuSquaredNorm(const float* x, size_t n);
 // ---- CUDA twins (device/cuda/linalg.cu) --------------------------------------------------------
 // Same arguments and layouts as the cpu* function of the same name, plus the stream the work is
 // enqueued on; pointers are device memory or pinned, mapped host memory. Only gpuSquaredNorm
-// synchronizes (it returns a host value); the others only enqueue. cuBLAS runs with a handle
-// per thread and device, bound to `stream` and to a workspace of that stream's own on each call,
-// with atomics off: no split-K reduction order that varies from run to run. Throw Error(kCuda)
-// on a CUDA or cuBLAS failure. Thread-safe. `stream` belongs to the current device (CUDA's
-// rule for launches; the handle and scratch are the current device's).
+// synchronizes (it returns a host value); the others only enqueue. cuBLAS runs with atomics off
+// (no split-K reduction order that varies from run to run), with the handle, workspace and norm
+// scratch of the `scratch` given: an execution context's own (makeLinalgScratch, made where
+// waiting for the device is allowed: cublasCreate allocates; one workspace, since the context's
+// work is one sequence whatever its stream), or, where null, the calling thread's (made at first
+// use, with a workspace per stream). Throw Error(kCuda) on a CUDA or cuBLAS failure.
+// Thread-safe with distinct scratch. `stream` belongs to the current device (CUDA's rule for
+// launches; the handle and scratch are the current device's).
+struct LinalgScratch;
+struct LinalgScratchFree {
+  void operator()(LinalgScratch* s) const;
+};
+using LinalgScratchPtr = std::unique_ptr<LinalgScratch, LinalgScratchFree>;
+// For the current device.
+LinalgScratchPtr makeLinalgScratch();
 
 // Each an SGEMM over the full rows of M plus a kernel for the partial last row: M is never read
 // past count.
 void gpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
-                     float* p, GpuStream stream);
+                     float* p, GpuStream stream, LinalgScratch* scratch = nullptr);
 void gpuMatTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
-                      float* q, GpuStream stream);
+                      float* q, GpuStream stream, LinalgScratch* scratch = nullptr);
 // a accumulates in double in the CPU's order (products of floats are exact in double), so out
 // and residual are the CPU's bits for the same p and q.
 void gpuLowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r, size_t count,
@@ -93,10 +104,13 @@ void gpuLowRankApply(const float* p, const float* q, size_t n, size_t m, size_t 
 // fixed tree), and cpuOrthonormalize's replacement rule (degenerateColumn, the first index of
 // least weight). O(r^2 n) work on one SM: meant for PowerSGD's thin P (n ~ sqrt(count)).
 void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream);
-double gpuSquaredNorm(const float* x, size_t n, GpuStream stream);
+double gpuSquaredNorm(const float* x, size_t n, GpuStream stream,
+                      LinalgScratch* scratch = nullptr);
 // The same sum added to *deviceSum (device memory) on the stream: nothing waits. Its partial
-// sums are per thread, as gpuSquaredNorm's: a thread's calls on other streams wait for it.
-void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream);
+// sums are the scratch's, as gpuSquaredNorm's: calls with the same scratch on other streams wait
+// for it.
+void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream,
+                       LinalgScratch* scratch = nullptr);
 #endif
 
 }  // namespace squeeze::device

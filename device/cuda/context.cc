@@ -72,6 +72,7 @@ class CudaContext final : public Context {
       sumSlots_ = cuda::DeviceBuffer();
       badIndices_ = cuda::DeviceBuffer();
       sparse_.reset();
+      linalg_.reset();
       own_.reset();
     } catch (const Error&) {  // the device is gone: nothing left to free on it
     }
@@ -80,11 +81,9 @@ class CudaContext final : public Context {
   bool onDevice() const override { return true; }
   int device() const override { return device_; }
   void prepareThread() override {
-    {
-      cuda::DeviceGuard guard(device_);
-      settle();
-      gpuPrepareThread(stream_);
-    }
+    cuda::DeviceGuard guard(device_);
+    settle();
+    gpuPrepareThread(stream_);
     prepareSlots();
   }
   void prepareSlots() override {
@@ -96,7 +95,9 @@ class CudaContext final : public Context {
       for (size_t i = kCheckSlots; i-- > 0;) freeChecks_.push_back(i);
       staging_ = cuda::PinnedBuffer(kStageSlots * kStageBytes);
       badIndices_ = cuda::DeviceBuffer(kCheckSlots * 2 * sizeof(unsigned long long));
-      sparse_ = makeSparseScratch();  // the selections' (else each thread's, made at first use)
+      // The selections' scratch and cuBLAS's handle (else each thread's, made at first use).
+      sparse_ = makeSparseScratch();
+      linalg_ = makeLinalgScratch();
       // Each slot's found pair starts as none ({~0, ~0}); its batched check leaves it so.
       cuda::check(cudaMemsetAsync(badIndices_.data(), 0xff, badIndices_.size(), stream_),
                   "cudaMemsetAsync(index check slots)");
@@ -247,22 +248,20 @@ class CudaContext final : public Context {
     for (size_t i = 0; i < n; ++i) {
       auto it = timed_.find(stamps[i]);
       SQZ_ENFORCE(it != timed_.end(), "takeSeconds: stamp ", stamps[i], " is not held");
+      if (!it->second->query()) return false;
       events[i] = it->second.get();
     }
-    for (cuda::Event* e : events)
-      if (!e->query()) return false;
     for (size_t i = 0; i + 1 < n; ++i) {
       float ms = 0;
       cuda::check(cudaEventElapsedTime(&ms, events[i]->get(), events[i + 1]->get()),
                   "cudaEventElapsedTime");
       seconds[i] = ms * 1e-3;
     }
-    for (size_t i = 0; i < n; ++i) {
-      auto it = timed_.find(stamps[i]);
-      if (it == timed_.end()) continue;  // named twice
-      idleTimed_.push_back(std::move(it->second));
-      timed_.erase(it);
-    }
+    for (size_t i = 0; i < n; ++i)
+      if (auto it = timed_.find(stamps[i]); it != timed_.end()) {  // (a stamp named twice)
+        idleTimed_.push_back(std::move(it->second));
+        timed_.erase(it);
+      }
     return true;
   }
 
@@ -430,13 +429,13 @@ class CudaContext final : public Context {
                     float* p) override {
     cuda::DeviceGuard guard(device_);
     settle();
-    gpuMatMulPanels(M, count, n, m, q, r, p, stream_);
+    gpuMatMulPanels(M, count, n, m, q, r, p, stream_, linalg_.get());
   }
   void matTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
                      float* q) override {
     cuda::DeviceGuard guard(device_);
     settle();
-    gpuMatTMulPanels(M, count, n, m, p, r, q, stream_);
+    gpuMatTMulPanels(M, count, n, m, p, r, q, stream_, linalg_.get());
   }
   void lowRankApply(const float* p, const float* q, size_t n, size_t m, size_t r, size_t count,
                     const float* x, float scale, float* out, float* residual) override {
@@ -452,15 +451,15 @@ class CudaContext final : public Context {
   double squaredNorm(const float* x, size_t n) override {
     cuda::DeviceGuard guard(device_);
     settle();
-    return gpuSquaredNorm(x, n, stream_);
+    return gpuSquaredNorm(x, n, stream_, linalg_.get());
   }
   void addSquaredNorm(const float* x, size_t n, double* sum) override {
     cuda::DeviceGuard guard(device_);
     settle();
     if (double* slot = sumSlot(sum, nullptr))
-      gpuAddSquaredNorm(x, n, slot, stream_);
+      gpuAddSquaredNorm(x, n, slot, stream_, linalg_.get());
     else
-      *sum += gpuSquaredNorm(x, n, stream_);
+      *sum += gpuSquaredNorm(x, n, stream_, linalg_.get());
   }
   void addResidual(const float* g, float* e, float* x, size_t n) override {
     cuda::DeviceGuard guard(device_);
@@ -780,6 +779,7 @@ class CudaContext final : public Context {
   cuda::PinnedBuffer staging_;     // kStageSlots slots for copy()'s small host sources
   cuda::DeviceBuffer badIndices_;  // in a batch, each check's at its check slot
   SparseScratchPtr sparse_;        // device/sparse.h's scratch of this context's work
+  LinalgScratchPtr linalg_;        // device/linalg.h's
   std::vector<Mark> stagedAfter_;  // per slot: the last mark before its copy, or kUnused
   size_t nextStage_ = 0;
   bool batching_ = false;  // between beginBatch and endBatch (on a prepared context)

@@ -451,11 +451,10 @@ size_t gpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count, GpuStream s
   return first == ~0ull ? SIZE_MAX : static_cast<size_t>(first);
 }
 
-void gpuPrepareThread(GpuStream stream) {
+void gpuPrepareThread(GpuStream) {
   loadKernelModules();  // first: the scratch below may launch kernels
   (void)scratch();
   prepareQuantizeThread();
-  prepareLinalgThread(stream);
 }
 
 }  // namespace squeeze::device

@@ -108,11 +108,11 @@ inline void syncStream(GpuStream stream, const char* what) {
   cuda::check(cudaStreamSynchronize(stream), what);
 }
 
-// Makes the calling thread's kernel scratch on the current device that is made once and never
-// grown (pinned result slots, cuBLAS's handle and its workspace for `stream`). cudaHostAlloc and
-// cublasCreate may wait for the whole device, so a progress thread calls this when it starts,
-// before any caller's stream waits for it (DESIGN.md, "Memory, streams, threads"); the CUDA
-// execution context's prepareThread.
+// Loads the kernel modules and makes the calling thread's kernel scratch on the current device
+// that is made once and never grown (pinned result slots). cudaHostAlloc may wait for the whole
+// device, so a progress thread calls this when it starts, before any caller's stream waits for it
+// (DESIGN.md, "Memory, streams, threads"); the CUDA execution context's prepareThread. (The
+// selections' scratch and cuBLAS's handle are the context's own: prepareSlots.)
 void gpuPrepareThread(GpuStream stream);
 
 // Kernel modules loaded ahead of use (kernel_modules.cc says why). Each file that includes this
@@ -130,8 +130,7 @@ __global__ void moduleAnchorKernel() {}
 }  // namespace
 #endif
 
-// Each kernel file's part of it (pinned result slots, cuBLAS's handle).
+// Each kernel file's part of it (pinned result slots).
 void prepareQuantizeThread();
-void prepareLinalgThread(cudaStream_t stream);
 
 }  // namespace squeeze::device

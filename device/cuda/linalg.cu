@@ -49,8 +49,10 @@ struct Blas {
   cublasHandle_t handle = nullptr;
   size_t workspaceBytes = 0;
   // One workspace per stream this thread has used (streams are few: the executor's and the
-  // callers'); kept for the thread's life since a GEMM may still be running on it.
+  // callers'), kept for the thread's life since a GEMM may still be running on it; a context's:
+  // one, for every stream it follows.
   std::vector<std::pair<cudaStream_t, cuda::DeviceBuffer>> workspaces;
+  bool oneWorkspace = false;
   Blas() = default;
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
@@ -59,24 +61,57 @@ struct Blas {
   }
 };
 
-cublasHandle_t blasOn(cudaStream_t stream) {
-  Blas* b = &perThreadDevice<Blas>([](int dev) {
-    auto fresh = std::make_unique<Blas>();
-    checkBlas(cublasCreate(&fresh->handle), "cublasCreate");
-    checkBlas(cublasSetAtomicsMode(fresh->handle, CUBLAS_ATOMICS_NOT_ALLOWED),
-              "cublasSetAtomicsMode");
-    checkBlas(cublasSetMathMode(fresh->handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-    int major = 0;
-    cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
-                "cudaDeviceGetAttribute(compute capability)");
-    // cuBLAS's own default sizes: 32 MiB from Hopper on, 4 MiB before.
-    fresh->workspaceBytes = size_t(major >= 9 ? 32 : 4) << 20;
+struct NormScratch {
+  cuda::DeviceBuffer partial;
+  cuda::PinnedBuffer result;
+};
+
+}  // namespace
+
+struct LinalgScratch {
+  Blas blas;
+  NormScratch norms;
+};
+
+void LinalgScratchFree::operator()(LinalgScratch* s) const { delete s; }
+
+LinalgScratchPtr makeLinalgScratch() {
+  LinalgScratchPtr fresh(new LinalgScratch);
+  Blas& b = fresh->blas;
+  checkBlas(cublasCreate(&b.handle), "cublasCreate");
+  checkBlas(cublasSetAtomicsMode(b.handle, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode");
+  checkBlas(cublasSetMathMode(b.handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  int major = 0;
+  cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                     cuda::currentDevice()),
+              "cudaDeviceGetAttribute(compute capability)");
+  // cuBLAS's own default sizes: 32 MiB from Hopper on, 4 MiB before.
+  b.workspaceBytes = size_t(major >= 9 ? 32 : 4) << 20;
+  b.oneWorkspace = true;
+  fresh->norms.partial = cuda::DeviceBuffer(kSumBlocks * sizeof(double));
+  fresh->norms.result = cuda::PinnedBuffer(sizeof(double));
+  return fresh;
+}
+
+namespace {
+
+// `given`, or the calling thread's scratch on the current device.
+LinalgScratch& linalgScratch(LinalgScratch* given) {
+  if (given) return *given;
+  return *perThreadDevice<LinalgScratchPtr>([](int) {
+    auto fresh = std::make_unique<LinalgScratchPtr>(makeLinalgScratch());
+    (*fresh)->blas.oneWorkspace = false;
     return fresh;
   });
+}
+
+cublasHandle_t blasOn(cudaStream_t stream, LinalgScratch* given) {
+  Blas* b = &linalgScratch(given).blas;
   // cublasSetStream resets the workspace to the library's pool: set ours after it.
   checkBlas(cublasSetStream(b->handle, stream), "cublasSetStream");
-  auto it = std::find_if(b->workspaces.begin(), b->workspaces.end(),
-                         [stream](const auto& w) { return w.first == stream; });
+  auto it = b->oneWorkspace ? b->workspaces.begin()
+                            : std::find_if(b->workspaces.begin(), b->workspaces.end(),
+                                           [stream](const auto& w) { return w.first == stream; });
   if (it == b->workspaces.end()) {
     b->workspaces.emplace_back(stream, cuda::DeviceBuffer());
     it = b->workspaces.end() - 1;
@@ -317,29 +352,15 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *out = add ? *out + s : s;
 }
 
-struct NormScratch {
-  cuda::DeviceBuffer partial;
-  cuda::PinnedBuffer result;
-};
-
-NormScratch& normScratch() {
-  return perThreadDevice<NormScratch>([](int) {
-    auto fresh = std::make_unique<NormScratch>();
-    fresh->partial = cuda::DeviceBuffer(kSumBlocks * sizeof(double));
-    fresh->result = cuda::PinnedBuffer(sizeof(double));
-    return fresh;
-  });
-}
-
 }  // namespace
 
 void gpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
-                     float* p, GpuStream stream) {
+                     float* p, GpuStream stream, LinalgScratch* scratch) {
   if (n == 0 || r == 0) return;
   const size_t full = m == 0 ? 0 : std::min(n, count / m);
   if (full > 0) {
     const float one = 1.0f, zero = 0.0f;
-    checkBlas(cublasSgemm(blasOn(stream), CUBLAS_OP_T, CUBLAS_OP_N, blasDim(full, "rows"),
+    checkBlas(cublasSgemm(blasOn(stream, scratch), CUBLAS_OP_T, CUBLAS_OP_N, blasDim(full, "rows"),
                           blasDim(r, "rank"), blasDim(m, "columns"), &one, M, blasDim(m, "m"), q,
                           blasDim(m, "m"), &zero, p, blasDim(n, "n")),
               "cublasSgemm (P = M Q)");
@@ -352,12 +373,12 @@ void gpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const flo
 }
 
 void gpuMatTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
-                      float* q, GpuStream stream) {
+                      float* q, GpuStream stream, LinalgScratch* scratch) {
   if (m == 0 || r == 0) return;
   const size_t full = std::min(n, count / m);
   if (full > 0) {
     const float one = 1.0f, zero = 0.0f;
-    checkBlas(cublasSgemm(blasOn(stream), CUBLAS_OP_N, CUBLAS_OP_N, blasDim(m, "columns"),
+    checkBlas(cublasSgemm(blasOn(stream, scratch), CUBLAS_OP_N, CUBLAS_OP_N, blasDim(m, "columns"),
                           blasDim(r, "rank"), blasDim(full, "rows"), &one, M, blasDim(m, "m"), p,
                           blasDim(n, "n"), &zero, q, blasDim(m, "m")),
               "cublasSgemm (Q = M^T P)");
@@ -386,8 +407,9 @@ void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream) {
 namespace {
 
 // The squared norm of x into *out (add: added to it), enqueued on the stream.
-void squaredNormInto(const float* x, size_t n, double* out, bool add, cudaStream_t stream) {
-  NormScratch& sc = normScratch();
+void squaredNormInto(const float* x, size_t n, double* out, bool add, cudaStream_t stream,
+                     LinalgScratch* given) {
+  NormScratch& sc = linalgScratch(given).norms;
   const unsigned blocks = gridFor(n, 16 * kThreads, kSumBlocks);
   auto* partial = static_cast<double*>(sc.partial.data());
   squareSumKernel<<<blocks, kThreads, 0, stream>>>(x, n, partial);
@@ -398,23 +420,19 @@ void squaredNormInto(const float* x, size_t n, double* out, bool add, cudaStream
 
 }  // namespace
 
-double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
+double gpuSquaredNorm(const float* x, size_t n, GpuStream stream, LinalgScratch* scratch) {
   if (n == 0) return 0.0;
-  auto* result = static_cast<double*>(normScratch().result.data());
-  squaredNormInto(x, n, result, false, stream);
+  auto* result = static_cast<double*>(linalgScratch(scratch).norms.result.data());
+  squaredNormInto(x, n, result, false, stream, scratch);
   syncStream(stream, "squared norm");
   return *result;
 }
 
-void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream) {
+void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream,
+                       LinalgScratch* scratch) {
   if (n == 0) return;
-  squaredNormInto(x, n, deviceSum, true, stream);
+  squaredNormInto(x, n, deviceSum, true, stream, scratch);
 }
 
-// Made at a progress thread's start (gpuPrepareThread), before any stream waits for it.
-void prepareLinalgThread(cudaStream_t stream) {
-  (void)normScratch();
-  (void)blasOn(stream);
-}
 
 }  // namespace squeeze::device

@@ -24,6 +24,7 @@
 #include "base/strings.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
+#include "device/linalg.h"
 #include "device/sparse.h"
 
 namespace squeeze::device {
@@ -41,6 +42,22 @@ struct SparseScratch {
   Slots* slotsData() const { return static_cast<Slots*>(slots.data()); }
   cuda::DeviceBuffer state, cand, candAlt, sums;
   cuda::PinnedBuffer slots;
+};
+
+// linalg.cu's scratch (device/linalg.h): cuBLAS's workspace, one per stream the thread has
+// multiplied on (a context's: one for every stream), allocated on that stream when first
+// needed (cuBLAS's own default size for the device; the stand-in has no cuBLAS, the workspace is
+// kept so the allocation happens where the real one's does); the handle's own device memory
+// (cublasCreate allocates: made with cudaMalloc, as it waits for the device); gpuSquaredNorm's
+// partial sums (device) and its result (pinned).
+struct LinalgScratch {
+  static constexpr size_t kSumBlocks = 1024;
+  LinalgScratch();
+  size_t workspaceBytes = 0;
+  bool oneWorkspace = true;
+  std::vector<std::pair<GpuStream, cuda::DeviceBuffer>> workspaces;
+  cuda::DeviceBuffer handle, partial;
+  cuda::PinnedBuffer result;
 };
 
 }  // namespace squeeze::device
@@ -107,44 +124,13 @@ struct QuantizeNorms {
   cuda::PinnedBuffer host;
 };
 
-// linalg.cu: cuBLAS's workspace, one per stream the thread has multiplied on (cuBLAS's own
-// default size for the device), allocated on that stream when it is first seen. The stand-in
-// has no cuBLAS; the workspace is kept so the allocation happens where the real one's does.
-struct BlasScratch {
-  explicit BlasScratch(int dev) {
-    int major = 0;
-    cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
-                "cudaDeviceGetAttribute(compute capability)");
-    workspaceBytes = size_t(major >= 9 ? 32 : 4) << 20;
-  }
-  size_t workspaceBytes = 0;
-  std::vector<std::pair<GpuStream, cuda::DeviceBuffer>> workspaces;
-};
+// linalg.cu's SGEMM launch: its dimensions must fit cuBLAS's ints, then the workspace of
+// `given` (a context's: one) or of the calling thread for the stream.
+void blasGemm(GpuStream stream, std::initializer_list<std::pair<size_t, const char*>> dims,
+              LinalgScratch* given);
 
-inline void blasWorkspace(GpuStream stream) {
-  BlasScratch& b = scratchOf<BlasScratch>();
-  for (const auto& w : b.workspaces)
-    if (w.first == stream) return;
-  b.workspaces.emplace_back(stream, cuda::DeviceBuffer());
-  b.workspaces.back().second.reserve(b.workspaceBytes, stream);
-}
-
-// linalg.cu's SGEMM launch: its dimensions must fit cuBLAS's ints, then the stream's workspace.
-inline void blasGemm(GpuStream stream, std::initializer_list<std::pair<size_t, const char*>> dims) {
-  for (const auto& [v, what] : dims)
-    if (v > size_t(INT_MAX))
-      raise(ErrorCode::kInvalidArgument, "low-rank product: ", what, " = ", v,
-            " exceeds cuBLAS's int dimensions");
-  blasWorkspace(stream);
-}
-
-// linalg.cu: gpuSquaredNorm's partial sums (device) and its result (pinned).
-struct LinalgNorm {
-  static constexpr size_t kSumBlocks = 1024;
-  explicit LinalgNorm(int) : partial(kSumBlocks * sizeof(double)), result(sizeof(double)) {}
-  cuda::DeviceBuffer partial;
-  cuda::PinnedBuffer result;
-};
+// `given` (a context's, device/linalg.h), or the calling thread's, made at first use: linalg.cu's.
+LinalgScratch& linalgScratch(LinalgScratch* given);
 
 // `given` (a context's, device/sparse.h), or the calling thread's scratch for `stream`, made at
 // first use: sparse.cu's.

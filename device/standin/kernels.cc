@@ -194,12 +194,10 @@ void gpuQuantEncodeJob(const QuantSetting& s, const QuantEncodeJob& job, Feedbac
 
 void loadKernelModules() { standin::loadKernels(); }
 
-void gpuPrepareThread(GpuStream stream) {
+void gpuPrepareThread(GpuStream) {
   loadKernelModules();  // first, as on a GPU
   (void)scratchOf<HandleScratch>();
   (void)scratchOf<QuantizeNorms>();
-  (void)scratchOf<LinalgNorm>();
-  blasWorkspace(stream);
 }
 
 }  // namespace squeeze::device

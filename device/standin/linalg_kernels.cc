@@ -20,24 +20,65 @@ void loadCublas() { cuda::check(standin::useLibrary("cuBLAS"), "loading cuBLAS")
 
 }  // namespace
 
+LinalgScratch::LinalgScratch()
+    : handle(4096), partial(kSumBlocks * sizeof(double)), result(sizeof(double)) {
+  int major = 0;
+  cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                     cuda::currentDevice()),
+              "cudaDeviceGetAttribute(compute capability)");
+  workspaceBytes = size_t(major >= 9 ? 32 : 4) << 20;
+}
+
+void LinalgScratchFree::operator()(LinalgScratch* s) const { delete s; }
+
+LinalgScratchPtr makeLinalgScratch() {
+  loadCublas();  // as cublasCreate
+  return LinalgScratchPtr(new LinalgScratch);
+}
+
+LinalgScratch& standin_kernels::linalgScratch(LinalgScratch* given) {
+  if (given) return *given;
+  return *perThreadDevice<LinalgScratchPtr>([](int) {
+    auto fresh = std::make_unique<LinalgScratchPtr>(makeLinalgScratch());
+    (*fresh)->oneWorkspace = false;
+    return fresh;
+  });
+}
+
+void standin_kernels::blasGemm(GpuStream stream,
+                               std::initializer_list<std::pair<size_t, const char*>> dims,
+                               LinalgScratch* given) {
+  for (const auto& [v, what] : dims)
+    if (v > size_t(INT_MAX))
+      raise(ErrorCode::kInvalidArgument, "low-rank product: ", what, " = ", v,
+            " exceeds cuBLAS's int dimensions");
+  LinalgScratch& b = linalgScratch(given);
+  for (const auto& w : b.workspaces)
+    if (b.oneWorkspace || w.first == stream) return;
+  b.workspaces.emplace_back(stream, cuda::DeviceBuffer());
+  b.workspaces.back().second.reserve(b.workspaceBytes, stream);
+}
+
 // ---- linalg.h ------------------------------------------------------------------------------
 
 void gpuMatMulPanels(const float* M, size_t count, size_t n, size_t m, const float* q, size_t r,
-                     float* p, GpuStream stream) {
+                     float* p, GpuStream stream, LinalgScratch* scratch) {
   if (n == 0 || r == 0) return;
   loadCublas();
   const size_t full = m == 0 ? 0 : std::min(n, count / m);
-  if (full > 0) blasGemm(stream, {{full, "rows"}, {r, "rank"}, {m, "columns"}, {n, "n"}});
+  if (full > 0)
+    blasGemm(stream, {{full, "rows"}, {r, "rank"}, {m, "columns"}, {n, "n"}}, scratch);
   enqueue(stream, "gpuMatMulPanels", {{"M", M, count}, {"q", q, m * r}, {"p", p, n * r}},
           [=] { cpuMatMulPanels(M, count, n, m, q, r, p); });
 }
 
 void gpuMatTMulPanels(const float* M, size_t count, size_t n, size_t m, const float* p, size_t r,
-                      float* q, GpuStream stream) {
+                      float* q, GpuStream stream, LinalgScratch* scratch) {
   if (m == 0 || r == 0) return;
   loadCublas();
   const size_t full = std::min(n, count / m);
-  if (full > 0) blasGemm(stream, {{m, "columns"}, {r, "rank"}, {full, "rows"}, {n, "n"}});
+  if (full > 0)
+    blasGemm(stream, {{m, "columns"}, {r, "rank"}, {full, "rows"}, {n, "n"}}, scratch);
   enqueue(stream, "gpuMatTMulPanels", {{"M", M, count}, {"p", p, n * r}, {"q", q, m * r}},
           [=] { cpuMatTMulPanels(M, count, n, m, p, r, q); });
 }
@@ -61,18 +102,19 @@ void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream) {
   enqueue(stream, "gpuOrthonormalize", {{"p", p, n * r}}, [=] { cpuOrthonormalize(p, n, r); });
 }
 
-double gpuSquaredNorm(const float* x, size_t n, GpuStream stream) {
+double gpuSquaredNorm(const float* x, size_t n, GpuStream stream, LinalgScratch* scratch) {
   if (n == 0) return 0.0;
-  LinalgNorm& sc = scratchOf<LinalgNorm>();
-  auto* result = static_cast<double*>(sc.result.data());
+  auto* result = static_cast<double*>(linalgScratch(scratch).result.data());
   enqueue(stream, "gpuSquaredNorm", {{"x", x, n}}, [=] { *result = cpuSquaredNorm(x, n); });
   launchRest(stream, {"finalSumKernel"});
   syncStream(stream, "squared norm");
   return *result;
 }
 
-void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream) {
+void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream,
+                       LinalgScratch* scratch) {
   if (n == 0) return;
+  (void)linalgScratch(scratch);  // its partial sums, as linalg.cu's
   enqueue(stream, "gpuAddSquaredNorm", {{"x", x, n}, {"deviceSum", deviceSum, 1}},
           [=] { *deviceSum += cpuSquaredNorm(x, n); });
   launchRest(stream, {"finalSumKernel"});
