@@ -35,12 +35,12 @@ struct CodecHandle::DeviceState {
   device::Context* streamCalls = nullptr;
   device::Context::Mark lastStreamCall = 0;
   // The guard's timing of those calls, in call order, until their stamps have run: a
-  // compressed call's start, after its encode, after its all-gather and its end (one rank:
-  // start and end); a dense call's run, start and end.
+  // compressed call's start, its boundaries between codec work and exchanges (streamCompressed),
+  // and its end; a dense call's run, start and end.
   struct Timed {
     bool compressed = false;
     size_t stamps = 0;
-    device::Context::Stamp at[4] = {};
+    device::Context::Stamp at[kMaxStreamStamps] = {};
   };
   std::deque<Timed> timed;
 };
@@ -210,13 +210,15 @@ void CodecHandle::takeStreamSeconds(device::Context& ctx) {
   if (!device_) return;
   while (!device_->timed.empty()) {
     const DeviceState::Timed& t = device_->timed.front();
-    double seconds[3] = {};
+    double seconds[kMaxStreamStamps - 1] = {};
     if (!ctx.takeSeconds(t.at, t.stamps, seconds)) return;  // still running: the next call's
     RunSums& r = runs_[t.compressed ? 0 : 1];
     r.calls += 1;
-    for (size_t i = 0; i + 1 < t.stamps; ++i) r.seconds += seconds[i];
-    // A compressed call's codec work: everything but the all-gather.
-    if (t.compressed) r.codecSeconds += t.stamps == 4 ? seconds[0] + seconds[2] : seconds[0];
+    for (size_t i = 0; i + 1 < t.stamps; ++i) {
+      r.seconds += seconds[i];
+      // A compressed call's codec work: the intervals between its exchanges.
+      if (t.compressed && i % 2 == 0) r.codecSeconds += seconds[i];
+    }
     device_->timed.pop_front();
   }
 }
@@ -225,8 +227,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
                                   void* stream) {
   const int ranks = comm.size();
   device::Context* const on = comm.streamContext();
-  if (!on || !chunk_->fixedPayload(*on) || !prepareOnDevice() || policy_ ||
-      comm.codecSettings().codecDelayUs > 0)
+  if (!on || !runsOnStream(*on) || policy_ || comm.codecSettings().codecDelayUs > 0)
     return false;
   device::Context& ctx = *on;
   // After the calls before, whatever their stream (the state is theirs); the slots (pinned
@@ -237,16 +238,20 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   takeStreamSeconds(ctx);
   CodecCall call;
   call.call = calls_;
-  const bool small = tooSmall(comm);
-  // Too small: dense, with no adapt step. Else the guard's decision, which on the calls it names
-  // exchanges the figures (a small all-reduce of host memory); compressed where it is off.
-  const bool compress = !small && adapt(comm, nullptr, ctx, call);
+  const bool eligible = compressible(comm);
+  // Too small (or a method's degenerate case): dense, with no adapt step. Else the guard's
+  // decision, which on the calls it names exchanges the figures (a small all-reduce of host
+  // memory); compressed where it is off.
+  const bool compress = eligible && adapt(comm, nullptr, ctx, call);
   DeviceState::Timed timed;
   timed.compressed = compress;
   // GPU events cost a few microseconds a call: only the calls the guard's figures need.
-  const bool timing = !small && guardOn(comm) && guard_.timesLastCall();
-  auto stamp = [&] {
-    if (timing) timed.at[timed.stamps++] = ctx.stamp();
+  const bool timing = eligible && guardOn(comm) && guard_.timesLastCall();
+  const std::function<void()> stamp = [&] {
+    if (!timing) return;
+    SQZ_ENFORCE(timed.stamps < kMaxStreamStamps, "a stream call of more than ",
+                kMaxStreamStamps, " stamps");
+    timed.at[timed.stamps++] = ctx.stamp();
   };
   placeState(ctx);
   device_->streamCalls = &ctx;
@@ -256,8 +261,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
     float* x = static_cast<float*>(out);
     if (compress) {
       stamp();
-      prepare(g, x, ranks, ctx);
-      if (ranks > 1) encodeGatherDecode(comm, x, op, ctx, stream, stamp, call);
+      streamCompressed(comm, g, x, op, ctx, stream, stamp, call);
     } else {  // as sqzAllReduce, of x = g + e, or of g where the residual is empty
       const bool direct = runsDirect(false);
       // A dense call's time is its run, as on the host, and its prepare where every dense call
@@ -311,10 +315,16 @@ CollRequest CodecHandle::streamRequest(CollKind kind, const void* in, void* out,
   return req;
 }
 
-void CodecHandle::encodeGatherDecode(CodecComm& comm, float* x, RedOp op, device::Context& ctx,
-                                     void* stream, const std::function<void()>& stamp,
-                                     CodecCall& call) {
+bool CodecHandle::runsOnStream(const device::Context& ctx) const {
+  return chunk_->fixedPayload(ctx) && prepareOnDevice();
+}
+
+void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, RedOp op,
+                                   device::Context& ctx, void* stream,
+                                   const std::function<void()>& stamp, CodecCall& call) {
   const int ranks = comm.size();
+  prepare(g, x, ranks, ctx);
+  if (ranks == 1) return;
   const size_t bytes = chunk_->maxEncodedBytes(count_, dtype_);
   // Slots past any a method uses for itself.
   auto* mine = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot, bytes));

@@ -137,19 +137,20 @@ class CodecHandle {
 
   // A call on device buffers whose every pass runs on the caller's stream alone, where the
   // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext):
-  // a chunk codec with a fixed payload size (Codec::fixedPayload), a prepare and finish on the
-  // device alone (prepareOnDevice), no adaptive policy, no SQZ_CODEC_DELAY_US. A compressed
-  // call: x = g + e into out (prepare), the codec's encode with feedback of the whole tensor
-  // (ChunkInfo::call the call number, rank this rank's, offset 0), an all-gather of every rank's
-  // payload on the stream, out = the payloads decoded and added in rank order (decode of rank
-  // 0's, combine of each next), divided for avg, then finish: the same bits on every rank, and
-  // no byte through the host. One rank: prepare and finish alone, as the host's schedule runs
-  // it. A dense call (under min_bytes, or the pay-off guard's choice): the stream's dense
-  // all-reduce of x = g + e (or of in where the residual is empty and prepare is plain), then
-  // finish. The guard decides as on the host, from figures the ranks exchange on the
-  // calls it names (a small all-reduce of host memory), but a call's times come from GPU events
-  // (Context::stamp) read, without a wait, at a later call once they have run. Returns at once
-  // (true), or false with nothing enqueued where the call does not qualify.
+  // a method that runsOnStream (a chunk codec with a fixed payload size, Codec::fixedPayload,
+  // and a prepare and finish on the device alone, prepareOnDevice; or PowerSGD), no adaptive
+  // policy, no SQZ_CODEC_DELAY_US. A compressed call (streamCompressed): x = g + e into out
+  // (prepare), the codec's encode with feedback of the whole tensor (ChunkInfo::call the call
+  // number, rank this rank's, offset 0), an all-gather of every rank's payload on the stream,
+  // out = the payloads decoded and added in rank order (decode of rank 0's, combine of each
+  // next), divided for avg, then finish: the same bits on every rank, and no byte through the
+  // host. One rank: prepare and finish alone, as the host's schedule runs it. A dense call (not
+  // compressible, or the pay-off guard's choice): the stream's dense all-reduce of x = g + e (or
+  // of in where the residual is empty and prepare is plain), then finish. The guard decides as
+  // on the host, from figures the ranks exchange on the calls it names (a small all-reduce of
+  // host memory), but a call's times come from GPU events (Context::stamp) read, without a wait,
+  // at a later call once they have run. Returns at once (true), or false with nothing enqueued
+  // where the call does not qualify.
   bool enqueueOnStream(CodecComm& comm, const void* in, void* out, RedOp op, void* stream);
   // Waits until the calls enqueueOnStream enqueued through comm have run (their state is theirs
   // until then), and takes their times for the guard.
@@ -202,10 +203,21 @@ class CodecHandle {
   void* callScratch(device::Context& ctx, int slot, size_t bytes);
   // enqueueOnStream's two (this rank's payload, every rank's): past the slots methods use.
   static constexpr int kStreamPayloadSlot = 8;
-  // enqueueOnStream's compressed call past prepare, on ranks > 1: encode, all-gather (stamp()
-  // after each), decode and combine, avg's division.
-  void encodeGatherDecode(CodecComm& comm, float* x, RedOp op, device::Context& ctx,
-                          void* stream, const std::function<void()>& stamp, CodecCall& call);
+  // What enqueueOnStream asks of a method. runsOnStream: whether its device calls may run on the
+  // caller's stream in ctx (here: a chunk codec whose payload has a fixed size, and a prepare
+  // and finish on the device alone). compressible: whether this call has an adapt step (else it
+  // runs dense; here: min_bytes). streamCompressed: a compressed call's work between the
+  // adapt step and finish (here: prepare; then, on ranks > 1, the encode, the all-gather of
+  // every rank's payload, and each payload decoded and added in rank order, divided for avg),
+  // calling stamp() between its codec work and each exchange (at most kMaxStreamStamps - 2
+  // times: the call's start and end are stamped around it), so that the guard counts the
+  // intervals before, between and after the exchanges as codec time.
+  virtual bool runsOnStream(const device::Context& ctx) const;
+  virtual bool compressible(const CodecComm& comm) const { return !tooSmall(comm); }
+  virtual void streamCompressed(CodecComm& comm, const float* g, float* x, RedOp op,
+                                device::Context& ctx, void* stream,
+                                const std::function<void()>& stamp, CodecCall& call);
+  static constexpr size_t kMaxStreamStamps = 6;
   // One of enqueueOnStream's collectives, carrying the codec's method and spec hash.
   CollRequest streamRequest(CollKind kind, const void* in, void* out, size_t count,
                             DataType dtype, RedOp op) const;

@@ -140,6 +140,40 @@ class PowerSgdHandle final : public CodecHandle {
     return {{"q", &q_}};
   }
 
+  // On the caller's stream (CodecHandle::enqueueOnStream): Algorithm 1 with its two all-reduces
+  // as stream collectives (avg: folded in rank order, then divided), the products in the
+  // context (its own cuBLAS handle). The gain is not measured there (its norms would come back
+  // to the host).
+  bool runsOnStream(const device::Context& ctx) const override { return ctx.onDevice(); }
+  bool compressible(const CodecComm& comm) const override { return lowRank_ && !tooSmall(comm); }
+  void streamCompressed(CodecComm& comm, const float* g, float* x, RedOp op, device::Context& ctx,
+                        void* stream, const std::function<void()>& stamp,
+                        CodecCall& call) override {
+    const int ranks = comm.size();
+    prepare(g, x, ranks, ctx);
+    const size_t r = rank_;
+    float* p = static_cast<float*>(callScratch(ctx, kPSlot, pCount_ * sizeof(float)));
+    float* q = stateData(q_, ctx);
+    auto meanOnStream = [&](float* buf, size_t n) {
+      stamp();
+      if (ranks > 1)
+        comm.enqueueOnStream(
+            streamRequest(CollKind::kAllReduce, buf, buf, n, DataType::kFloat32, RedOp::kAvg),
+            stream);
+      stamp();
+    };
+    ctx.matMulPanels(x, count_, n_, m_, q, r, p);  // P = M Q
+    meanOnStream(p, pCount_);
+    ctx.orthonormalize(p, n_, r);
+    ctx.matTMulPanels(x, count_, n_, m_, p, r, q);  // Q = M^T P^
+    meanOnStream(q, q_.size());
+    const float scale = op == RedOp::kSum ? float(ranks) : 1.0f;
+    ctx.lowRankApply(p, q, n_, m_, r, count_, x, scale, x,
+                     errorFeedback_ ? stateData(residual_, ctx) : nullptr);
+    call.wireBytes = (pCount_ + q_.size()) * sizeof(float) * (ranks - 1);
+    call.denseBytes = count_ * sizeof(float) * (ranks - 1);
+  }
+
  private:
   static constexpr int kPSlot = 0;  // callScratch: P
 
