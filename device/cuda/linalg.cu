@@ -434,5 +434,4 @@ void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream st
   squaredNormInto(x, n, deviceSum, true, stream, scratch);
 }
 
-
 }  // namespace squeeze::device
