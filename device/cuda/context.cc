@@ -11,7 +11,6 @@
 #include <deque>
 #include <functional>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -67,8 +66,7 @@ class CudaContext final : public Context {
       cuda::DeviceGuard guard(device_);
       events_.clear();
       idle_.clear();
-      timed_.clear();
-      idleTimed_.clear();
+      stamps_.clear();
       sumSlots_ = cuda::DeviceBuffer();
       badIndices_ = cuda::DeviceBuffer();
       sparse_.reset();
@@ -171,7 +169,13 @@ class CudaContext final : public Context {
   Mark mark() override {
     cuda::DeviceGuard guard(device_);
     settle();
-    std::unique_ptr<cuda::Event> e = pooled(idle_, cuda::Event::kPlain);
+    std::unique_ptr<cuda::Event> e;
+    if (idle_.empty()) {
+      e = std::make_unique<cuda::Event>();
+    } else {
+      e = std::move(idle_.back());
+      idle_.pop_back();
+    }
     e->record(stream_);
     events_.push_back({++marked_, std::move(e)});
     return marked_;
@@ -237,32 +241,11 @@ class CudaContext final : public Context {
   Stamp stamp() override {
     cuda::DeviceGuard guard(device_);
     settle();
-    std::unique_ptr<cuda::Event> e = pooled(idleTimed_, cuda::Event::kTimed);
-    e->record(stream_);
-    timed_.emplace(++lastStamp_, std::move(e));
-    return lastStamp_;
+    return stamps_.record(stream_);
   }
   bool takeSeconds(const Stamp* stamps, size_t n, double* seconds) override {
     cuda::DeviceGuard guard(device_);
-    std::vector<cuda::Event*> events(n);
-    for (size_t i = 0; i < n; ++i) {
-      auto it = timed_.find(stamps[i]);
-      SQZ_ENFORCE(it != timed_.end(), "takeSeconds: stamp ", stamps[i], " is not held");
-      if (!it->second->query()) return false;
-      events[i] = it->second.get();
-    }
-    for (size_t i = 0; i + 1 < n; ++i) {
-      float ms = 0;
-      cuda::check(cudaEventElapsedTime(&ms, events[i]->get(), events[i + 1]->get()),
-                  "cudaEventElapsedTime");
-      seconds[i] = ms * 1e-3;
-    }
-    for (size_t i = 0; i < n; ++i)
-      if (auto it = timed_.find(stamps[i]); it != timed_.end()) {  // (a stamp named twice)
-        idleTimed_.push_back(std::move(it->second));
-        timed_.erase(it);
-      }
-    return true;
+    return stamps_.take(stamps, n, seconds);
   }
 
   void checkWords(const void* src, const uint32_t* expected, size_t words,
@@ -744,14 +727,6 @@ class CudaContext final : public Context {
     }
     return slot;
   }
-  // An event from `idle` (events of `kind` whose work has run), or a new one.
-  static std::unique_ptr<cuda::Event> pooled(std::vector<std::unique_ptr<cuda::Event>>& idle,
-                                             cuda::Event::Kind kind) {
-    if (idle.empty()) return std::make_unique<cuda::Event>(kind);
-    std::unique_ptr<cuda::Event> e = std::move(idle.back());
-    idle.pop_back();
-    return e;
-  }
   // A quantizer's feedback with its norms added on the device (sumSlot).
   Feedback deferred(const Feedback* feedback) {
     if (!feedback) return Feedback{};
@@ -767,9 +742,7 @@ class CudaContext final : public Context {
   std::deque<Marked> events_;        // recorded, not yet seen reached, in order
   std::vector<std::unique_ptr<cuda::Event>> idle_;
   Mark marked_ = 0, reached_ = 0;
-  std::unordered_map<Stamp, std::unique_ptr<cuda::Event>> timed_;  // stamp()'s, not yet taken
-  std::vector<std::unique_ptr<cuda::Event>> idleTimed_;
-  Stamp lastStamp_ = 0;
+  cuda::TimedEvents stamps_;  // stamp()'s
   cuda::DeviceBuffer sumSlots_;        // kSumSlots pairs of doubles (prepareThread)
   cuda::PinnedBuffer sumsHost_;        // where wait() copies them
   std::vector<SumTarget> sumTargets_;  // slot i's destinations, until the next wait()

@@ -277,4 +277,44 @@ bool Event::query() const {
   return true;
 }
 
+uint64_t TimedEvents::record(cudaStream_t stream) {
+  std::unique_ptr<Event> e;
+  if (idle_.empty()) {
+    e = std::make_unique<Event>(Event::kTimed);
+  } else {
+    e = std::move(idle_.back());
+    idle_.pop_back();
+  }
+  e->record(stream);
+  held_.emplace(++last_, std::move(e));
+  return last_;
+}
+
+bool TimedEvents::take(const uint64_t* ids, size_t n, double* seconds) {
+  std::vector<Event*> events(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto it = held_.find(ids[i]);
+    SQZ_ENFORCE(it != held_.end(), "timed event ", ids[i], " is not held");
+    if (!it->second->query()) return false;
+    events[i] = it->second.get();
+  }
+  for (size_t i = 0; i + 1 < n; ++i) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, events[i]->get(), events[i + 1]->get()),
+          "cudaEventElapsedTime");
+    seconds[i] = ms * 1e-3;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (auto it = held_.find(ids[i]); it != held_.end()) {  // (an id named twice)
+      idle_.push_back(std::move(it->second));
+      held_.erase(it);
+    }
+  return true;
+}
+
+void TimedEvents::clear() {
+  held_.clear();
+  idle_.clear();
+}
+
 }  // namespace squeeze::cuda

@@ -8,8 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 
@@ -195,6 +198,21 @@ class Event {
 
  private:
   cudaEvent_t event_ = nullptr;
+};
+
+// Timing events by number, pooled: record() times a point of a stream's work; take() gives the
+// seconds between consecutive ones of a list once all have run (else false, and nothing changes;
+// nothing waits), and returns them to the pool. A failed kernel throws, as Event::query.
+class TimedEvents {
+ public:
+  uint64_t record(cudaStream_t stream);
+  bool take(const uint64_t* ids, size_t n, double* seconds);
+  void clear();
+
+ private:
+  std::unordered_map<uint64_t, std::unique_ptr<Event>> held_;
+  std::vector<std::unique_ptr<Event>> idle_;
+  uint64_t last_ = 0;
 };
 
 }  // namespace squeeze::cuda
