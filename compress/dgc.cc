@@ -85,22 +85,15 @@ class DgcHandle final : public CodecHandle {
 
  protected:
   bool plainPrepare() const override { return false; }  // u = m u + g even on a dense call
-  // Clipping reads |g| on the host; the rest are kernels (on the caller's stream alone: its
-  // payload is top-k's, of a known size on a GPU).
-  bool prepareOnDevice() const override { return p_.clip == 0; }
 
   void prepare(const float* g, float* x, int nranks, device::Context& ctx) override {
     topk_->setRatio(densityAt(calls_));
-    float scale = 1.0f;
-    if (p_.clip > 0) {
-      // |g|^2 in the context (on a GPU a fixed tree: equal to rounding, not bit for bit, so a
-      // clipped call's results differ from the host's in the last bits).
-      const double norm = std::sqrt(ctx.squaredNorm(g, count_));
-      const double limit = p_.clip / std::sqrt(double(nranks));
-      if (norm > limit) scale = static_cast<float>(limit / norm);
-    }
+    // The clipping factor is the context's, from |g|^2 summed where its kernels run (on a GPU a
+    // fixed tree: equal to rounding, not bit for bit, so a clipped call's results differ from
+    // the host's in the last bits), and it stays there.
+    const double limit = p_.clip > 0 ? p_.clip / std::sqrt(double(nranks)) : 0.0;
     const float m = static_cast<float>(p_.momentum);
-    ctx.dgcPrepare(g, scale, m, stateData(u_, ctx), stateData(residual_, ctx), x, nonzero(ctx),
+    ctx.dgcPrepare(g, limit, m, stateData(u_, ctx), stateData(residual_, ctx), x, nonzero(ctx),
                    count_);
   }
 

@@ -316,7 +316,7 @@ CollRequest CodecHandle::streamRequest(CollKind kind, const void* in, void* out,
 }
 
 bool CodecHandle::runsOnStream(const device::Context& ctx) const {
-  return chunk_->fixedPayload(ctx) && prepareOnDevice();
+  return chunk_->fixedPayload(ctx);
 }
 
 void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, RedOp op,

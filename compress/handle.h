@@ -138,7 +138,7 @@ class CodecHandle {
   // A call on device buffers whose every pass runs on the caller's stream alone, where the
   // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext):
   // a method that runsOnStream (a chunk codec with a fixed payload size, Codec::fixedPayload,
-  // and a prepare and finish on the device alone, prepareOnDevice; or PowerSGD), no adaptive
+  // whose prepare and finish read nothing back to the host; or PowerSGD), no adaptive
   // policy, no SQZ_CODEC_DELAY_US. A compressed call (streamCompressed): x = g + e into out
   // (prepare), the codec's encode with feedback of the whole tensor (ChunkInfo::call the call
   // number, rank this rank's, offset 0), an all-gather of every rank's payload on the stream,
@@ -174,9 +174,6 @@ class CodecHandle {
   // True when prepare is this class's x = g + e and finish does nothing: a dense call with an
   // empty residual may then skip both and run from in to out (DGC's momentum needs both).
   virtual bool plainPrepare() const { return true; }
-  // True when prepare and finish read nothing back to the host (DGC's clipping reads a norm), so
-  // that a call may run on the caller's stream alone (enqueueOnStream).
-  virtual bool prepareOnDevice() const { return true; }
   // After a call's schedule ran; out holds the result. compressedCall_ says whether it ran
   // through the codec (false: dense, every value sent in full).
   virtual void finish(float* out, device::Context& ctx) {
@@ -204,14 +201,14 @@ class CodecHandle {
   // enqueueOnStream's two (this rank's payload, every rank's): past the slots methods use.
   static constexpr int kStreamPayloadSlot = 8;
   // What enqueueOnStream asks of a method. runsOnStream: whether its device calls may run on the
-  // caller's stream in ctx (here: a chunk codec whose payload has a fixed size, and a prepare
-  // and finish on the device alone). compressible: whether this call has an adapt step (else it
-  // runs dense; here: min_bytes). streamCompressed: a compressed call's work between the
-  // adapt step and finish (here: prepare; then, on ranks > 1, the encode, the all-gather of
-  // every rank's payload, and each payload decoded and added in rank order, divided for avg),
-  // calling stamp() between its codec work and each exchange (at most kMaxStreamStamps - 2
-  // times: the call's start and end are stamped around it), so that the guard counts the
-  // intervals before, between and after the exchanges as codec time.
+  // caller's stream in ctx (here: a chunk codec whose payload has a fixed size; prepare and finish
+  // must read nothing back to the host). compressible: whether this call has an adapt step (else it
+  // runs dense; here: min_bytes). streamCompressed: a compressed call's work between the adapt step
+  // and finish (here: prepare; then, on ranks > 1, the encode, the all-gather of every rank's
+  // payload, and each payload decoded and added in rank order, divided for avg), calling stamp()
+  // between its codec work and each exchange (at most kMaxStreamStamps - 2 times: the call's start
+  // and end are stamped around it), so that the guard counts the intervals before, between and
+  // after the exchanges as codec time.
   virtual bool runsOnStream(const device::Context& ctx) const;
   virtual bool compressible(const CodecComm& comm) const { return !tooSmall(comm); }
   virtual void streamCompressed(CodecComm& comm, const float* g, float* x, RedOp op,

@@ -236,7 +236,10 @@ class Context {
   virtual void addSquaredNorm(const float* x, size_t n, double* sum) { *sum += squaredNorm(x, n); }
   // handle_kernels.h
   virtual void addResidual(const float* g, float* e, float* x, size_t n) = 0;
-  virtual void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+  // DGC's prepare (cpuDgcPrepare) of g scaled by clipLimit / |g| where clipLimit > 0 and |g| is
+  // larger (|g| summed in the context's order, the scale computed where the kernels run: nothing
+  // comes back to the host), else by 1.
+  virtual void dgcPrepare(const float* g, double clipLimit, float m, float* u, float* v, float* x,
                           uint8_t* nonzero, size_t n) = 0;
   virtual void dgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) = 0;
   virtual void feedbackPass(const float* x, const float* d, size_t n, float* residual,

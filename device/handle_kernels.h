@@ -125,8 +125,10 @@ size_t cpuFirstBadIndex(const uint32_t* idx, size_t m, size_t count);
 // thread and device).
 
 void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stream);
+// deviceScale (device memory, read when the kernel runs) in place of scale where not null.
 void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
-                   uint8_t* nonzero, size_t n, GpuStream stream);
+                   uint8_t* nonzero, size_t n, GpuStream stream,
+                   const float* deviceScale = nullptr);
 void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream);
 // Synchronizes when inputSq or sentSq is not null and deviceSums is: deviceSums (two doubles in
 // device memory) gets the pass's two sums (each in the CPU's order from 0) added on the device

@@ -70,6 +70,15 @@ void cpuOrthonormalize(float* p, size_t n, size_t r);
 // sum_i x[i]^2, in double.
 double cpuSquaredNorm(const float* x, size_t n);
 
+// A clipping factor (DGC's local clipping): limit / |x| where |x| > limit, else 1, from |x|^2;
+// in double (sqrt and division correctly rounded on either side), rounded to float at the end.
+SQZ_HD inline float clipScale(double squaredNorm, double limit) {
+  const double norm = sqrt(squaredNorm);
+  return norm > limit ? static_cast<float>(limit / norm) : 1.0f;
+}
+// clipScale of cpuSquaredNorm(x, n).
+float cpuClipScale(const float* x, size_t n, double limit);
+
 #if SQZ_HAVE_CUDA
 // ---- CUDA twins (device/cuda/linalg.cu) --------------------------------------------------------
 // Same arguments and layouts as the cpu* function of the same name, plus the stream the work is
@@ -111,6 +120,10 @@ double gpuSquaredNorm(const float* x, size_t n, GpuStream stream,
 // for it.
 void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream stream,
                        LinalgScratch* scratch = nullptr);
+// cpuClipScale of x (its norm summed as gpuSquaredNorm's), into the scratch's device float: the
+// returned pointer, valid until the scratch's next use. Nothing waits.
+const float* gpuClipScale(const float* x, size_t n, double limit, GpuStream stream,
+                          LinalgScratch* scratch = nullptr);
 #endif
 
 }  // namespace squeeze::device

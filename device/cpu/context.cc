@@ -127,9 +127,10 @@ class HostContext final : public Context {
   void addResidual(const float* g, float* e, float* x, size_t n) override {
     cpuAddResidual(g, e, x, n);
   }
-  void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+  void dgcPrepare(const float* g, double clipLimit, float m, float* u, float* v, float* x,
                   uint8_t* nonzero, size_t n) override {
-    cpuDgcPrepare(g, scale, m, u, v, x, nonzero, n);
+    cpuDgcPrepare(g, clipLimit > 0 ? cpuClipScale(g, n, clipLimit) : 1.0f, m, u, v, x, nonzero,
+                  n);
   }
   void dgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) override {
     cpuDgcMask(u, v, nonzero, n);

@@ -119,4 +119,8 @@ void cpuOrthonormalize(float* p, size_t n, size_t r) {
 
 double cpuSquaredNorm(const float* x, size_t n) { return dotSelf(x, n); }
 
+float cpuClipScale(const float* x, size_t n, double limit) {
+  return clipScale(cpuSquaredNorm(x, n), limit);
+}
+
 }  // namespace squeeze::device

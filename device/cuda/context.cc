@@ -449,11 +449,13 @@ class CudaContext final : public Context {
     settle();
     gpuAddResidual(g, e, x, n, stream_);
   }
-  void dgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
+  void dgcPrepare(const float* g, double clipLimit, float m, float* u, float* v, float* x,
                   uint8_t* nonzero, size_t n) override {
     cuda::DeviceGuard guard(device_);
     settle();
-    gpuDgcPrepare(g, scale, m, u, v, x, nonzero, n, stream_);
+    const float* scale = clipLimit > 0 ? gpuClipScale(g, n, clipLimit, stream_, linalg_.get())
+                                       : nullptr;
+    gpuDgcPrepare(g, 1.0f, m, u, v, x, nonzero, n, stream_, scale);
   }
   void dgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n) override {
     cuda::DeviceGuard guard(device_);

@@ -42,8 +42,9 @@ __global__ void addResidualKernel(const float* g, float* e, float* x, size_t n) 
   }
 }
 
-__global__ void dgcPrepareKernel(const float* g, float scale, float m, float* u, float* v,
-                                 float* x, uint8_t* nonzero, size_t n) {
+__global__ void dgcPrepareKernel(const float* g, float scale, const float* deviceScale, float m,
+                                 float* u, float* v, float* x, uint8_t* nonzero, size_t n) {
+  if (deviceScale) scale = *deviceScale;
   SQZ_GRID_STRIDE(i, n) {
     float ui = u[i];
     const float xi = dgcAccumulate(g[i], scale, m, ui, v[i]);
@@ -262,9 +263,10 @@ void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stre
 }
 
 void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
-                   uint8_t* nonzero, size_t n, GpuStream stream) {
+                   uint8_t* nonzero, size_t n, GpuStream stream, const float* deviceScale) {
   if (n == 0) return;
-  dgcPrepareKernel<<<gridFor(n), kThreads, 0, stream>>>(g, scale, m, u, v, x, nonzero, n);
+  dgcPrepareKernel<<<gridFor(n), kThreads, 0, stream>>>(g, scale, deviceScale, m, u, v, x,
+                                                        nonzero, n);
   cuda::checkLaunch("dgcPrepareKernel");
 }
 

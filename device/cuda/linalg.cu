@@ -64,6 +64,7 @@ struct Blas {
 struct NormScratch {
   cuda::DeviceBuffer partial;
   cuda::PinnedBuffer result;
+  cuda::DeviceBuffer scale;  // gpuClipScale's
 };
 
 }  // namespace
@@ -90,6 +91,7 @@ LinalgScratchPtr makeLinalgScratch() {
   b.oneWorkspace = true;
   fresh->norms.partial = cuda::DeviceBuffer(kSumBlocks * sizeof(double));
   fresh->norms.result = cuda::PinnedBuffer(sizeof(double));
+  fresh->norms.scale = cuda::DeviceBuffer(sizeof(float));
   return fresh;
 }
 
@@ -344,12 +346,22 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void __launch_bounds__(kThreads)
-    finalSumKernel(const double* partial, unsigned blocks, double* out, bool add) {
+__device__ double partialsSum(const double* partial, unsigned blocks) {
   double s = 0;
   for (unsigned b = threadIdx.x; b < blocks; b += kThreads) s += partial[b];
-  s = blockSum(s);
+  return blockSum(s);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    finalSumKernel(const double* partial, unsigned blocks, double* out, bool add) {
+  const double s = partialsSum(partial, blocks);
   if (threadIdx.x == 0) *out = add ? *out + s : s;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    clipScaleKernel(const double* partial, unsigned blocks, double limit, float* out) {
+  const double s = partialsSum(partial, blocks);  // the sum finalSumKernel makes
+  if (threadIdx.x == 0) *out = clipScale(s, limit);
 }
 
 }  // namespace
@@ -406,14 +418,20 @@ void gpuOrthonormalize(float* p, size_t n, size_t r, GpuStream stream) {
 
 namespace {
 
+// x's squared norm's per-block partial sums into the scratch's; their count.
+unsigned normPartials(const float* x, size_t n, const NormScratch& sc, cudaStream_t stream) {
+  const unsigned blocks = gridFor(n, 16 * kThreads, kSumBlocks);
+  squareSumKernel<<<blocks, kThreads, 0, stream>>>(x, n, static_cast<double*>(sc.partial.data()));
+  cuda::checkLaunch("squareSumKernel");
+  return blocks;
+}
+
 // The squared norm of x into *out (add: added to it), enqueued on the stream.
 void squaredNormInto(const float* x, size_t n, double* out, bool add, cudaStream_t stream,
                      LinalgScratch* given) {
   NormScratch& sc = linalgScratch(given).norms;
-  const unsigned blocks = gridFor(n, 16 * kThreads, kSumBlocks);
+  const unsigned blocks = normPartials(x, n, sc, stream);
   auto* partial = static_cast<double*>(sc.partial.data());
-  squareSumKernel<<<blocks, kThreads, 0, stream>>>(x, n, partial);
-  cuda::checkLaunch("squareSumKernel");
   finalSumKernel<<<1, kThreads, 0, stream>>>(partial, blocks, out, add);
   cuda::checkLaunch("finalSumKernel");
 }
@@ -432,6 +450,17 @@ void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream st
                        LinalgScratch* scratch) {
   if (n == 0) return;
   squaredNormInto(x, n, deviceSum, true, stream, scratch);
+}
+
+const float* gpuClipScale(const float* x, size_t n, double limit, GpuStream stream,
+                          LinalgScratch* scratch) {
+  NormScratch& sc = linalgScratch(scratch).norms;
+  auto* out = static_cast<float*>(sc.scale.data());
+  const unsigned blocks = normPartials(x, n, sc, stream);
+  clipScaleKernel<<<1, kThreads, 0, stream>>>(static_cast<const double*>(sc.partial.data()),
+                                               blocks, limit, out);
+  cuda::checkLaunch("clipScaleKernel");
+  return out;
 }
 
 }  // namespace squeeze::device

@@ -23,11 +23,11 @@ void gpuAddResidual(const float* g, float* e, float* x, size_t n, GpuStream stre
 }
 
 void gpuDgcPrepare(const float* g, float scale, float m, float* u, float* v, float* x,
-                   uint8_t* nonzero, size_t n, GpuStream stream) {
+                   uint8_t* nonzero, size_t n, GpuStream stream, const float* deviceScale) {
   if (n == 0) return;
   enqueue(stream, "gpuDgcPrepare",
           {{"g", g, n}, {"u", u, n}, {"v", v, n}, {"x", x, n}, {"nonzero", nonzero, n}},
-          [=] { cpuDgcPrepare(g, scale, m, u, v, x, nonzero, n); });
+          [=] { cpuDgcPrepare(g, deviceScale ? *deviceScale : scale, m, u, v, x, nonzero, n); });
 }
 
 void gpuDgcMask(float* u, const float* v, const uint8_t* nonzero, size_t n, GpuStream stream) {

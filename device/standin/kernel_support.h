@@ -49,14 +49,14 @@ struct SparseScratch {
 // needed (cuBLAS's own default size for the device; the stand-in has no cuBLAS, the workspace is
 // kept so the allocation happens where the real one's does); the handle's own device memory
 // (cublasCreate allocates: made with cudaMalloc, as it waits for the device); gpuSquaredNorm's
-// partial sums (device) and its result (pinned).
+// partial sums (device) and its result (pinned); gpuClipScale's scale (device).
 struct LinalgScratch {
   static constexpr size_t kSumBlocks = 1024;
   LinalgScratch();
   size_t workspaceBytes = 0;
   bool oneWorkspace = true;
   std::vector<std::pair<GpuStream, cuda::DeviceBuffer>> workspaces;
-  cuda::DeviceBuffer handle, partial;
+  cuda::DeviceBuffer handle, partial, scale;
   cuda::PinnedBuffer result;
 };
 

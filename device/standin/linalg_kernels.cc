@@ -21,7 +21,10 @@ void loadCublas() { cuda::check(standin::useLibrary("cuBLAS"), "loading cuBLAS")
 }  // namespace
 
 LinalgScratch::LinalgScratch()
-    : handle(4096), partial(kSumBlocks * sizeof(double)), result(sizeof(double)) {
+    : handle(4096),
+      partial(kSumBlocks * sizeof(double)),
+      scale(sizeof(float)),
+      result(sizeof(double)) {
   int major = 0;
   cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                                      cuda::currentDevice()),
@@ -118,6 +121,15 @@ void gpuAddSquaredNorm(const float* x, size_t n, double* deviceSum, GpuStream st
   enqueue(stream, "gpuAddSquaredNorm", {{"x", x, n}, {"deviceSum", deviceSum, 1}},
           [=] { *deviceSum += cpuSquaredNorm(x, n); });
   launchRest(stream, {"finalSumKernel"});
+}
+
+const float* gpuClipScale(const float* x, size_t n, double limit, GpuStream stream,
+                          LinalgScratch* scratch) {
+  auto* out = static_cast<float*>(linalgScratch(scratch).scale.data());
+  enqueue(stream, "gpuClipScale", {{"x", x, n}, {"out", out, 1}},
+          [=] { *out = cpuClipScale(x, n, limit); });
+  launchRest(stream, {"clipScaleKernel"});
+  return out;
 }
 
 }  // namespace squeeze::device

@@ -298,15 +298,14 @@ TEST(CallCounts, ADenseCallOnOneHostIsAStreamProgramAlone) {
 }
 
 // A compressed all-reduce of ranks on one host whose codec's payload has a fixed size
-// (CodecHandle::enqueueOnStream: the casts, the quantizers, top-k, random-k and DGC without
-// clipping) is a stream program alone as well: prepare, the codec's encode with feedback, a stream
-// all-gather of the payloads, and each rank's payload decoded and added in rank order, on the
-// caller's stream; so is PowerSGD (its products, and two stream all-reduces). Nothing goes to the
-// host, no thread waits, no library thread makes a CUDA call, nothing is made, allocated or staged
-// through a fallback. So with the pay-off guard on (auto_dense=1: the calls counted are its third
-// to fifth, compressed, dense, then its choice; each adds GPU events' stamps, read at a later call,
-// and an exchange of figures on host memory), and for a tensor under min_bytes (16 KiB), sent dense
-// every call.
+// (CodecHandle::enqueueOnStream: the casts, the quantizers, top-k, random-k and DGC) is a stream
+// program alone as well: prepare, the codec's encode with feedback, a stream all-gather of the
+// payloads, and each rank's payload decoded and added in rank order, on the caller's stream; so is
+// PowerSGD (its products, and two stream all-reduces). Nothing goes to the host, no thread waits,
+// no library thread makes a CUDA call, nothing is made, allocated or staged through a fallback. So
+// with the pay-off guard on (auto_dense=1: the calls counted are its third to fifth, compressed,
+// dense, then its choice; each adds GPU events' stamps, read at a later call, and an exchange of
+// figures on host memory), and for a tensor under min_bytes (16 KiB), sent dense every call.
 TEST(CallCounts, ACompressedCallOnOneHostIsAStreamProgramAlone) {
   struct Case {
     const char* spec;
@@ -345,7 +344,7 @@ TEST(CallCounts, NoCompressedCallOnTheStreamWaitsForTheDevice) {
   constexpr int kRanks = 2, kCalls = 2;
   constexpr size_t kCount = size_t(1) << 18;
   for (const char* spec : {"topk:auto_dense=0", "topk:sample=1,auto_dense=0", "dgc:auto_dense=0",
-                           "powersgd:auto_dense=0"}) {
+                           "dgc:clip=1,auto_dense=0", "powersgd:auto_dense=0"}) {
     ScopedEnv env;
     env.unset("SQZ_ALGO");
     RunOptions opts;

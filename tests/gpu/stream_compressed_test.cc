@@ -43,9 +43,11 @@ ModelState initialState(const std::string& spec, size_t count, int nranks) {
 }
 
 // Whether device results match the CPU model's bits: PowerSGD's products are cuBLAS's on a GPU
-// (another rounding: to float tolerance there), the CPU twins on the stand-in.
+// and DGC's clipping norm is summed in another order there (to float tolerance, with a few
+// elements that the clipping factor's last bit moves across the top-k threshold), the CPU twins
+// on the stand-in.
 bool bitExact(const std::string& spec) {
-  if (spec.rfind("powersgd", 0) != 0) return true;
+  if (spec.rfind("powersgd", 0) != 0 && spec.find("clip=") == std::string::npos) return true;
   cudaDeviceProp prop{};
   int device = 0;
   cudaGetDevice(&device);
@@ -53,10 +55,11 @@ bool bitExact(const std::string& spec) {
          std::string(prop.name).find("stand-in") != std::string::npos;
 }
 
-// "" where got is want (bit for bit, or to float tolerance where not exact), else where not.
+// "" where got is want (bit for bit, or to float tolerance, 5 elements in 1000 excepted, where not
+// exact), else where not.
 std::string mismatch(const std::vector<float>& got, const std::vector<float>& want, bool exact) {
   if (exact) return sameBits(got, want) ? "" : firstDifference(got, want);
-  return closeEnough(got, want, 1e-3, 0);
+  return closeEnough(got, want, 1e-3, got.size() * 5 / 1000);
 }
 
 // PowerSGD's compressed call on the stream (PowerSgdHandle::streamCompressed) with the CPU's
@@ -129,6 +132,8 @@ std::vector<float> streamReference(const std::string& spec, size_t count, int nr
                                   : std::max(ratio, std::pow(0.25, int(call * 4 / warmup) + 1)));
   }
   const float momentum = float(parsed.get("momentum", 0.9, 0, 1));
+  const double clip = parsed.get("clip", 0, 0, 1e300);
+  const double clipLimit = clip > 0 ? clip / std::sqrt(double(nranks)) : 0.0;  // DgcHandle's
   squeeze::device::Context& host = squeeze::device::hostContext();
   const size_t bytes = codec.maxEncodedBytes(count, squeeze::DataType::kFloat32);
   std::vector<char> payloads(bytes * nranks);
@@ -140,7 +145,7 @@ std::vector<float> streamReference(const std::string& spec, size_t count, int nr
     std::vector<float> x = g;
     std::vector<float>& e = state[0][q];
     if (dgc)
-      host.dgcPrepare(g.data(), 1.0f, momentum, state[1][q].data(), e.data(), x.data(),
+      host.dgcPrepare(g.data(), clipLimit, momentum, state[1][q].data(), e.data(), x.data(),
                       nonzero[q].data(), count);
     else
       for (size_t i = 0; i < e.size(); ++i) {
@@ -204,6 +209,7 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
                                           "randk:ratio=0.05,seed=9,min_bytes=0",
                                           "dgc:ratio=0.01,min_bytes=0",
                                           "dgc:ratio=0.3,warmup=3,sample=0,min_bytes=0",
+                                          "dgc:ratio=0.05,clip=1,min_bytes=0",
                                           "powersgd:rank=2,min_bytes=0",
                                           "powersgd:rank=3,cols=50,ef=0,min_bytes=0"};
   const size_t counts[] = {1, 4099, 70001};
