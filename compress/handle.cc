@@ -170,17 +170,9 @@ void CodecHandle::prepare(const float* g, float* x, int, device::Context& ctx) {
 
 void CodecHandle::runChunked(CodecComm& comm, const void* in, void* out, size_t count, RedOp op,
                              Codec& codec, CodecCall& call) {
-  CollRequest req;
-  req.kind = CollKind::kAllReduce;
-  req.sendbuf = in;
-  req.recvbuf = out;
-  req.count = count;
-  req.dtype = dtype_;
-  req.op = op;
+  CollRequest req = codecRequest(CollKind::kAllReduce, in, out, count, dtype_, op);
   req.codec = &codec;
   req.codecCall = &call;
-  req.codecMethod = methodId_;
-  req.specHash = specHash_;
   comm.collective(req);
 }
 
@@ -272,7 +264,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
       const void* from = direct ? in : out;
       if (ranks > 1) {
         comm.enqueueOnStream(
-            streamRequest(CollKind::kAllReduce, from, x, count_, DataType::kFloat32, op), stream);
+            codecRequest(CollKind::kAllReduce, from, x, count_, DataType::kFloat32, op), stream);
       } else if (from != x) {
         ctx.copy(x, from, count_ * sizeof(float));
       }
@@ -301,7 +293,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   return true;
 }
 
-CollRequest CodecHandle::streamRequest(CollKind kind, const void* in, void* out, size_t count,
+CollRequest CodecHandle::codecRequest(CollKind kind, const void* in, void* out, size_t count,
                                        DataType dtype, RedOp op) const {
   CollRequest req;
   req.kind = kind;
@@ -310,7 +302,7 @@ CollRequest CodecHandle::streamRequest(CollKind kind, const void* in, void* out,
   req.count = count;
   req.dtype = dtype;
   req.op = op;
-  req.codecMethod = methodId_;  // in the call words: ranks whose codecs differ are told
+  req.codecMethod = methodId_;  // ranks whose codecs differ are told
   req.specHash = specHash_;
   return req;
 }
@@ -339,7 +331,7 @@ void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, Re
               bytes);
   stamp();
   comm.enqueueOnStream(
-      streamRequest(CollKind::kAllGather, mine, all, bytes, DataType::kUint8, RedOp::kSum),
+      codecRequest(CollKind::kAllGather, mine, all, bytes, DataType::kUint8, RedOp::kSum),
       stream);
   stamp();
   for (int q = 0; q < ranks; ++q) {
@@ -446,15 +438,10 @@ bool CodecHandle::adapt(CodecComm& comm, const float* x, device::Context& ctx,
       runs_[mode] = RunSums{};
     }
     if (policy_) policy_->figures(figures.data() + kOwn);
-    CollRequest req;  // one small dense all-reduce: every rank then holds the same figures
-    req.kind = CollKind::kAllReduce;
-    req.sendbuf = figures.data();
-    req.recvbuf = figures.data();
-    req.count = figures.size();
-    req.dtype = DataType::kFloat64;
-    req.op = RedOp::kSum;
-    req.codecMethod = methodId_;  // a rank on another codec (or none) is told which, as ever
-    req.specHash = specHash_;
+    // One small dense all-reduce: every rank then holds the same figures (a rank on another
+    // codec, or none, is told which, as ever).
+    CollRequest req = codecRequest(CollKind::kAllReduce, figures.data(), figures.data(),
+                                   figures.size(), DataType::kFloat64, RedOp::kSum);
     req.partOf = figureExchangeName_.c_str();
     comm.hostCollective(req);
 

@@ -215,9 +215,10 @@ class CodecHandle {
                                 device::Context& ctx, void* stream,
                                 const std::function<void()>& stamp, CodecCall& call);
   static constexpr size_t kMaxStreamStamps = 6;
-  // One of enqueueOnStream's collectives, carrying the codec's method and spec hash.
-  CollRequest streamRequest(CollKind kind, const void* in, void* out, size_t count,
-                            DataType dtype, RedOp op) const;
+  // A collective of this handle's call (its schedule, the figures' exchange, a stream call's),
+  // carrying the codec's method and spec hash so ranks whose codecs differ are told.
+  CollRequest codecRequest(CollKind kind, const void* in, void* out, size_t count,
+                           DataType dtype, RedOp op) const;
   // The times of the stream calls whose stamps have run, into runs_ (the guard's next figures).
   void takeStreamSeconds(device::Context& ctx);
   // Runs the tuner's all-reduce of count values of dtype_ over comm with `codec`, filling call.

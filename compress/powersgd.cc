@@ -158,7 +158,7 @@ class PowerSgdHandle final : public CodecHandle {
       stamp();
       if (ranks > 1)
         comm.enqueueOnStream(
-            streamRequest(CollKind::kAllReduce, buf, buf, n, DataType::kFloat32, RedOp::kAvg),
+            codecRequest(CollKind::kAllReduce, buf, buf, n, DataType::kFloat32, RedOp::kAvg),
             stream);
       stamp();
     };

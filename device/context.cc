@@ -3,7 +3,6 @@
 #include "device/context.h"
 
 #include <atomic>
-#include <chrono>
 #include <cstring>
 
 #include "base/error.h"
@@ -19,21 +18,6 @@ std::atomic<uint64_t> gSlotFallbacks{0};
 uint64_t slotFallbacks() { return gSlotFallbacks.load(std::memory_order_relaxed); }
 
 void countSlotFallback() { gSlotFallbacks.fetch_add(1, std::memory_order_relaxed); }
-
-Context::Stamp Context::stamp() {
-  clockStamps_[++lastStamp_] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  return lastStamp_;
-}
-
-bool Context::takeSeconds(const Stamp* stamps, size_t n, double* seconds) {
-  for (size_t i = 0; i < n; ++i)
-    SQZ_ENFORCE(clockStamps_.count(stamps[i]), "takeSeconds: stamp ", stamps[i], " is not held");
-  for (size_t i = 0; i + 1 < n; ++i)
-    seconds[i] = clockStamps_[stamps[i + 1]] - clockStamps_[stamps[i]];
-  for (size_t i = 0; i < n; ++i) clockStamps_.erase(stamps[i]);
-  return true;
-}
 
 void Context::reserve(std::unique_ptr<Allocation>& a, size_t bytes, Space space) {
   if (a && a->size() >= bytes) return;

@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "base/types.h"
@@ -164,11 +163,11 @@ class Context {
   // pay-off guard's, of calls on the caller's stream): CUDA, an event that times when the stream
   // reaches it; host, the clock now.
   using Stamp = uint64_t;
-  virtual Stamp stamp();
+  virtual Stamp stamp() = 0;
   // Once the work before every one of stamps[0..n) has run: seconds[i] = the time from stamps[i]
   // to stamps[i + 1] (n - 1 of them), the stamps are released, and true. Before that: false, and
   // nothing changes; nothing waits. A failed kernel throws Error(kCuda), as reached() does.
-  virtual bool takeSeconds(const Stamp* stamps, size_t n, double* seconds);
+  virtual bool takeSeconds(const Stamp* stamps, size_t n, double* seconds) = 0;
 
   // ---- kernels: each runs device::cpu<Name> or its gpu twin (device/*.h) ---------------------
   // reduce.h
@@ -262,8 +261,6 @@ class Context {
   };
   std::vector<Pooled> pool_;
   std::vector<int> free_;
-  std::unordered_map<Stamp, double> clockStamps_;  // stamp()'s clock readings (host)
-  Stamp lastStamp_ = 0;
   std::unique_ptr<Allocation> slots_[static_cast<int>(Slot::kCount)];
 };
 

@@ -2,7 +2,9 @@
 // kernels, each done when it returns, so every mark is reached and nothing is waited for.
 #include "device/context.h"
 
+#include <chrono>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "base/error.h"
@@ -48,6 +50,21 @@ class HostContext final : public Context {
   Mark mark() override { return 0; }
   bool reached(Mark) override { return true; }
   void wait(const char*) override {}
+
+  // The clock now: the host's work is done when its calls return.
+  Stamp stamp() override {
+    clock_[++lastStamp_] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    return lastStamp_;
+  }
+  bool takeSeconds(const Stamp* stamps, size_t n, double* seconds) override {
+    for (size_t i = 0; i < n; ++i)
+      SQZ_ENFORCE(clock_.count(stamps[i]), "takeSeconds: stamp ", stamps[i], " is not held");
+    for (size_t i = 0; i + 1 < n; ++i) seconds[i] = clock_[stamps[i + 1]] - clock_[stamps[i]];
+    for (size_t i = 0; i < n; ++i) clock_.erase(stamps[i]);
+    return true;
+  }
 
   void reduce(DataType dtype, RedOp op, void* out, const void* a, const void* b,
               size_t n) override {
@@ -150,6 +167,10 @@ class HostContext final : public Context {
   size_t firstBadIndex(const uint32_t* idx, size_t m, size_t count) override {
     return cpuFirstBadIndex(idx, m, count);
   }
+
+ private:
+  std::unordered_map<Stamp, double> clock_;  // stamp()'s readings, until taken
+  Stamp lastStamp_ = 0;
 };
 
 }  // namespace

@@ -59,7 +59,8 @@ class Communicator final : public CodecComm {
   void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
   // A compressed device call on the caller's stream (CodecComm): the context its passes run in,
   // where every rank runs the stream collectives and SQZ_ALGO names no algorithm (compressed
-  // calls through the host follow it), else null; and the all-gather of its payloads.
+  // calls through the host follow it), else null; and its collectives there (the all-gather of
+  // its payloads, or its dense all-reduce).
   device::Context* streamContext() override;
   // Held by whoever uses streamContext() (a compressed call's passes, a codec's settle): calls
   // may come from several threads, and the context is one.

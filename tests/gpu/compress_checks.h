@@ -15,22 +15,17 @@
 #include <vector>
 
 #include "../collective/test_util.h"
+#include "device/quantize.h"
 
 namespace sqztest {
 
 // ---- inputs ----------------------------------------------------------------------------------
 
-inline uint64_t mixBits(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // Gradient-like values in [-1, 1] on a grid of 1/1000 (so magnitudes tie, which exercises the
 // selection's tie rule), about 5% exact zeros, and a larger scale on every 97th element.
 inline float inputValue(int rank, int call, size_t i) {
-  const uint64_t h = mixBits((uint64_t(rank) << 48) ^ (uint64_t(call) << 40) ^ i);
+  const uint64_t key = (uint64_t(rank) << 48) ^ (uint64_t(call) << 40) ^ i;
+  const uint64_t h = squeeze::device::mix64(key + 0x9e3779b97f4a7c15ull);  // splitmix64's step
   if (h % 20 == 0) return 0.0f;
   const float v = float(int64_t(h >> 20) % 2001 - 1000) / 1000.0f;
   return i % 97 == 0 ? v * 8.0f : v;
