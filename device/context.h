@@ -278,5 +278,13 @@ std::unique_ptr<Context> makeCudaContext(int device, GpuStream stream);
 // operations, and a wait for them). A stream made here would take a hardware work queue that
 // the callers' streams may then share (CUDA_DEVICE_MAX_CONNECTIONS).
 std::unique_ptr<Context> makeFollowingCudaContext(int device);
+// The context of a communicator's compressed calls on its callers' streams
+// (CodecComm::streamContext): a following context on GPU `device`, its slots prepared. Set-up
+// time only: it waits for the device, and first frees the parked contexts whose work has run.
+std::unique_ptr<Context> makeCodecContext(int device);
+// Ends a context makeCodecContext made with no call that may wait for the device (a stream in
+// this process may be held by a peer's call): it is kept until the work it enqueued has run, and
+// freed by a later makeCodecContext.
+void parkCodecContext(std::unique_ptr<Context> ctx);
 
 }  // namespace squeeze::device

@@ -61,11 +61,12 @@ void StreamCollectives::enqueueSendRecv(GpuStream, const std::vector<Message>&,
                                         const std::string&) {
   refuse(strCat("rank ", rank_, ": "));
 }
-Context& StreamCollectives::codecContext() const { refuse(""); }
 void StreamCollectives::release() {}
 void StreamCollectives::stopWatcher() {}
 
 std::unique_ptr<Context> makeCudaContext(int, GpuStream) { refuse(""); }
 std::unique_ptr<Context> makeFollowingCudaContext(int) { refuse(""); }
+std::unique_ptr<Context> makeCodecContext(int) { refuse(""); }
+void parkCodecContext(std::unique_ptr<Context>) {}
 
 }  // namespace squeeze::device

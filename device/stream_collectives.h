@@ -105,8 +105,6 @@
 
 namespace squeeze::device {
 
-class Context;
-
 // Bytes of a rank's stream area (zeroed when the communicator is made).
 constexpr size_t kStreamAreaBytes = 2048;
 // What a rank tells its peers about its window (exportWindow), fixed-size.
@@ -170,11 +168,6 @@ class StreamCollectives {
   void enqueueSendRecv(GpuStream stream, const std::vector<Message>& messages,
                        const std::string& what);
 
-  // The context of the compressed calls that gather their payloads with enqueue (a codec's
-  // passes on the caller's stream, CodecHandle::enqueueOnStream): made and prepared with the
-  // window, where waiting for the device is allowed, and parked with it at destruction.
-  Context& codecContext() const;
-
   // The communicator failed or was aborted: no reduction reads a peer's window from now on and
   // every wait of this rank's stream ends. No CUDA; idempotent.
   void release();
@@ -211,7 +204,6 @@ class StreamCollectives {
   const int timeoutMs_;
   std::function<void(const Error&)> fail_;
   std::unique_ptr<Cuda> cuda_;
-  std::unique_ptr<Context> codecs_;
   Peers peers_;
   std::mutex mu_;  // enqueue's numbering; the watcher's sleep
   std::condition_variable cv_;

@@ -21,7 +21,6 @@
 #include "base/wire.h"
 #include "device/cuda/launch.cuh"
 #include "device/cuda/runtime.h"
-#include "device/context.h"
 #include "device/cuda/stream_area.h"
 #include "device/reduce.h"
 
@@ -142,17 +141,7 @@ struct Parked {
   std::vector<const char*> opened;  // peers' windows this rank mapped (CUDA IPC)
   std::vector<void*> registered;
   std::shared_ptr<const void> keepAlive;
-  std::unique_ptr<Context> codecs;  // the compressed calls' context (its slots)
 
-  // The codecs' work (a decode's header check into a pinned slot) may come after the gather; a
-  // failed kernel is through too.
-  bool codecsThrough() const {
-    try {
-      return !codecs || codecs->reached(codecs->marked());
-    } catch (const Error&) {
-      return true;
-    }
-  }
   bool through() const {
     return areas.empty() || (reached(loadWord(areas[rank], kDoneOff), issued) &&
                              reached(loadWord(areas[rank], kGroupDoneOff), groups));
@@ -192,7 +181,7 @@ void collectParked() {
   for (auto it = all.begin(); it != all.end();) {
     Parked& p = **it;
     if (!p.detached && p.through()) (void)p.detach();
-    if (!p.detached || !p.peersDetached() || !p.codecsThrough()) {
+    if (!p.detached || !p.peersDetached()) {
       ++it;
       continue;
     }
@@ -230,15 +219,11 @@ StreamCollectives::StreamCollectives(int device, int rank, int nranks, size_t ca
   // Its reduction's first launch must not load the kernel while a stream waits on a peer.
   loadKernelModules();
   collectParked();
-  codecs_ = makeFollowingCudaContext(device_);
-  codecs_->prepareSlots();
-  codecs_->wait("preparing the context of compressed calls on device buffers");
   cuda::check(cudaMalloc(&cuda_->window, windowBytes(capacity_, nranks_)),
               strCat("cudaMalloc of the stream collectives' window (",
                      windowBytes(capacity_, nranks_), " bytes, SQZ_DEVICE_DIRECT_BYTES)").c_str());
 }
 
-Context& StreamCollectives::codecContext() const { return *codecs_; }
 
 WindowExport StreamCollectives::exportWindow() const {
   ExportData d{};
@@ -692,7 +677,6 @@ StreamCollectives::~StreamCollectives() {
   parked->window = c.window;
   parked->registered = c.registered;
   parked->keepAlive = peers_.keepAlive;
-  parked->codecs = std::move(codecs_);
   for (size_t q = 0; q < c.opened.size(); ++q)
     if (c.opened[q]) parked->opened.push_back(c.windows[q]);
   if (c.connected) {

@@ -300,6 +300,7 @@ void Communicator::forgetInitCalls() {
 
 Communicator::~Communicator() {
   callQueue_.reset();  // its enqueued calls complete first, so the count below includes them
+  device::parkCodecContext(std::move(codecContext_));
   // Traffic, for users comparing runs with and without a codec (SQZ_DEBUG=INFO).
   const uint64_t direct = direct_ ? direct_->bytesPublished() : 0;
   SQZ_INFO(kInit, "rank ", rank_, ": communicator ", toHex(&commHash_, 8), " closed after ", seq_,
@@ -452,6 +453,7 @@ void Communicator::setUpDevice(uint64_t group) {
   callQueue_ = std::make_unique<device::CallQueue>(
       config_.device, group, rank_, config_.deviceStagingBytes, config_.timeoutMs,
       [this](const Error& e) { fail(e); });
+  codecContext_ = device::makeCodecContext(config_.device);
 }
 
 device::CallQueue& Communicator::callQueue() {
@@ -544,7 +546,7 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
 }
 
 device::Context* Communicator::streamContext() {
-  return streamColls_ && config_.algoSpec.empty() ? &streamColls_->codecContext() : nullptr;
+  return streamColls_ && config_.algoSpec.empty() ? codecContext_.get() : nullptr;
 }
 
 void Communicator::enqueueOnStream(const CollRequest& req, void* stream) {
