@@ -34,15 +34,15 @@ class CodecComm {
   // pay-off guard makes the ranks agree on): a GPU kernel must never be handed host memory.
   virtual void hostCollective(const CollRequest& req) = 0;
   // Device calls whose exchange runs on the caller's stream alone (ranks that share one host,
-  // device/stream_collectives.h): the context their passes run in (prepared, made with the
-  // communicator; Context::follow moves it onto each call's stream), or null where there is no
-  // such exchange.
+  // device/stream_collectives.h; one rank, which exchanges nothing): the context their passes
+  // run in (prepared, made with the communicator; Context::follow moves it onto each call's
+  // stream), or null where there is no such exchange.
   virtual device::Context* streamContext() { return nullptr; }
   // Enqueues req on `stream` (a cudaStream_t of the context's GPU; null: the legacy default
   // stream), returning at once: an all-gather of a compressed call's payloads, or the dense
   // all-reduce of a call the codec sends dense (device memory). Every rank's call words include
   // req.codecMethod and req.specHash, so ranks that differ are told. Only where streamContext()
-  // is not null.
+  // is not null, on more than one rank.
   virtual void enqueueOnStream(const CollRequest& req, void* stream) {
     (void)req;
     (void)stream;

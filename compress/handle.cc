@@ -219,9 +219,26 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
                                   void* stream) {
   const int ranks = comm.size();
   device::Context* const on = comm.streamContext();
-  if (!on || !runsOnStream(*on) || policy_ || comm.codecSettings().codecDelayUs > 0)
+  const bool dense = methodId_ == 0;  // the dense method (PowerSGD's chunk codec is dense too)
+  if (!on || !(dense || runsOnStream(*on)) || policy_ ||
+      comm.codecSettings().codecDelayUs > 0)
     return false;
   device::Context& ctx = *on;
+  if (dense) {  // exactly sqzAllReduce, any datatype and op; no state
+    CodecCall call;
+    call.call = calls_;
+    if (ranks > 1) {
+      comm.enqueueOnStream(codecRequest(CollKind::kAllReduce, in, out, count_, dtype_, op),
+                           stream);
+    } else if (in != out) {
+      ctx.follow(static_cast<device::GpuStream>(stream));
+      ctx.copy(out, in, count_ * dataTypeSize(dtype_));
+    }
+    call.wireBytes = call.denseBytes = count_ * dataTypeSize(dtype_) * (ranks - 1);
+    account(call);
+    ++calls_;
+    return true;
+  }
   // After the calls before, whatever their stream (the state is theirs); the slots (pinned
   // headers, header checks) of those that have run come back, and a check that failed there
   // raises here, as a GPU's errors come with a later call. The guard's figures of the calls
@@ -284,11 +301,10 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   device_->lastStreamCall = ctx.mark();
   endRun(false, compress, 0, call);  // the guard's figures come from the stamps
   // A compressed call's norms stay unmeasured (their sum brought to the host would be a copy and
-  // a wait a call): the statistics keep the last gain a call measured. One rank encodes nothing
-  // (1), nor does a dense call.
+  // a wait a call): the statistics keep the last gain a call measured. A dense call's is 1.
   const double gain = stats_.gain;
   account(call);
-  if (compress && ranks > 1) stats_.gain = gain;
+  if (compress) stats_.gain = gain;
   ++calls_;
   return true;
 }
@@ -316,11 +332,9 @@ void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, Re
                                    const std::function<void()>& stamp, CodecCall& call) {
   const int ranks = comm.size();
   prepare(g, x, ranks, ctx);
-  if (ranks == 1) return;
   const size_t bytes = chunk_->maxEncodedBytes(count_, dtype_);
   // Slots past any a method uses for itself.
   auto* mine = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot, bytes));
-  auto* all = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot + 1, bytes * ranks));
   ChunkInfo at;
   at.call = calls_;
   at.rank = comm.rank();
@@ -329,11 +343,16 @@ void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, Re
       x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr, nullptr);
   SQZ_ENFORCE(wrote == bytes, chunk_->name(), ": a fixed payload of ", wrote, " bytes, not ",
               bytes);
-  stamp();
-  comm.enqueueOnStream(
-      codecRequest(CollKind::kAllGather, mine, all, bytes, DataType::kUint8, RedOp::kSum),
-      stream);
-  stamp();
+  const char* all = mine;  // one rank decodes its own payload, as the host's schedule does
+  if (ranks > 1) {
+    auto* gathered = static_cast<char*>(callScratch(ctx, kStreamPayloadSlot + 1, bytes * ranks));
+    stamp();
+    comm.enqueueOnStream(
+        codecRequest(CollKind::kAllGather, mine, gathered, bytes, DataType::kUint8, RedOp::kSum),
+        stream);
+    stamp();
+    all = gathered;
+  }
   for (int q = 0; q < ranks; ++q) {
     at.peer = q;
     if (q == 0)
@@ -341,7 +360,7 @@ void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, Re
     else
       chunk_->combine(x, x, all + q * bytes, bytes, count_, dtype_, RedOp::kSum, at);
   }
-  if (op == RedOp::kAvg) ctx.divide(x, count_, DataType::kFloat32, ranks);
+  if (op == RedOp::kAvg && ranks > 1) ctx.divide(x, count_, DataType::kFloat32, ranks);
   call.wireBytes = bytes * (ranks - 1);
   call.denseBytes = count_ * sizeof(float) * (ranks - 1);
 }

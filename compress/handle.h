@@ -136,15 +136,17 @@ class CodecHandle {
                          device::Context& ctx = device::hostContext());
 
   // A call on device buffers whose every pass runs on the caller's stream alone, where the
-  // communicator exchanges on the stream (ranks that share one host: CodecComm::streamContext):
-  // a method that runsOnStream (a chunk codec with a fixed payload size, Codec::fixedPayload,
-  // whose prepare and finish read nothing back to the host; or PowerSGD), no adaptive
-  // policy, no SQZ_CODEC_DELAY_US. A compressed call (streamCompressed): x = g + e into out
+  // communicator exchanges on the stream (ranks that share one host, or one rank alone:
+  // CodecComm::streamContext): a method that runsOnStream (a chunk codec with a fixed payload
+  // size, Codec::fixedPayload, whose prepare and finish read nothing back to the host; or
+  // PowerSGD), no adaptive policy, no SQZ_CODEC_DELAY_US. The dense method is exactly
+  // sqzAllReduce there. A compressed call (streamCompressed): x = g + e into out
   // (prepare), the codec's encode with feedback of the whole tensor (ChunkInfo::call the call
   // number, rank this rank's, offset 0), an all-gather of every rank's payload on the stream,
   // out = the payloads decoded and added in rank order (decode of rank 0's, combine of each
   // next), divided for avg, then finish: the same bits on every rank, and no byte through the
-  // host. One rank: prepare and finish alone, as the host's schedule runs it. A dense call (not
+  // host. One rank decodes its own payload (as the host's one-rank schedule keeps the payload's
+  // values). A dense call (not
   // compressible, or the pay-off guard's choice): the stream's dense all-reduce of x = g + e (or
   // of in where the residual is empty and prepare is plain), then finish. The guard decides as
   // on the host, from figures the ranks exchange on the calls it names (a small all-reduce of
@@ -204,8 +206,8 @@ class CodecHandle {
   // caller's stream in ctx (here: a chunk codec whose payload has a fixed size; prepare and finish
   // must read nothing back to the host). compressible: whether this call has an adapt step (else it
   // runs dense; here: min_bytes). streamCompressed: a compressed call's work between the adapt step
-  // and finish (here: prepare; then, on ranks > 1, the encode, the all-gather of every rank's
-  // payload, and each payload decoded and added in rank order, divided for avg), calling stamp()
+  // and finish (here: prepare, the encode, on ranks > 1 the all-gather of every rank's payload,
+  // and each payload decoded and added in rank order, divided for avg), calling stamp()
   // between its codec work and each exchange (at most kMaxStreamStamps - 2 times: the call's start
   // and end are stamped around it), so that the guard counts the intervals before, between and
   // after the exchanges as codec time.

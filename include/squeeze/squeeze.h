@@ -379,8 +379,9 @@ SQZ_API sqzResult_t sqzCommGrow(sqzComm_t comm, int newRanks, const sqzUniqueId*
 
 /**
  * The name of the algorithm the last collective on comm used ("ring", "rhd", ... "p2p"; "stream"
- * for a dense collective or a group of sends and receives on device buffers of ranks on one
- * host, run on the caller's stream alone; "" before the first). Valid until the next call on comm. For benchmarks and logs.
+ * for a call on device buffers run on the caller's stream alone: a collective or a group of sends
+ * and receives of ranks on one host, a compressed all-reduce there, or a one-rank call; "" before
+ * the first). Valid until the next call on comm. For benchmarks and logs.
  */
 SQZ_API sqzResult_t sqzCommGetLastAlgorithm(sqzComm_t comm, const char** name);
 

@@ -192,7 +192,10 @@ sqzResult_t sqzAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t 
     impl.throwIfFailed();
     {
       std::lock_guard<std::mutex> lock(impl.streamContextMutex());
-      if (h.enqueueOnStream(impl, sendbuff, recvbuff, static_cast<RedOp>(op), stream)) return;
+      if (h.enqueueOnStream(impl, sendbuff, recvbuff, static_cast<RedOp>(op), stream)) {
+        impl.ranOnStream();
+        return;
+      }
     }
     impl.enqueueTask(stream, {{sendbuff, bytes, true, false}, {recvbuff, bytes, false, true}},
                      [&h, &impl, sendbuff, recvbuff, op](const device::HostCopies& copies) {

@@ -513,6 +513,7 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
     throwIfFailed();
     callQueue().copyOnStream(static_cast<device::GpuStream>(stream), req.recvbuf, req.sendbuf,
                              req.bytes(), what);
+    ranOnStream();
     return;
   }
   // A dense collective of ranks on one host: on the caller's stream alone. Unless SQZ_ALGO
@@ -546,7 +547,9 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
 }
 
 device::Context* Communicator::streamContext() {
-  return streamColls_ && config_.algoSpec.empty() ? codecContext_.get() : nullptr;
+  // One rank exchanges nothing: its compressed calls are its codec's passes alone.
+  const bool onStream = nranks_ == 1 || (streamColls_ && config_.algoSpec.empty());
+  return onStream ? codecContext_.get() : nullptr;
 }
 
 void Communicator::enqueueOnStream(const CollRequest& req, void* stream) {
@@ -559,7 +562,6 @@ void Communicator::enqueueOnStream(const CollRequest& req, void* stream) {
                         gather ? strCat(codec, ": the all-gather of ", req.count, " payload bytes")
                                : strCat(codec, " sent dense: ", req.count, " ",
                                         dataTypeName(req.dtype)));
-  lastAlgorithm_ = "stream";
 }
 
 void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream) {

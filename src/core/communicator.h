@@ -58,9 +58,9 @@ class Communicator final : public CodecComm {
   void enqueueCollective(const CollRequest& req, void* stream);
   void enqueueSendRecv(const std::vector<P2pCall>& calls, void* stream);
   // A compressed device call on the caller's stream (CodecComm): the context its passes run in,
-  // where every rank runs the stream collectives and SQZ_ALGO names no algorithm (compressed
-  // calls through the host follow it), else null; and its collectives there (the all-gather of
-  // its payloads, or its dense all-reduce).
+  // on one rank (no exchange), or where every rank runs the stream collectives and SQZ_ALGO
+  // names no algorithm (compressed calls through the host follow it), else null; and its
+  // collectives there (the all-gather of its payloads, or its dense all-reduce).
   device::Context* streamContext() override;
   // Held by whoever uses streamContext() (a compressed call's passes, a codec's settle): calls
   // may come from several threads, and the context is one.
@@ -83,6 +83,9 @@ class Communicator final : public CodecComm {
   std::unique_ptr<Communicator> split(int color, int key, const CommConfig& config);
   // The algorithm the last collective used ("" before the first).
   const char* lastAlgorithm() const { return lastAlgorithm_.load(); }
+  // A call ran on the caller's stream alone (a compressed one the codec ran there, and on one
+  // rank with no collective of its own): lastAlgorithm() says "stream".
+  void ranOnStream() { lastAlgorithm_ = "stream"; }
   const Tuner& tuner() const { return *tuner_; }
   // What init-time calibration learned (probe kNone when it did not run), the transport the
   // tuner prices ("shm", "tcp" or "net") and where its rows came from (a file, or "built-in").

@@ -107,6 +107,65 @@ TEST(CallCounts, OneRankAllReduceIsOneCopyOnTheCallersStream) {
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
+// A compressed all-reduce on one rank exchanges nothing: where its codec may run on the stream
+// between ranks, it is the codec's own passes on the caller's stream (x = g + e, the encode with
+// feedback, the decode of its payload, the method's finish: DGC's masking; PowerSGD's products);
+// the dense method is sqzAllReduce's one copy. After the first call,
+// nothing goes to the host, no thread waits, and nothing is made, allocated or staged through a
+// fallback; the guard's calls included (auto_dense=1, the default: its timing events).
+TEST(CallCounts, ACompressedCallOnOneRankIsItsCodecsPassesOnTheStream) {
+  struct Case {
+    const char* spec;
+    double launches;  // at most, a call
+  };
+  // The guard's: it sends calls dense where compressing saves nothing (one rank: always).
+  const Case cases[] = {{"dense", 0},           {"int8:auto_dense=0", 4},
+                        {"int8", 4},            {"topk:auto_dense=0", 8},
+                        {"dgc:clip=1,auto_dense=0", 11}, {"powersgd:auto_dense=0", 5}};
+  constexpr size_t kCount = size_t(1) << 16;
+  constexpr int kCalls = 3;
+  RunOptions opts;
+  opts.transports = "shm";
+  RunResult run = runRanks(1, opts, [&](sqzComm_t& comm, int) {
+    Stream stream;
+    cudaStream_t s = stream.s;
+    DeviceFloats in(kCount, s), out(kCount, s);
+    for (const auto& [spec, launches] : cases) {
+      sqzCodec_t codec = nullptr;
+      ASSERT_EQ(sqzCodecCreate(&codec, spec, kCount, sqzFloat32, comm), sqzSuccess)
+          << sqzGetLastError(comm);
+      auto call = [&] {
+        EXPECT_EQ(sqzAllReduceCompressed(in.ptr, out.ptr, kCount, sqzFloat32, sqzSum, codec,
+                                         comm, s), sqzSuccess) << sqzGetLastError(comm);
+      };
+      // Warm-up as counted: the events' pools grow to the calls in flight.
+      for (int round = 0; round < 2; ++round) {
+        for (int i = 0; i < kCalls; ++i) call();
+        EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      }
+      const uint64_t fallbacks = squeeze::device::slotFallbacks();
+      const Counters p0 = processCounters();
+      for (int i = 0; i < kCalls; ++i) call();
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      const Counters p = processCounters() - p0;
+      const char* algo = "";
+      sqzCommGetLastAlgorithm(comm, &algo);
+      EXPECT_EQ(std::string(algo), "stream") << spec;
+      std::printf("  one rank, %-26s %4.1f launches, %4.1f copies a call\n", spec,
+                  double(p.launches) / kCalls, double(p.copies) / kCalls);
+      EXPECT_LE(double(p.launches) / kCalls, launches) << spec;
+      EXPECT_EQ(p.hostWaits, 1u) << spec << ": only the test's synchronize";
+      EXPECT_EQ(p.deviceToHost, 0u) << spec << ": a call copied to the host";
+      EXPECT_EQ(p.pageable, 0u) << spec;
+      EXPECT_EQ(p.streamCreations + p.eventCreations, 0u) << spec;
+      EXPECT_EQ(p.allocations, 0u) << spec;
+      EXPECT_EQ(squeeze::device::slotFallbacks(), fallbacks) << spec;
+      sqzCodecDestroy(codec);
+    }
+  });
+  EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+}
+
 // A call on device buffers is a stream program (device/call_queue.h): per piece of staging, a
 // copy and the words' writes and waits on the caller's stream, enqueued by the caller's thread,
 // which waits for nothing; the progress thread does the rest on the host and makes no CUDA call

@@ -1,6 +1,6 @@
-// Compressed all-reduce on device buffers of ranks on one GPU (threads of one process), where
-// the call runs on the caller's stream alone (CodecHandle::enqueueOnStream: a codec whose payload
-// has a fixed size, SQZ_ALGO unset): results and residuals bit for bit against a CPU model of
+// Compressed all-reduce on device buffers of ranks on one GPU (threads of one process), or of one
+// rank alone, where the call runs on the caller's stream alone (CodecHandle::enqueueOnStream: a
+// codec whose payload has a fixed size, SQZ_ALGO unset; the dense method): results and residuals bit for bit against a CPU model of
 // that algorithm, state moved to the host and back between calls, the pay-off guard's calls in
 // both modes, and ranks whose codecs differ told so.
 // main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
@@ -122,7 +122,7 @@ std::vector<float> streamReference(const std::string& spec, size_t count, int nr
   // PowerSGD without a low-rank view (no Q) runs dense.
   if (parsed.method == "powersgd" && !dense && !state[1][0].empty())
     return powerSgdReference(parsed, count, nranks, call, op, state);
-  dense = dense || parsed.method == "powersgd";
+  dense = dense || parsed.method == "powersgd" || parsed.method == "dense";
   auto handle = squeeze::createCodecHandle(parsed, count, squeeze::DataType::kFloat32);
   squeeze::Codec& codec = *handle->chunkCodec();
   if (dgc) {  // DgcHandle::densityAt
@@ -200,7 +200,7 @@ class StreamCompressed : public ::testing::TestWithParam<int> {};
 // the host and back, and the ranks then share their residuals for the reference.
 TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
   const int nranks = GetParam();
-  const std::vector<std::string> specs = {"fp16:min_bytes=0", "bf16:min_bytes=0",
+  const std::vector<std::string> specs = {"dense", "fp16:min_bytes=0", "bf16:min_bytes=0",
                                           "int8:min_bytes=0", "int8:block=100,min_bytes=0",
                                           "qsgd:levels=4,block=100,seed=3,min_bytes=0",
                                           "onebit:min_bytes=0", "terngrad:ef=0,min_bytes=0",
@@ -484,7 +484,7 @@ TEST(StreamCompressedErrors, RanksWithDifferentCodecsFailNamingBoth) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCompressed, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCompressed, ::testing::Values(1, 2, 3, 4));
 INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCompressedGuard, ::testing::Values(2, 3));
 
 }  // namespace
