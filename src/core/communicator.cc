@@ -547,8 +547,10 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
 }
 
 device::Context* Communicator::streamContext() {
-  // One rank exchanges nothing: its compressed calls are its codec's passes alone.
-  const bool onStream = nranks_ == 1 || (streamColls_ && config_.algoSpec.empty());
+  // One rank exchanges nothing: its compressed calls are its codec's passes alone (unless
+  // SQZ_DEVICE_DIRECT_BYTES=0 sends device calls through the host).
+  const bool onStream = nranks_ == 1 ? config_.deviceDirectBytes > 0
+                                     : streamColls_ && config_.algoSpec.empty();
   return onStream ? codecContext_.get() : nullptr;
 }
 

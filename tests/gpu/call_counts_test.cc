@@ -164,6 +164,25 @@ TEST(CallCounts, ACompressedCallOnOneRankIsItsCodecsPassesOnTheStream) {
     }
   });
   EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
+  // SQZ_DEVICE_DIRECT_BYTES=0 sends them through the host, as every device call but a copy.
+  ScopedEnv env;
+  env.set("SQZ_DEVICE_DIRECT_BYTES", "0");
+  run = runRanks(1, opts, [&](sqzComm_t& comm, int) {
+    Stream stream;
+    DeviceFloats in(kCount, stream.s), out(kCount, stream.s);
+    sqzCodec_t codec = nullptr;
+    ASSERT_EQ(sqzCodecCreate(&codec, "int8:auto_dense=0", kCount, sqzFloat32, comm), sqzSuccess);
+    const Counters p0 = processCounters();
+    EXPECT_EQ(sqzAllReduceCompressed(in.ptr, out.ptr, kCount, sqzFloat32, sqzSum, codec, comm,
+                                     stream.s), sqzSuccess) << sqzGetLastError(comm);
+    EXPECT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+    EXPECT_GT((processCounters() - p0).deviceToHost, 0u) << "not staged";
+    const char* algo = "";
+    sqzCommGetLastAlgorithm(comm, &algo);
+    EXPECT_NE(std::string(algo), "stream");
+    sqzCodecDestroy(codec);
+  });
+  EXPECT_TRUE(run.initErrors.empty()) << run.initErrors[0];
 }
 
 // A call on device buffers is a stream program (device/call_queue.h): per piece of staging, a
