@@ -168,6 +168,11 @@ class StreamCollectives {
   void enqueueSendRecv(GpuStream stream, const std::vector<Message>& messages,
                        const std::string& what);
 
+  // Payload bytes this rank has made readable to its peers so far (its copies into its window,
+  // a two-shot all-reduce's part of the result, a message's chunks), each counted once however
+  // many peers read it, as DirectAllReduce counts them: the communicator's traffic at close.
+  uint64_t bytesPublished() const { return bytesPublished_.load(); }
+
   // The communicator failed or was aborted: no reduction reads a peer's window from now on and
   // every wait of this rank's stream ends. No CUDA; idempotent.
   void release();
@@ -214,6 +219,7 @@ class StreamCollectives {
   std::vector<uint32_t> messagesTo_, messagesFrom_;
   std::unique_ptr<std::atomic<uint32_t>[]> chunksTo_, chunksFrom_;
   std::atomic<uint32_t> groups_{0};  // groups enqueued
+  std::atomic<uint64_t> bytesPublished_{0};
   std::deque<Group> pending_;        // under mu_
   std::atomic<bool> released_{false};
   bool stop_ = false;

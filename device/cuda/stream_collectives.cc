@@ -456,6 +456,8 @@ void StreamCollectives::enqueue(GpuStream stream, const CollRequest& req,
         const int callWords = off < 2 * per ? kCallWords : 0;
         p.gateCopyPublish(me, kErrorOff, verdict, copies,
                           wordsOf(callWords, s, check.expect, publishedOff, t));
+        for (const Program::Copy& cp : copies) bytesPublished_ += cp.bytes;
+        if (two) bytesPublished_ += (mine.last - mine.first) * esz;  // the part's result
         wait(publishedOff, t);
         for (int q = 0; q < nranks_; ++q)
           check.call[q] = reinterpret_cast<const volatile uint32_t*>(c.areaDevice[q] + callOff(s));

@@ -100,6 +100,7 @@ void StreamCollectives::enqueueSendRecv(GpuStream stream, const std::vector<Mess
                             static_cast<const char*>(m.m->buffer) + r * slot, n}},
                           p.words(at, {words[0], words[1], words[2], words[3], chunk}, 1, verdict));
         chunksTo_[q].store(chunk);
+        if (q != me) bytesPublished_ += n;
       };
       auto receiveChunk = [&](const Planned& m, size_t r, size_t n) {
         const int q = m.m->peer;

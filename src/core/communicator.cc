@@ -302,7 +302,8 @@ Communicator::~Communicator() {
   callQueue_.reset();  // its enqueued calls complete first, so the count below includes them
   device::parkCodecContext(std::move(codecContext_));
   // Traffic, for users comparing runs with and without a codec (SQZ_DEBUG=INFO).
-  const uint64_t direct = direct_ ? direct_->bytesPublished() : 0;
+  const uint64_t direct = (direct_ ? direct_->bytesPublished() : 0) +
+                          (streamColls_ ? streamColls_->bytesPublished() : 0);
   SQZ_INFO(kInit, "rank ", rank_, ": communicator ", toHex(&commHash_, 8), " closed after ", seq_,
            " calls; sent ", executor_.payloadBytesSent() - calibrationBytes_ + direct,
            " payload bytes");
