@@ -541,6 +541,8 @@ static void run_gradients(const char* idFile) {
     exactSq += sumExact[i] * sumExact[i];
   }
   if (g_rank == 0) {
+    printf("nccl_program gradients: %d ranks, %s buffers\n", g_nranks,
+           g_device >= 0 ? "device" : "host");
     printf("nccl_program gradients: first_rel_err=%.6g\n", firstErr);
     printf("nccl_program gradients: cumulative_rel_err=%.6g over %d steps\n",
            sqrt(errSq / exactSq), steps);

@@ -8,7 +8,8 @@
 #   codec    SQZ_NCCL_CODEC: the same gradient loop dense and through top-k; the compressed run
 #            sends a fraction of the dense run's bytes (SQZ_DEBUG=INFO's counts per communicator
 #            and per codec, here through NCCL_DEBUG=INFO) and its errors stay within top-k's
-#            bounds (below); float32 buffers under 1M and int32 ones stay exact
+#            bounds (below); float32 buffers under 1M and int32 ones stay exact; with
+#            NCCL_SHIM_CODEC_DEVICE=1 on device buffers only (skipped, 77, without a GPU)
 #   device   collectives on device buffers (a GPU, or the CUDA stand-in) under sqzrun at 2 and 4
 #            ranks, one rank per process, each with CUDA_DEVICE_MAX_CONNECTIONS (a GPU's hardware
 #            work queues per process) at 8 (CUDA's default), 4 and 1 (NCCL_SHIM_CONNECTIONS
@@ -81,6 +82,13 @@ case $case_name in
       echo "SQZ_NCCL_CODEC=$bad refused: $(grep -o "SQZ_NCCL_CODEC.*" <<<"$out" | head -1)"
     done
     run dense
+    # NCCL_SHIM_CODEC_DEVICE=1 (suite 'gpu'): the same on device buffers, where ranks on one host
+    # run their calls on the stream; host buffers (no GPU visible) skip, as the device case does.
+    if [ "${NCCL_SHIM_CODEC_DEVICE:-0}" = 1 ] && grep -q "gradients: .* host buffers" "$dir/dense"; then
+      [ "${NCCL_SHIM_NEED_DEVICE:-0}" = 1 ] && fail "no device buffers, though NCCL_SHIM_NEED_DEVICE=1"
+      echo "SKIP: no GPU visible: nccl_program ran on host buffers"
+      exit 77
+    fi
     run topk SQZ_NCCL_CODEC=1M-inf=topk:ratio=0.1,0-1M=dense
     dense_bytes=$(sent dense) topk_bytes=$(sent topk)
     [ -n "$dense_bytes" ] && [ -n "$topk_bytes" ] || fail "no 'sent N payload bytes' INFO line"
