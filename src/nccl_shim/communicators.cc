@@ -62,7 +62,8 @@ ncclResult_t initRankConfig(const char* fn, ncclComm_t* comm, int nranks, ncclUn
   return submitInit([=] { return initRank(comm, nranks, commId, rank, SQZ_CONFIG_UNDEF_INT); });
 }
 
-// ncclCommInitAll's devices: devlist, or 0..ndev-1; without a GPU, host-memory communicators.
+// The GPUs this process sees (0 without CUDA): ncclCommInitAll's devices are devlist, or
+// 0..ndev-1 modulo them (several ranks may share a GPU, as in Squeeze); none: host memory.
 int deviceCount() {
 #if SQZ_HAVE_CUDA
   int n = 0;
@@ -150,13 +151,19 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   enter();
   if (!comms) return fail(ncclInvalidArgument, "ncclCommInitAll: comm is NULL.");
   if (ndev < 1) return fail(ncclInvalidArgument, "ncclCommInitAll: ndev is ", ndev, "; pass >= 1.");
-  const bool gpus = deviceCount() > 0;
+  const int gpus = deviceCount();
+  // Checked before any rank starts: one that could not would leave the others waiting at the
+  // rendezvous until SQZ_TIMEOUT_MS, and the error would be theirs.
+  for (int i = 0; devlist && gpus > 0 && i < ndev; ++i)
+    if (devlist[i] < 0 || devlist[i] >= gpus)
+      return fail(ncclInvalidArgument, "ncclCommInitAll: devlist[", i, "] is ", devlist[i],
+                  "; this process sees ", gpus, " GPU(s), 0 to ", gpus - 1, ".");
   ncclUniqueId id;
   if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return r;
   for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
   std::vector<GroupCall> inits;
   for (int i = 0; i < ndev; ++i) {
-    const int device = !gpus ? SQZ_CONFIG_UNDEF_INT : devlist ? devlist[i] : i;
+    const int device = gpus == 0 ? SQZ_CONFIG_UNDEF_INT : devlist ? devlist[i] : i % gpus;
     inits.push_back([=] { return initRank(&comms[i], ndev, id, i, device); });
   }
   const ncclResult_t r = runConcurrently(inits);

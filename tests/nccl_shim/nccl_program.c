@@ -628,6 +628,16 @@ static void run_recovery(const char* idFile) {
 static void run_initall(int ndev) {
   ncclComm_t comms[16];
   if (ndev < 1 || ndev > 16) FAIL("initall: NDEV is 1 to 16");
+#ifdef NCCL_PROGRAM_CUDA
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0) {
+    /* A device the process does not see: refused at once, before any rank waits for it. */
+    const int bad[2] = {0, gpus};
+    if (ncclCommInitAll(comms, 2, bad) != ncclInvalidArgument)
+      FAIL("initall: devlist {0, %d} with %d GPU(s) was not refused as invalid", gpus, gpus);
+  }
+#endif
+  /* Without devlist, more communicators than GPUs share them (rank i on GPU i mod count). */
   NCCLCHECK(ncclCommInitAll(comms, ndev, NULL));
   const size_t count = 4096;
   int32_t* bufs[16];
