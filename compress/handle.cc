@@ -43,6 +43,12 @@ struct CodecHandle::DeviceState {
     device::Context::Stamp at[kMaxStreamStamps] = {};
   };
   std::deque<Timed> timed;
+  // The last call's gain, where it was a compressed call on the stream that measured one
+  // (gainOnDevice): its encode's norms, added on the device (Context::sumsOnDevice, routed
+  // from `norms`, whose host doubles stay 0) into two doubles of callScratch's
+  // kStreamNormsSlot, which stats reads back once the call has run.
+  device::Norms norms;
+  bool gainOnDevice = false;
 };
 
 CodecHandle::CodecHandle(const CodecSpec& spec, size_t count, DataType dtype,
@@ -264,6 +270,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   };
   placeState(ctx);
   device_->streamCalls = &ctx;
+  device_->gainOnDevice = false;  // until a compressed call's encode measures one
   compressedCall_ = compress;
   try {
     const float* g = static_cast<const float*>(in);
@@ -300,8 +307,9 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   if (timing) device_->timed.push_back(timed);
   device_->lastStreamCall = ctx.mark();
   endRun(false, compress, 0, call);  // the guard's figures come from the stamps
-  // A compressed call's norms stay unmeasured (their sum brought to the host would be a copy and
-  // a wait a call): the statistics keep the last gain a call measured. A dense call's is 1.
+  // A compressed call's norms stay on the device (gainOnDevice: stats reads them back), or
+  // unmeasured (PowerSGD's): the statistics then keep the last gain a call measured. A dense
+  // call's is 1.
   const double gain = stats_.gain;
   account(call);
   if (compress) stats_.gain = gain;
@@ -339,8 +347,15 @@ void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, Re
   at.call = calls_;
   at.rank = comm.rank();
   at.ctx = &ctx;
+  // The encode's norms stay on the device for stats (nothing waits for them).
+  auto* sums = static_cast<double*>(callScratch(ctx, kStreamNormsSlot, 2 * sizeof(double)));
+  ctx.zero(sums, 2 * sizeof(double));
+  device::Norms& norms = device_->norms;
+  ctx.sumsOnDevice(&norms.inputSq, &norms.sentSq, sums);
   const size_t wrote = chunk_->encodeFeedback(
-      x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr, nullptr);
+      x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr, &norms);
+  ctx.sumsOnDevice(&norms.inputSq, &norms.sentSq, nullptr);
+  device_->gainOnDevice = true;
   SQZ_ENFORCE(wrote == bytes, chunk_->name(), ": a fixed payload of ", wrote, " bytes, not ",
               bytes);
   const char* all = mine;  // one rank decodes its own payload, as the host's schedule does
@@ -374,6 +389,7 @@ void CodecHandle::allReduce(CodecComm& comm, const void* in, void* out, RedOp op
                             device::Context& ctx) {
   CodecCall call;
   call.call = calls_;
+  if (device_) device_->gainOnDevice = false;  // this call's gain is the host's
   if (chunk_->rawWire()) {  // dense: exactly sqzAllReduce, any datatype and op
     runChunked(comm, in, out, count_, op, *chunk_, call);
   } else {
@@ -548,6 +564,12 @@ void CodecHandle::account(const CodecCall& call) {
 CodecStats CodecHandle::stats() const {
   fetchState();
   CodecStats s = stats_;
+  if (device_ && device_->gainOnDevice) {  // the call has run (fetchState's caller waited)
+    double norms[2] = {};
+    device_->downloads->copy(norms, scratch_[kStreamNormsSlot].memory->data(), sizeof norms);
+    device_->downloads->wait("downloading a compressed call's norms from the GPU");
+    s.gain = norms[0] > 0 ? norms[1] / norms[0] : 1.0;
+  }
   if (policy_) {
     s.phase = policy_->phase();
     s.cfMin = policy_->cfMin();
@@ -655,7 +677,10 @@ void CodecHandle::loadState(const void* data, size_t bytes) {
   residualClear_ = false;  // whatever the loaded residual holds: the next call adds it
   runs_[0] = runs_[1] = RunSums{};
   lastCallStart_ = 0;
-  if (device_) device_->current = DeviceState::Current::kHost;  // the next device call uploads
+  if (device_) {
+    device_->current = DeviceState::Current::kHost;  // the next device call uploads
+    device_->gainOnDevice = false;
+  }
   calls_ = calls;
   stats_ = CodecStats{};
 }

@@ -200,8 +200,10 @@ class CodecHandle {
   // Memory of at least `bytes` in ctx's space owned by the handle (slot: 0, 1, ...; contents
   // are kept between calls only while the size and the space stay).
   void* callScratch(device::Context& ctx, int slot, size_t bytes);
-  // enqueueOnStream's two (this rank's payload, every rank's): past the slots methods use.
+  // enqueueOnStream's two (this rank's payload, every rank's) and its encode's norms on the
+  // device: past the slots methods use.
   static constexpr int kStreamPayloadSlot = 8;
+  static constexpr int kStreamNormsSlot = 10;
   // What enqueueOnStream asks of a method. runsOnStream: whether its device calls may run on the
   // caller's stream in ctx (here: a chunk codec whose payload has a fixed size; prepare and finish
   // must read nothing back to the host). compressible: whether this call has an adapt step (else it

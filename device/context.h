@@ -188,6 +188,15 @@ class Context {
   // hands to host doubles (an encode's norms, sparseFeedback's inputSq and sentSq) are added
   // there by the time the context next waits (wait, read): on a CUDA context they stay on the
   // device until then, so an encode waits for nothing.
+  // sumsOnDevice routes them: from now on the sums for the host doubles (first, second) are
+  // added to `device` (two doubles in the context's device memory) on the device, for whoever
+  // reads them back, and never reach the host doubles; null ends the route. Host: nothing (its
+  // kernels add to the host doubles at once).
+  virtual void sumsOnDevice(const double* first, const double* second, double* device) {
+    (void)first;
+    (void)second;
+    (void)device;
+  }
   virtual void quantEncode(const QuantSetting& s, const QuantEncodeJob& job,
                            Feedback* feedback) = 0;
   virtual void quantDecode(const QuantSetting& s, const QuantDecodeJob& job, bool add) = 0;

@@ -114,9 +114,12 @@ std::vector<float> powerSgdReference(const squeeze::CodecSpec& parsed, size_t co
 // divided); then DGC masks u and v where a rank sent an element in full. A call sent dense:
 // every rank's x added in rank order, as the stream's all-reduce folds (avg: divided), every
 // residual 0, DGC's momentum and PowerSGD's Q kept. PowerSGD compressed: powerSgdReference.
-// state ends as the ranks'.
+// state ends as the ranks'. gains (where not null): each rank's encode's |decode|^2 / |x|^2
+// (1 where nothing was encoded).
 std::vector<float> streamReference(const std::string& spec, size_t count, int nranks, int call,
-                                   sqzRedOp_t op, ModelState& state, bool dense = false) {
+                                   sqzRedOp_t op, ModelState& state, bool dense = false,
+                                   std::vector<double>* gains = nullptr) {
+  if (gains) gains->assign(nranks, 1.0);
   const squeeze::CodecSpec parsed = squeeze::CodecSpec::parse(spec);
   const bool dgc = parsed.method == "dgc";
   // PowerSGD without a low-rank view (no Q) runs dense.
@@ -159,9 +162,11 @@ std::vector<float> streamReference(const std::string& spec, size_t count, int nr
     squeeze::ChunkInfo at;
     at.call = uint64_t(call);
     at.rank = q;
+    squeeze::EncodeNorms norms;
     sizes[q] = codec.encodeFeedback(x.data(), count, squeeze::DataType::kFloat32, at,
                                     payloads.data() + q * bytes, e.empty() ? nullptr : e.data(),
-                                    nullptr);
+                                    &norms);
+    if (gains) (*gains)[q] = norms.inputSq > 0 ? norms.sentSq / norms.inputSq : 1.0;
   }
   squeeze::ChunkInfo at;
   at.call = uint64_t(call);  // random-k's indices are the call's
@@ -242,9 +247,10 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
           const std::string key = base + " call " + std::to_string(call);
           const sqzRedOp_t op = call % 2 ? sqzAvg : sqzSum;
           const bool inPlace = call % 2 == 1, onHost = call == kOnHost;
+          std::vector<double> gains;
           const std::vector<float> want =
               onHost ? std::vector<float>()
-                     : streamReference(spec, count, nranks, call, op, state);
+                     : streamReference(spec, count, nranks, call, op, state, false, &gains);
           // Every rank waits at `sync` before its call and after its stream is through it, so
           // no rank's stream is held by a call while another rank's thread waits for its own
           // stream (ranks as threads share the GPU's hardware work queues).
@@ -305,6 +311,14 @@ TEST_P(StreamCompressed, GatheredPayloadsDecodeInRankOrder) {
             fails.push_back(key + ": result differs from the reference: " + d);
           if (const std::string d = stateDifference(codec, state, rank, exact); !d.empty())
             fails.push_back(key + ": the codec's " + d);
+          // The gain, from norms summed on the device in another order (PowerSGD's: not
+          // measured on the stream).
+          sqzCodecStats_t st{};
+          if (spec.rfind("powersgd", 0) != 0 &&
+              (sqzCodecGetStats(codec, &st) != sqzSuccess ||
+               !(std::fabs(st.gain - gains[rank]) <= 1e-6 * std::max(1.0, gains[rank]))))
+            fails.push_back(key + ": gain " + std::to_string(st.gain) + ", the model's " +
+                            std::to_string(gains[rank]));
         }
         sqzCodecDestroy(codec);
       }
