@@ -352,9 +352,17 @@ void CodecHandle::streamCompressed(CodecComm& comm, const float* g, float* x, Re
   ctx.zero(sums, 2 * sizeof(double));
   device::Norms& norms = device_->norms;
   ctx.sumsOnDevice(&norms.inputSq, &norms.sentSq, sums);
-  const size_t wrote = chunk_->encodeFeedback(
-      x, count_, dtype_, at, mine, errorFeedback_ ? stateData(residual_, ctx) : nullptr, &norms);
-  ctx.sumsOnDevice(&norms.inputSq, &norms.sentSq, nullptr);
+  struct Unroute {  // whatever the encode does: the context outlives the handle's scratch
+    device::Context& ctx;
+    device::Norms& norms;
+    ~Unroute() { ctx.sumsOnDevice(&norms.inputSq, &norms.sentSq, nullptr); }
+  };
+  size_t wrote = 0;
+  {
+    const Unroute unroute{ctx, norms};
+    wrote = chunk_->encodeFeedback(x, count_, dtype_, at, mine,
+                                   errorFeedback_ ? stateData(residual_, ctx) : nullptr, &norms);
+  }
   device_->gainOnDevice = true;
   SQZ_ENFORCE(wrote == bytes, chunk_->name(), ": a fixed payload of ", wrote, " bytes, not ",
               bytes);
