@@ -1,8 +1,9 @@
 // Compressed all-reduce on device buffers of ranks on one GPU (threads of one process), or of one
 // rank alone, where the call runs on the caller's stream alone (CodecHandle::enqueueOnStream: a
-// codec whose payload has a fixed size, SQZ_ALGO unset; the dense method): results and residuals bit for bit against a CPU model of
-// that algorithm, state moved to the host and back between calls, the pay-off guard's calls in
-// both modes, and ranks whose codecs differ told so.
+// codec whose payload has a fixed size, SQZ_ALGO unset; the dense method): results, residuals
+// and gains against a CPU model of that algorithm (bit for bit; the gain to 1e-6), state moved
+// to the host and back between calls, the pay-off guard's calls in both modes, and ranks whose
+// codecs differ told so.
 // main() is gpu_main.cc: without a GPU the binary exits 77 (skipped).
 #include <cuda_runtime_api.h>
 

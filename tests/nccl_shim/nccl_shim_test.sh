@@ -84,8 +84,10 @@ case $case_name in
     run dense
     # NCCL_SHIM_CODEC_DEVICE=1 (suite 'gpu'): the same on device buffers, where ranks on one host
     # run their calls on the stream; host buffers (no GPU visible) skip, as the device case does.
-    if [ "${NCCL_SHIM_CODEC_DEVICE:-0}" = 1 ] && grep -q "gradients: .* host buffers" "$dir/dense"; then
-      [ "${NCCL_SHIM_NEED_DEVICE:-0}" = 1 ] && fail "no device buffers, though NCCL_SHIM_NEED_DEVICE=1"
+    if [ "${NCCL_SHIM_CODEC_DEVICE:-0}" = 1 ] &&
+      grep -q "gradients: .* host buffers" "$dir/dense"; then
+      [ "${NCCL_SHIM_NEED_DEVICE:-0}" = 1 ] &&
+        fail "no device buffers, though NCCL_SHIM_NEED_DEVICE=1"
       echo "SKIP: no GPU visible: nccl_program ran on host buffers"
       exit 77
     fi
