@@ -250,6 +250,8 @@ void Communicator::setUpStreamCollectives(const std::shared_ptr<ShmWindow>& wind
           config_.device, rank_, nranks_, config_.deviceDirectBytes, config_.timeoutMs,
           [this](const Error& e) { fail(e); });
       mine = stream->exportWindow();
+      // Before the ranks agree: no rank of this communicator has a call in flight yet.
+      codecContext_ = device::makeCodecContext(config_.device);
     } catch (const Error& e) {
       able = false;
       why = e.what();
@@ -282,7 +284,10 @@ void Communicator::setUpStreamCollectives(const std::shared_ptr<ShmWindow>& wind
     }
     on = allReduceByte(able ? 1 : 0, RedOp::kMin) == 1;
   }
-  if (on) streamColls_ = std::move(stream);
+  if (on)
+    streamColls_ = std::move(stream);
+  else
+    device::parkCodecContext(std::move(codecContext_));
   SQZ_INFO(kInit, "rank ", rank_, ": dense collectives on device buffers run ",
            on    ? "on the caller's stream alone (stream collectives)"
            : able ? "through the host (a peer cannot run the stream collectives)"
@@ -454,7 +459,11 @@ void Communicator::setUpDevice(uint64_t group) {
   callQueue_ = std::make_unique<device::CallQueue>(
       config_.device, group, rank_, config_.deviceStagingBytes, config_.timeoutMs,
       [this](const Error& e) { fail(e); });
-  codecContext_ = device::makeCodecContext(config_.device);
+  // One rank's compressed calls run on the caller's stream (ranks on one host: made with the
+  // stream collectives, which they need; elsewhere the context would go unused: its slots and
+  // cuBLAS handle are not free).
+  if (nranks_ == 1 && config_.deviceDirectBytes > 0)
+    codecContext_ = device::makeCodecContext(config_.device);
 }
 
 device::CallQueue& Communicator::callQueue() {

@@ -136,8 +136,8 @@ class Communicator final : public CodecComm {
   void run(const CollRequest& req, Schedule* prebuilt, device::Context* ctx = nullptr);
   void runSendRecv(const std::vector<P2pCall>& calls, device::Context* ctx);
   // Device communicators: the pinned staging and the progress thread (device/call_queue.h),
-  // and the context of compressed calls on the callers' streams; group: the same on every rank
-  // of this communicator (its unique id's hash).
+  // and on one rank the context of compressed calls on the callers' streams; group: the same on
+  // every rank of this communicator (its unique id's hash).
   void setUpDevice(uint64_t group);
   // Puts the communicator in error state (the first cause stays), tells every peer why (a
   // failure notice) and shuts the connections. Thread-safe.
@@ -198,8 +198,9 @@ class Communicator final : public CodecComm {
   std::unique_ptr<EncodePool> encodePool_;    // SQZ_ENCODE_THREADS > 1: made at the first use
   // Dense all-reduces on device buffers of ranks on one host: on the caller's stream alone.
   std::unique_ptr<device::StreamCollectives> streamColls_;
-  // Device communicators: the context of compressed calls on the callers' streams
-  // (streamContext), made at init; parked at the end (device::parkCodecContext).
+  // The context of compressed calls on the callers' streams (streamContext), made at init where
+  // they can run there (one rank; the stream collectives); parked at the end
+  // (device::parkCodecContext).
   std::unique_ptr<device::Context> codecContext_;
   // Device communicators (config().device >= 0), made at init: the queue of device calls. The
   // last member: it is destroyed first, while what its progress thread uses still exists.
