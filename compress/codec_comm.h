@@ -42,7 +42,7 @@ class CodecComm {
   // stream), returning at once: an all-gather of a compressed call's payloads, or the dense
   // all-reduce of a call the codec sends dense (device memory). Every rank's call words include
   // req.codecMethod and req.specHash, so ranks that differ are told. Only where streamContext()
-  // is not null, on more than one rank.
+  // is not null; on one rank, a dense all-reduce alone: a copy (nothing in place).
   virtual void enqueueOnStream(const CollRequest& req, void* stream) {
     (void)req;
     (void)stream;

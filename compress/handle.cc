@@ -233,13 +233,7 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
   if (dense) {  // exactly sqzAllReduce, any datatype and op; no state
     CodecCall call;
     call.call = calls_;
-    if (ranks > 1) {
-      comm.enqueueOnStream(codecRequest(CollKind::kAllReduce, in, out, count_, dtype_, op),
-                           stream);
-    } else if (in != out) {
-      ctx.follow(static_cast<device::GpuStream>(stream));
-      ctx.copy(out, in, count_ * dataTypeSize(dtype_));
-    }
+    comm.enqueueOnStream(codecRequest(CollKind::kAllReduce, in, out, count_, dtype_, op), stream);
     call.wireBytes = call.denseBytes = count_ * dataTypeSize(dtype_) * (ranks - 1);
     account(call);
     ++calls_;
@@ -286,12 +280,8 @@ bool CodecHandle::enqueueOnStream(CodecComm& comm, const void* in, void* out, Re
       if (!direct) prepare(g, x, ranks, ctx);
       if (plainPrepare()) stamp();
       const void* from = direct ? in : out;
-      if (ranks > 1) {
-        comm.enqueueOnStream(
-            codecRequest(CollKind::kAllReduce, from, x, count_, DataType::kFloat32, op), stream);
-      } else if (from != x) {
-        ctx.copy(x, from, count_ * sizeof(float));
-      }
+      comm.enqueueOnStream(
+          codecRequest(CollKind::kAllReduce, from, x, count_, DataType::kFloat32, op), stream);
       call.wireBytes = call.denseBytes = count_ * sizeof(float) * (ranks - 1);
     }
     finish(x, ctx);

@@ -146,9 +146,9 @@ class CodecHandle {
   // out = the payloads decoded and added in rank order (decode of rank 0's, combine of each
   // next), divided for avg, then finish: the same bits on every rank, and no byte through the
   // host. One rank decodes its own payload (as the host's one-rank schedule keeps the payload's
-  // values). A dense call (not
-  // compressible, or the pay-off guard's choice): the stream's dense all-reduce of x = g + e (or
-  // of in where the residual is empty and prepare is plain), then finish. The guard decides as
+  // values). A dense call (not compressible, or the pay-off guard's choice): the stream's dense
+  // all-reduce of x = g + e (or of in where the residual is empty and prepare is plain; one
+  // rank: a copy), then finish. The guard decides as
   // on the host, from figures the ranks exchange on the calls it names (a small all-reduce of
   // host memory), but a call's times come from GPU events (Context::stamp) read, without a wait,
   // at a later call once they have run. Returns at once (true), or false with nothing enqueued

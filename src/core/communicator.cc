@@ -540,7 +540,7 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
       (config_.algoSpec.empty() || forcedDirect())) {
     throwIfFailed();
     streamColls_->enqueue(static_cast<device::GpuStream>(stream), req, what);
-    lastAlgorithm_ = "stream";
+    ranOnStream();
     return;
   }
   enqueueTask(stream, spansOf(req, rank_, nranks_),
@@ -559,17 +559,23 @@ void Communicator::enqueueCollective(const CollRequest& req, void* stream) {
 device::Context* Communicator::streamContext() {
   // One rank exchanges nothing: its compressed calls are its codec's passes alone (unless
   // SQZ_DEVICE_DIRECT_BYTES=0 sends device calls through the host).
-  const bool onStream = nranks_ == 1 ? config_.deviceDirectBytes > 0
-                                     : streamColls_ && config_.algoSpec.empty();
-  return onStream ? codecContext_.get() : nullptr;
+  // codecContext_ is made where they can run there (setUpDevice, setUpStreamCollectives).
+  return nranks_ > 1 && !config_.algoSpec.empty() ? nullptr : codecContext_.get();
 }
 
 void Communicator::enqueueOnStream(const CollRequest& req, void* stream) {
   const bool gather = req.kind == CollKind::kAllGather;
-  SQZ_ENFORCE(streamColls_ && (gather || req.kind == CollKind::kAllReduce) && req.count > 0,
+  SQZ_ENFORCE((streamColls_ || (nranks_ == 1 && !gather)) &&
+                  (gather || req.kind == CollKind::kAllReduce) && req.count > 0,
               "enqueueOnStream");
   throwIfFailed();
   const std::string codec = strCat("compressed all-reduce (", codecName(req.codecMethod), ")");
+  if (nranks_ == 1) {  // its all-reduce is its input: sqzAllReduce's one copy (none in place)
+    if (req.sendbuf != req.recvbuf)
+      callQueue().copyOnStream(static_cast<device::GpuStream>(stream), req.recvbuf, req.sendbuf,
+                               req.bytes(), strCat(codec, " sent dense"));
+    return;
+  }
   streamColls_->enqueue(static_cast<device::GpuStream>(stream), req,
                         gather ? strCat(codec, ": the all-gather of ", req.count, " payload bytes")
                                : strCat(codec, " sent dense: ", req.count, " ",
@@ -585,7 +591,7 @@ void Communicator::enqueueSendRecv(const std::vector<P2pCall>& calls, void* stre
     for (const P2pCall& c : calls) messages.push_back({c.isSend, c.peer, c.buffer, c.bytes});
     streamColls_->enqueueSendRecv(static_cast<device::GpuStream>(stream), messages,
                                   strCat("a group of ", calls.size(), " sends and receives"));
-    lastAlgorithm_ = "stream";
+    ranOnStream();
     return;
   }
   std::vector<device::DeviceSpan> spans;

@@ -83,8 +83,8 @@ class Communicator final : public CodecComm {
   std::unique_ptr<Communicator> split(int color, int key, const CommConfig& config);
   // The algorithm the last collective used ("" before the first).
   const char* lastAlgorithm() const { return lastAlgorithm_.load(); }
-  // A call ran on the caller's stream alone (a compressed one the codec ran there, and on one
-  // rank with no collective of its own): lastAlgorithm() says "stream".
+  // A call ran on the caller's stream alone (a stream collective, a one-rank copy, a compressed
+  // call the codec ran there): lastAlgorithm() says "stream".
   void ranOnStream() { lastAlgorithm_ = "stream"; }
   const Tuner& tuner() const { return *tuner_; }
   // What init-time calibration learned (probe kNone when it did not run), the transport the
