@@ -100,6 +100,9 @@ class CudaContext final : public Context {
       cuda::check(cudaMemsetAsync(badIndices_.data(), 0xff, badIndices_.size(), stream_),
                   "cudaMemsetAsync(index check slots)");
       stagedAfter_.assign(kStageSlots, kUnused);
+      // Calls enqueued back to back (a training step's buckets) take events from the pools.
+      while (idle_.size() < kReadyEvents) idle_.push_back(std::make_unique<cuda::Event>());
+      stamps_.reserve(kReadyEvents);
     }
   }
 
@@ -545,6 +548,7 @@ class CudaContext final : public Context {
   };
   static constexpr size_t kCheckSlots = 256;
   static constexpr size_t kStageSlots = 1024, kStageBytes = 64;
+  static constexpr size_t kReadyEvents = 64;  // marks and stamps each, made by prepareSlots
   static constexpr Mark kUnused = ~Mark{0};
 
   // ---- held kernels (beginBatch) ----------------------------------------------------------------

@@ -312,6 +312,10 @@ bool TimedEvents::take(const uint64_t* ids, size_t n, double* seconds) {
   return true;
 }
 
+void TimedEvents::reserve(size_t n) {
+  while (held_.size() + idle_.size() < n) idle_.push_back(std::make_unique<Event>(Event::kTimed));
+}
+
 void TimedEvents::clear() {
   held_.clear();
   idle_.clear();

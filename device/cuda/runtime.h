@@ -208,6 +208,9 @@ class TimedEvents {
   uint64_t record(cudaStream_t stream);
   bool take(const uint64_t* ids, size_t n, double* seconds);
   void clear();
+  // Makes idle events until `n` are pooled (set-up, where making them is allowed): a pool grows
+  // only past n events in flight.
+  void reserve(size_t n);
 
  private:
   std::unordered_map<uint64_t, std::unique_ptr<Event>> held_;
