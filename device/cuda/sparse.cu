@@ -7,9 +7,9 @@
 //                the ~1% sample keys; a kernel takes t1, its key at rank r1;
 //   pass         an ordered compaction (below) of the keys >= t1 into the candidates, ascending,
 //                at most the pass's cap of them: two reads of the chunk;
-//   steer        a one-thread kernel reads the pass's count: k or more that fit, and the
-//                selection runs among the candidates; else over the whole chunk (the CPU's
-//                fallback). Every later kernel reads that choice (Source::steered) and its size
+//   steer        the pass's write kernel (block 0) reads the pass's count: k or more that
+//                fit, and the selection runs among the candidates; else over the whole chunk
+//                (the CPU's fallback). Every later kernel reads that choice (Source::steered) and its size
 //                from the device, their grids sized for the whole chunk;
 //   exact        the k-th largest key by radix select: three histogram passes on the key bits
 //                (11, 11, 9), each narrowing the prefix;
