@@ -33,8 +33,9 @@
 // stream and timed to its synchronization. Since the kernels promise the CPU's layout and
 // selection, a payload whose size differs from the CPU encode's is a failed row. Two more lines
 // say what the figures can be read against: the device's copy bandwidth (device to device, 256
-// MiB, bytes read + written over the time), and top-k at ratio 0.001 over 64M float32 values,
-// sampled (DGC's mode) and exact, in ms.
+// MiB, bytes read + written over the time), and top-k at ratios 0.001 and 0.01 over 64M float32
+// values, sampled (DGC's mode) and exact, in ms (torch.topk's on the same GPU:
+// tests/gpu/torch/topk_ref.py).
 //
 // -J FILE also writes the table as JSON (perf/perf_json.h's preamble, format "squeeze-perf/1" with
 // "collective": "codec-bench"): one row per codec ("kind": "codec", the printed columns as

@@ -14,11 +14,12 @@
 #     120 s each; dense also with 32) and the squeeze package built against this node's torch
 #     (check/build-python-ext.sh into BUNDLE/python, 240 s), then its torch tests on CUDA tensors
 #     (SQZ_TEST_DEVICE=cuda: test_torch_backend.py and test_hook.py, 180 s each);
-#   phase 2 (up to 120 s + 3 x 60 s + 90 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M
+#   phase 2 (up to 120 s + 4 x 60 s + 90 s): sqz-codec-bench -d cuda at 256K, 1M, 16M and 64M
 #     floats, alone on the GPU: first every process still alive from an earlier step is stopped (the log
 #     and the summary's "leftovers" row say which); then sqz-allreduce-perf -d cuda -b 1K -e 256M
 #     alone, at 1 rank and at 2 (the stream all-reduce), and sqz-sendrecv-perf at 2 (the stream
-#     sends and receives); last, ncu over the codec bench at 16M floats (90 s; a SKIP where the
+#     sends and receives); torch.topk at 64M floats (check/topk_ref.py, the reference top-k is
+#     held to); last, ncu over the codec bench at 16M floats (90 s; a SKIP where the
 #     node has no ncu or keeps its counters to administrators);
 #   phase 3 (up to 195 s): sqzrun -n N sqz-allreduce-perf -d cuda -b 1K -e 16M -f 4 -c 1 at
 #     N = 1, 2, 4 over SQZ_TRANSPORT=cuda_ipc, shm and tcp: seven lanes side by side, each dense
@@ -27,7 +28,10 @@
 #     ranks, shm at 4 and tcp at 4 (45 s each);
 #   phase 4: ms per DDP step (check/ddp_check.py --ddp-only, one run at a time, 60 s each):
 #     torch's NCCL on 1 rank (a reference), the shim and the squeeze backend on 1, 2 and 4; then
-#     torch references (device copy, torch.topk). torch's own numbers are never failures.
+#     torch references (device copy; torch.topk where phase 2 did not run). torch's own numbers
+#     are never failures;
+#   last, issue 47's figures (check/gpu-figures.py): each goal, what the logs measured and
+#     whether it is met, first among summary.md's sections (never a failure).
 # RUN_CONNS (default "32 1") lists the CUDA_DEVICE_MAX_CONNECTIONS variants: 1 is used only where
 # every rank is a process of its own that sqzrun started (the one-process tests hold several
 # ranks' streams, which one queue serializes), the others everywhere above; "" runs none.
@@ -733,7 +737,26 @@ phase2() {
   AR_MAX=256M allreduce 35-alone-n1 default 1 ""
   AR_MAX=256M allreduce 36-alone-n2 default 2 ""
   AR_BIN=sqz-sendrecv-perf AR_MAX=256M allreduce 37-alone-n2-sendrecv default 2 ""
+  topk_reference
   ncu_look
+}
+topk_reference() {  # torch.topk on the same GPU, alone: what issue 47 holds top-k to
+  torch_ref 39-topk "torch.topk 64M float32 (torch)" 60 "$L/torch-topk.log" 'ratio 0.001' \
+    "$B/check/topk_ref.py"
+}
+# figures: issue 47's figures from the logs (check/gpu-figures.py), first among the sections.
+figures() {
+  local py=${torch_py:-${pythons[0]:-}} log=$L/figures.log
+  if [ -z "$py" ]; then
+    record 00-figures "issue 47's figures" SKIP 0 "no python3 found"
+    return
+  fi
+  if "$py" "$B/check/gpu-figures.py" "$L" >"$log" 2>&1; then
+    cp "$log" "$S/00-figures.sec"
+    record 00-figures "issue 47's figures" DONE 0 "$(sed -n 's/^## Issue 47.s figures: //p' "$log")"
+  else
+    record 00-figures "issue 47's figures" FAIL 0 "$(tail -1 "$log")"
+  fi
 }
 
 # ---- phase 3: sqz-allreduce-perf -d cuda ------------------------------------------------------
@@ -770,8 +793,7 @@ phase4() {
   ddp_time 52f-ddp "squeeze backend" 2 squeeze
   ddp_time 52g-ddp "squeeze backend" 4 squeeze
   torch_ref 50-membw "device copy 1 GiB (torch)" 60 "$L/torch-membw.log" 'GB/s' "$B/check/membw.py"
-  torch_ref 51-topk "torch.topk 64M float32 (torch)" 60 "$L/torch-topk.log" 'ratio 0.001' \
-    "$B/check/topk_ref.py"
+  [ -e "$S/39-topk.row" ] || topk_reference  # phase 2 was not run
 }
 
 for phase in 1 2 3 4; do
@@ -782,6 +804,7 @@ for phase in 1 2 3 4; do
       "ended at $((SECONDS - T0))s of the ${BUDGET}s budget"
   fi
 done
+figures
 pack
 n_bad=$(find "$S" -name '*.bad' | wc -l)
 echo "run.sh: $([ "$n_bad" = 0 ] && echo PASS || echo "FAIL ($n_bad steps)") in $((SECONDS - T0))s; summary $O/summary.md, logs $O/gpu-logs.tar.gz"

@@ -190,7 +190,8 @@ cuda_needed=$(tr ' ' '\n' <<<"$cuda_needed" | { grep -v '^libcuda\.so' || true; 
 echo "gpu-bundle: ldd check passed; left to the GPU node: ${cuda_needed}libcuda.so.1 (the driver)"
 
 # ---- the run script, the reference programs, what the bundle is ------------------------------
-cp tests/gpu/torch/*.py tests/nccl_shim/nccl_shim_test.sh scripts/build-python-ext.sh "$bundle/check/"
+cp tests/gpu/torch/*.py tests/nccl_shim/nccl_shim_test.sh scripts/build-python-ext.sh \
+  scripts/gpu-figures.py "$bundle/check/"
 # The Python package's sources, built on the GPU node against its own torch (run.sh's torch
 # step: check/build-python-ext.sh), and the package's torch tests, which run there on CUDA.
 mkdir -p "$bundle/src/include/squeeze" "$bundle/src/python/squeeze" "$bundle/src/tests/python"
