@@ -76,16 +76,10 @@ def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         sys.exit(__doc__.strip().splitlines()[-1])
     logs = sys.argv[1]
-    rows, met, measured = [], 0, 0
+    rows = []  # (figure, goal, measured, met: True, False, or None where not measured)
 
     def add(figure, goal, value, ok, why=None):
-        nonlocal met, measured
-        if ok is None:
-            rows.append((figure, goal, "not measured: " + why, "-"))
-            return
-        measured += 1
-        met += bool(ok)
-        rows.append((figure, goal, value, verdict(ok)))
+        rows.append((figure, goal, value if ok is not None else "not measured: " + why, ok))
 
     bench = read(logs, "codec-bench.log")
     tables, copy, device = codec_tables(bench) if bench else ({}, None, None)
@@ -164,14 +158,15 @@ def main():
         add("2 ranks on one GPU, 256 MiB", ">= half the HBM-traffic limit", None, None,
             "no 256 MiB row or limit in logs/allreduce-default-n2-dense-256M.*")
 
+    measured = [r for r in rows if r[3] is not None]
     print("\n## Issue 47's figures: %d of %d measured meet their goal (%d not measured)\n"
-          % (met, measured, len(rows) - measured))
+          % (sum(bool(r[3]) for r in measured), len(measured), len(rows) - len(measured)))
     where = device or "unknown"
     print("Device: %s.%s\n" % (where, " **The CUDA stand-in: a dry run, not a GPU's figures.**"
                                  if "stand-in" in where else ""))
     print("| figure | goal | measured | met |\n|---|---|---|---|")
-    for r in rows:
-        print("| %s | %s | %s | %s |" % r)
+    for figure, goal, value, ok in rows:
+        print("| %s | %s | %s | %s |" % (figure, goal, value, "-" if ok is None else verdict(ok)))
     ncu = read(logs, "ncu-codec-kernels.log")
     print("\nThe slowest kernels: %s." % ("logs/ncu-codec-kernels.log" if ncu else
                                          "no ncu log in this run"))

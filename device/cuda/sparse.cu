@@ -9,8 +9,8 @@
 //                at most the pass's cap of them: two reads of the chunk;
 //   steer        the pass's write kernel (block 0) reads the pass's count: k or more that
 //                fit, and the selection runs among the candidates; else over the whole chunk
-//                (the CPU's fallback). Every later kernel reads that choice (Source::steered) and its size
-//                from the device, their grids sized for the whole chunk;
+//                (the CPU's fallback). Every later kernel reads that choice (Source::steered)
+//                and its size from the device, their grids sized for the whole chunk;
 //   exact        the k-th largest key by radix select: three histogram passes on the key bits
 //                (11, 11, 9), each narrowing the prefix;
 //   compaction   over tiles of 4096 (a count pass, a scan of the per-tile counts, a write pass):
