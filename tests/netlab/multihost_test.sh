@@ -22,7 +22,16 @@ lab_cmd() { local sub=$1; shift; bash "$netlab" "$sub" --name "$name" "$@"; }
 trap 'lab_cmd down' EXIT
 trap 'exit 130' INT TERM HUP
 
-lab_cmd up -n 4 -r "$rate" || { echo "FAIL: the lab did not come up at $rate"; exit 1; }
+lab_cmd up -n 4 -r "$rate"
+case $? in
+  0) ;;
+  # Its link check (above): every stream slower than the rate, never faster. The lab measures
+  # itself (sqz-netprobe) before any rank runs: the machine's CPUs, busy or slow, did not carry
+  # the rate, and no figure of this test would mean what it says.
+  3) echo "SKIP: this machine did not carry $rate on every link of the lab (its check, above)"
+     exit 77 ;;
+  *) echo "FAIL: the lab did not come up at $rate"; exit 1 ;;
+esac
 
 fail=0
 out=$(mktemp)
